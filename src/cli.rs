@@ -1,0 +1,176 @@
+//! Command-line flags (clap) and their translation into validated `Settings`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{self, FailOn, Format, Settings, Vocabulary};
+use crate::error::Error;
+use crate::review::Lang;
+use crate::source::{Repo, Workspace, git};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "payreview",
+    version,
+    about = "Reviews pull-request diffs of Python services for payment-safety bugs",
+    long_about = "Reviews pull-request diffs of Python services for payment-safety bugs: \
+                  double charges, wrong amounts, orders marked paid that were never paid.\n\n\
+                  Exit status: 0 when nothing at or above --fail-on was found, 1 when something \
+                  was, 2 on a usage or input error."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Review a diff (a file, `-` for standard input, or the work tree against --base).
+    Review(ReviewArgs),
+    /// List the rules.
+    Rules,
+    /// Show one rule's documentation.
+    Rule {
+        /// Rule id, such as IDEM001.
+        id: String,
+        #[arg(long, value_enum, env = "PAYREVIEW_LANG", default_value = "en")]
+        lang: LangArg,
+    },
+    /// Show what the parsers saw (for rule authors).
+    #[command(hide = true, subcommand)]
+    Debug(DebugCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DebugCommand {
+    /// The parsed diff.
+    Patch { diff: PathBuf },
+    /// The tree-sitter tree of a Python file.
+    Tree { file: PathBuf },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LangArg {
+    En,
+    Ru,
+}
+
+impl From<LangArg> for Lang {
+    fn from(lang: LangArg) -> Self {
+        match lang {
+            LangArg::En => Lang::En,
+            LangArg::Ru => Lang::Ru,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ReviewArgs {
+    /// The diff to review: a file, or `-` for standard input. Omit it with --base.
+    pub diff: Option<PathBuf>,
+    /// The repository the diff applies to (default: the git work tree around the current
+    /// directory, if any).
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// Review from the diff alone, without reading any repository.
+    #[arg(long, conflicts_with_all = ["repo", "base"])]
+    pub diff_only: bool,
+    /// Compare with this revision: old versions are read from git; without a DIFF, the diff is
+    /// the work tree against the merge-base of HEAD and REV, as in a pull request.
+    #[arg(long, value_name = "REV")]
+    pub base: Option<String>,
+    /// The pull request's description, to check the change against (`-` for standard input).
+    #[arg(long, value_name = "FILE")]
+    pub description: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    #[arg(long, value_enum, env = "PAYREVIEW_LANG", default_value = "en")]
+    pub lang: LangArg,
+    /// Write the report to FILE (atomically) instead of standard output.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Exit with status 1 when a finding at or above this severity is found.
+    #[arg(long, value_enum, default_value = "blocker")]
+    pub fail_on: FailOn,
+    /// Files larger than this are reviewed from the diff alone.
+    #[arg(long, value_name = "BYTES", default_value_t = config::DEFAULT_MAX_FILE_BYTES)]
+    pub max_file_bytes: u64,
+    /// Review at most this many files of the diff.
+    #[arg(long, value_name = "N", default_value_t = config::DEFAULT_MAX_FILES)]
+    pub max_files: usize,
+}
+
+/// Where the diff comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    File(PathBuf),
+    Stdin,
+    /// The work tree against the merge-base with this revision.
+    Git(String),
+}
+
+impl ReviewArgs {
+    /// Validates the flags: which workspace, which input.
+    pub fn settings(&self) -> Result<(Settings, Input), Error> {
+        let input = match (&self.diff, &self.base) {
+            (Some(p), _) if p.as_os_str() == "-" => Input::Stdin,
+            (Some(p), _) => Input::File(p.clone()),
+            (None, Some(rev)) => Input::Git(rev.clone()),
+            (None, None) => return Err(Error::NoInput),
+        };
+        let workspace = if self.diff_only {
+            Workspace::DiffOnly
+        } else {
+            let root = match &self.repo {
+                Some(dir) => Some(dir.clone()),
+                None => std::env::current_dir().ok().and_then(|d| git::toplevel(&d)),
+            };
+            match root {
+                Some(root) => Workspace::Repository {
+                    repo: Repo::open(&root, self.max_file_bytes).map_err(|source| Error::Repo {
+                        path: root.clone(),
+                        source,
+                    })?,
+                    base: self.base.clone(),
+                },
+                None if self.base.is_some() => {
+                    return Err(Error::BaseWithoutRepo {
+                        rev: self.base.clone().unwrap_or_default(),
+                    });
+                }
+                None => Workspace::DiffOnly,
+            }
+        };
+        let description = match &self.description {
+            None => None,
+            Some(p) => Some(read_text(p).map_err(|source| Error::ReadDescription {
+                path: p.clone(),
+                source,
+            })?),
+        };
+        let settings = Settings {
+            workspace,
+            lang: self.lang.into(),
+            format: self.format,
+            fail_on: self.fail_on,
+            output: self.output.clone(),
+            description,
+            vocabulary: Vocabulary::default(),
+            max_file_bytes: self.max_file_bytes,
+            max_files: self.max_files.max(1),
+        };
+        Ok((settings, input))
+    }
+}
+
+fn read_text(path: &std::path::Path) -> std::io::Result<String> {
+    let bytes = if path.as_os_str() == "-" {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut buf)?;
+        buf
+    } else {
+        std::fs::read(path)?
+    };
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}

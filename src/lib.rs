@@ -1,0 +1,179 @@
+//! payreview: reviews pull-request diffs of Python services for payment-safety bugs.
+//!
+//! The pipeline runs one way: `diff` (parse the unified diff) → `source` (old and new text of
+//! each file) → `python` (trees and the shared index) → `rules` → `review` (findings, verdict)
+//! → `report` (JSON, text, …), with `cli` on top. `review()` is the library entry point;
+//! `run_cli()` is the binary's, taking argv so tests run it in-process.
+
+pub mod cli;
+pub mod config;
+pub mod diff;
+pub mod error;
+pub mod exit;
+pub mod python;
+pub mod report;
+pub mod review;
+pub mod rules;
+pub mod source;
+
+pub use error::Error;
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::Path;
+
+use clap::Parser;
+
+use cli::{Cli, Command, DebugCommand, Input};
+use config::Settings;
+use review::Review;
+
+/// Parses `diff` and reviews it.
+pub fn review_diff(diff: &[u8], settings: &Settings) -> Result<Review, Error> {
+    let patch = diff::parse_patch(diff)?;
+    Ok(review::review(&patch, settings))
+}
+
+/// How a run ended, for the exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome(pub u8);
+
+impl Outcome {
+    pub fn exit_code(self) -> std::process::ExitCode {
+        std::process::ExitCode::from(self.0)
+    }
+}
+
+/// Runs the command line `args` (argv, program name first), writing reports to `out`.
+pub fn run_cli<I, T>(args: I, out: &mut dyn Write) -> Result<Outcome, Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                exit::ERROR
+            } else {
+                exit::CLEAN
+            };
+            if e.use_stderr() {
+                let _ = e.print();
+            } else {
+                write!(out, "{}", e.render()).map_err(Error::Write)?;
+            }
+            return Ok(Outcome(code));
+        }
+    };
+    match cli.command {
+        Command::Review(args) => {
+            let (settings, input) = args.settings()?;
+            run_review(&settings, &input, out)
+        }
+        Command::Rules => {
+            report::rules_table(out).map_err(Error::Write)?;
+            Ok(Outcome(exit::CLEAN))
+        }
+        Command::Rule { id, lang } => {
+            let rule = rules::find(&id).ok_or(Error::UnknownRule { id })?;
+            report::rule_doc(rule, lang.into(), out).map_err(Error::Write)?;
+            Ok(Outcome(exit::CLEAN))
+        }
+        Command::Debug(command) => debug(command, out),
+    }
+}
+
+fn run_review(settings: &Settings, input: &Input, out: &mut dyn Write) -> Result<Outcome, Error> {
+    let bytes = read_input(settings, input)?;
+    let review = review_diff(&bytes, settings)?;
+    let mut rendered = Vec::new();
+    report::render(&review, settings.format, settings.lang, &mut rendered).map_err(
+        |e| match e {
+            report::RenderError::NotYet(format) => Error::FormatNotYet {
+                format: format!("{format:?}").to_lowercase(),
+            },
+            report::RenderError::Io(e) => Error::Write(e),
+        },
+    )?;
+    match &settings.output {
+        Some(path) => write_atomically(path, &rendered)?,
+        None => out.write_all(&rendered).map_err(Error::Write)?,
+    }
+    let failed = settings
+        .fail_on
+        .threshold()
+        .zip(review.worst())
+        .is_some_and(|(threshold, worst)| worst >= threshold);
+    Ok(Outcome(if failed { exit::FINDINGS } else { exit::CLEAN }))
+}
+
+fn read_input(settings: &Settings, input: &Input) -> Result<Vec<u8>, Error> {
+    match input {
+        Input::File(path) => std::fs::read(path).map_err(|source| Error::ReadInput {
+            path: path.clone(),
+            source,
+        }),
+        Input::Stdin => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .lock()
+                .read_to_end(&mut buf)
+                .map_err(|source| Error::ReadInput {
+                    path: "-".into(),
+                    source,
+                })?;
+            Ok(buf)
+        }
+        Input::Git(rev) => {
+            let source::Workspace::Repository { repo, .. } = &settings.workspace else {
+                return Err(Error::BaseWithoutRepo { rev: rev.clone() });
+            };
+            let base = source::git::merge_base(repo.root(), rev)?;
+            Ok(source::git::diff(repo.root(), &base)?)
+        }
+    }
+}
+
+/// Writes `bytes` to a temporary file beside `path`, then renames it over `path`, so a reader
+/// never sees half a report.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let failed = |source| Error::WriteOutput {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(failed)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        failed(e)
+    })
+}
+
+fn debug(command: DebugCommand, out: &mut dyn Write) -> Result<Outcome, Error> {
+    match command {
+        DebugCommand::Patch { diff } => {
+            let bytes =
+                std::fs::read(&diff).map_err(|source| Error::ReadInput { path: diff, source })?;
+            let patch = diff::parse_patch(&bytes)?;
+            writeln!(out, "{patch:#?}").map_err(Error::Write)?;
+        }
+        DebugCommand::Tree { file } => {
+            let bytes =
+                std::fs::read(&file).map_err(|source| Error::ReadInput { path: file, source })?;
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            if let Some(tree) = python::parse(&text) {
+                writeln!(out, "{}", tree.root_node().to_sexp()).map_err(Error::Write)?;
+            }
+        }
+    }
+    Ok(Outcome(exit::CLEAN))
+}

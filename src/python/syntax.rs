@@ -1,0 +1,310 @@
+//! Small questions about Python syntax nodes, shared by the rules.
+//!
+//! Each helper reads one node and its near children; none walks a whole tree (that is
+//! `NodeIndex`'s job). Names follow Python, not tree-sitter.
+
+use tree_sitter::Node;
+
+use super::kinds;
+
+/// The source text of `node`; empty when the range is not inside `src` (never panics).
+pub fn text<'s>(node: Node<'_>, src: &'s str) -> &'s str {
+    src.get(node.byte_range()).unwrap_or("")
+}
+
+/// 1-based first and last line of `node`.
+pub fn lines(node: Node<'_>) -> (u32, u32) {
+    let start = node.start_position().row;
+    let mut end = node.end_position().row;
+    // A block that ends at column 0 ends on the line before (its newline belongs to it).
+    if node.end_position().column == 0 && end > start {
+        end -= 1;
+    }
+    (to_line(start), to_line(end))
+}
+
+fn to_line(row: usize) -> u32 {
+    u32::try_from(row).unwrap_or(u32::MAX - 1).saturating_add(1)
+}
+
+/// Text with runs of white space folded to one space and comments kept: a stable key for
+/// comparing a construct across the old and new version of a file.
+pub fn normalized(node: Node<'_>, src: &str) -> String {
+    text(node, src)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn function_name<'s>(func: Node<'_>, src: &'s str) -> &'s str {
+    func.child_by_field_name("name")
+        .map(|n| text(n, src))
+        .unwrap_or("")
+}
+
+pub fn is_async(func: Node<'_>) -> bool {
+    func.child(0).is_some_and(|c| c.kind() == "async")
+}
+
+/// The callee expression of a call: `httpx.post`, `self.cache.get`, `create_charge`.
+pub fn callee<'s>(call: Node<'_>, src: &'s str) -> &'s str {
+    call.child_by_field_name("function")
+        .map(|n| text(n, src))
+        .unwrap_or("")
+}
+
+/// The last name of the callee: `post` for `httpx.post(...)`, `f` for `f(...)`.
+pub fn callee_name<'s>(call: Node<'_>, src: &'s str) -> &'s str {
+    let Some(function) = call.child_by_field_name("function") else {
+        return "";
+    };
+    match function.kind() {
+        kinds::ATTRIBUTE => function
+            .child_by_field_name("attribute")
+            .map(|n| text(n, src))
+            .unwrap_or(""),
+        kinds::IDENTIFIER => text(function, src),
+        _ => "",
+    }
+}
+
+/// The object a method is called on: `redis_client` in `redis_client.get(k)`.
+pub fn receiver(call: Node<'_>) -> Option<Node<'_>> {
+    let function = call.child_by_field_name("function")?;
+    (function.kind() == kinds::ATTRIBUTE)
+        .then(|| function.child_by_field_name("object"))
+        .flatten()
+}
+
+/// Positional arguments, in order (splats included as they are).
+pub fn positional_args(call: Node<'_>) -> Vec<Node<'_>> {
+    let Some(args) = call.child_by_field_name("arguments") else {
+        return Vec::new();
+    };
+    let mut cursor = args.walk();
+    args.named_children(&mut cursor)
+        .filter(|n| n.kind() != kinds::KEYWORD_ARGUMENT && n.kind() != kinds::COMMENT)
+        .collect()
+}
+
+/// The value of keyword argument `name=` of a call.
+pub fn keyword_arg<'t>(call: Node<'t>, name: &str, src: &str) -> Option<Node<'t>> {
+    keyword_args(call, src)
+        .into_iter()
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// `(name, value)` of each keyword argument of a call.
+pub fn keyword_args<'t, 's>(call: Node<'t>, src: &'s str) -> Vec<(&'s str, Node<'t>)> {
+    let Some(args) = call.child_by_field_name("arguments") else {
+        return Vec::new();
+    };
+    let mut cursor = args.walk();
+    args.named_children(&mut cursor)
+        .filter(|n| n.kind() == kinds::KEYWORD_ARGUMENT)
+        .filter_map(|kw| {
+            let name = kw.child_by_field_name("name")?;
+            let value = kw.child_by_field_name("value")?;
+            Some((text(name, src), value))
+        })
+        .collect()
+}
+
+/// Whether the call passes `**kwargs`: any keyword may hide in it.
+pub fn has_dict_splat(call: Node<'_>) -> bool {
+    let Some(args) = call.child_by_field_name("arguments") else {
+        return false;
+    };
+    let mut cursor = args.walk();
+    args.named_children(&mut cursor)
+        .any(|n| n.kind() == kinds::DICTIONARY_SPLAT)
+}
+
+/// The exception types an `except` clause names (`except (A, B) as e` gives A and B); empty for
+/// a bare `except:`.
+pub fn except_types(clause: Node<'_>) -> Vec<Node<'_>> {
+    let Some(mut value) = clause.child_by_field_name("value") else {
+        return Vec::new();
+    };
+    if value.kind() == kinds::AS_PATTERN {
+        match value.named_child(0) {
+            Some(inner) => value = inner,
+            None => return Vec::new(),
+        }
+    }
+    if value.kind() == kinds::PARENTHESIZED_EXPRESSION
+        && let Some(inner) = value.named_child(0)
+    {
+        value = inner;
+    }
+    if value.kind() == kinds::TUPLE {
+        let mut cursor = value.walk();
+        return value
+            .named_children(&mut cursor)
+            .filter(|n| n.kind() != kinds::COMMENT)
+            .collect();
+    }
+    vec![value]
+}
+
+/// The name bound by `except ... as name`.
+pub fn except_alias<'s>(clause: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let value = clause.child_by_field_name("value")?;
+    if value.kind() != kinds::AS_PATTERN {
+        return None;
+    }
+    let target = value.child_by_field_name("alias")?;
+    Some(text(target, src).trim())
+}
+
+/// The body block of an `except` clause.
+pub fn except_body(clause: Node<'_>) -> Option<Node<'_>> {
+    let mut cursor = clause.walk();
+    clause
+        .named_children(&mut cursor)
+        .find(|n| n.kind() == kinds::BLOCK)
+}
+
+/// Whether an `except` clause catches (nearly) everything: bare, `Exception`, `BaseException`.
+pub fn is_broad_except(clause: Node<'_>, src: &str) -> bool {
+    if clause.kind() != kinds::EXCEPT_CLAUSE {
+        return false;
+    }
+    let types = except_types(clause);
+    types.is_empty()
+        || types.iter().any(|t| {
+            let name = text(*t, src);
+            let last = name.rsplit('.').next().unwrap_or(name);
+            last == "Exception" || last == "BaseException"
+        })
+}
+
+/// The named statements of a block, comments left out.
+pub fn statements(block: Node<'_>) -> Vec<Node<'_>> {
+    let mut cursor = block.walk();
+    block
+        .named_children(&mut cursor)
+        .filter(|n| n.kind() != kinds::COMMENT)
+        .collect()
+}
+
+/// Whether control can leave `block` by its end (its last statement does not return, raise,
+/// continue or break). Conservative: compound statements are assumed to complete.
+pub fn block_falls_through(block: Node<'_>) -> bool {
+    match statements(block).last() {
+        None => true,
+        Some(last) => !matches!(
+            last.kind(),
+            kinds::RETURN_STATEMENT
+                | kinds::RAISE_STATEMENT
+                | kinds::CONTINUE_STATEMENT
+                | kinds::BREAK_STATEMENT
+        ),
+    }
+}
+
+/// The value of a `return` statement; `None` for a bare `return`.
+pub fn return_value(ret: Node<'_>) -> Option<Node<'_>> {
+    ret.named_child(0).filter(|n| n.kind() != kinds::COMMENT)
+}
+
+/// Whether a `return` gives `None` (bare `return` or `return None`).
+pub fn returns_none(ret: Node<'_>) -> bool {
+    return_value(ret).is_none_or(|v| v.kind() == kinds::NONE)
+}
+
+/// The function's return annotation text, if any.
+pub fn return_annotation<'s>(func: Node<'_>, src: &'s str) -> Option<&'s str> {
+    func.child_by_field_name("return_type")
+        .map(|n| text(n, src))
+}
+
+/// Whether an annotation admits `None`: `None`, `Optional[...]`, `X | None`, `Any`, `object`.
+pub fn annotation_allows_none(annotation: &str) -> bool {
+    let compact: String = annotation.chars().filter(|c| !c.is_whitespace()).collect();
+    compact == "None"
+        || compact.contains("Optional[")
+        || compact.contains("|None")
+        || compact.contains("None|")
+        || compact.contains("Union[") && compact.contains("None")
+        || matches!(compact.as_str(), "Any" | "typing.Any" | "object")
+}
+
+/// The `def` or `class` line's nearest ancestor of a kind, walking parents (bounded by depth).
+pub fn ancestor<'t>(node: Node<'t>, kind: &str) -> Option<Node<'t>> {
+    let mut current = node.parent();
+    while let Some(n) = current {
+        if n.kind() == kind {
+            return Some(n);
+        }
+        current = n.parent();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::python::ParsedFile;
+
+    fn with_file<R>(src: &str, f: impl FnOnce(&ParsedFile) -> R) -> R {
+        let file = ParsedFile::parse(src.to_string()).expect("grammar loads (every parse test)");
+        f(&file)
+    }
+
+    #[test]
+    fn except_types_reads_tuples_aliases_and_bare() {
+        let src = "try:\n    pass\nexcept (A, b.C) as exc:\n    pass\nexcept D:\n    pass\nexcept:\n    pass\n";
+        with_file(src, |file| {
+            let clauses = file.index().all(kinds::EXCEPT_CLAUSE);
+            let names = |c: Node<'_>| -> Vec<String> {
+                except_types(c)
+                    .iter()
+                    .map(|t| text(*t, src).to_string())
+                    .collect()
+            };
+            assert_eq!(names(clauses[0]), ["A", "b.C"]);
+            assert_eq!(except_alias(clauses[0], src), Some("exc"));
+            assert_eq!(names(clauses[1]), ["D"]);
+            assert_eq!(except_alias(clauses[1], src), None);
+            assert!(names(clauses[2]).is_empty());
+            assert!(!is_broad_except(clauses[0], src));
+            assert!(is_broad_except(clauses[2], src));
+        });
+    }
+
+    #[test]
+    fn calls_expose_callee_receiver_and_keywords() {
+        let src = "r = cache.set(key, v, ex=60, nx=True)\n";
+        with_file(src, |file| {
+            let call = file.index().all(kinds::CALL)[0];
+            assert_eq!(callee(call, src), "cache.set");
+            assert_eq!(callee_name(call, src), "set");
+            assert_eq!(receiver(call).map(|r| text(r, src)), Some("cache"));
+            assert_eq!(
+                keyword_arg(call, "nx", src).map(|v| text(v, src)),
+                Some("True")
+            );
+            assert_eq!(positional_args(call).len(), 2);
+        });
+    }
+
+    #[test]
+    fn annotations_that_admit_none() {
+        assert!(annotation_allows_none("Optional[ChargeResult]"));
+        assert!(annotation_allows_none("ChargeResult | None"));
+        assert!(annotation_allows_none("None"));
+        assert!(!annotation_allows_none("ChargeResult"));
+        assert!(!annotation_allows_none("NoneType_ish"));
+    }
+
+    #[test]
+    fn lines_of_a_block_exclude_the_trailing_newline() {
+        let src = "def f():\n    return 1\n\nx = 2\n";
+        with_file(src, |file| {
+            let func = file.index().all(kinds::FUNCTION_DEFINITION)[0];
+            assert_eq!(lines(func), (1, 2));
+        });
+    }
+}

@@ -1,0 +1,91 @@
+//! `--format json`: the stable machine-readable contract. Later issues add fields; none is
+//! renamed or removed.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::texts::{question_text, resolve, summary};
+use crate::review::{FileSummary, Lang, Review, ReviewError};
+
+#[derive(Serialize)]
+struct Report<'a> {
+    tool: Tool,
+    verdict: Verdict,
+    findings: Vec<Finding<'a>>,
+    questions: Vec<Question>,
+    files: &'a [FileSummary],
+    errors: &'a [ReviewError],
+}
+
+#[derive(Serialize)]
+struct Tool {
+    name: &'static str,
+    version: &'static str,
+}
+
+#[derive(Serialize)]
+struct Verdict {
+    decision: crate::review::Decision,
+    summary: String,
+}
+
+#[derive(Serialize)]
+struct Finding<'a> {
+    rule: &'a str,
+    name: String,
+    severity: crate::review::Severity,
+    path: &'a str,
+    line: Option<u32>,
+    end_line: Option<u32>,
+    title: String,
+    message: String,
+    suggestion: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Question {
+    text: String,
+}
+
+pub fn render(review: &Review, lang: Lang, out: &mut dyn Write) -> std::io::Result<()> {
+    let report = Report {
+        tool: Tool {
+            name: "payreview",
+            version: env!("CARGO_PKG_VERSION"),
+        },
+        verdict: Verdict {
+            decision: review.decision(),
+            summary: summary(review, lang),
+        },
+        findings: review
+            .findings
+            .iter()
+            .map(|f| {
+                let texts = resolve(f, lang);
+                Finding {
+                    rule: f.rule,
+                    name: texts.name,
+                    severity: f.severity,
+                    path: &f.path,
+                    line: f.lines.map(|l| l.0),
+                    end_line: f.lines.map(|l| l.1),
+                    title: texts.title,
+                    message: texts.message,
+                    suggestion: texts.suggestion,
+                }
+            })
+            .collect(),
+        questions: review
+            .questions
+            .iter()
+            .map(|q| Question {
+                text: question_text(q, lang),
+            })
+            .collect(),
+        files: &review.files,
+        errors: &review.errors,
+    };
+    serde_json::to_writer_pretty(&mut *out, &report)?;
+    out.write_all(b"\n")
+}

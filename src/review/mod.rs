@@ -1,0 +1,255 @@
+//! A review run: every touched file reconstructed, parsed and checked in parallel, findings
+//! kept only where the change is responsible for them, then sorted into a `Review`.
+//!
+//! Output is byte-for-byte the same whatever the thread count: files are processed with an
+//! order-preserving parallel map and everything is sorted before it leaves.
+
+mod model;
+
+pub use model::*;
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+
+use crate::config::Settings;
+use crate::diff::{FilePatch, Patch};
+use crate::python::ParsedFile;
+use crate::rules::facts;
+use crate::rules::{self, ChangeSet, Check, Ctx, FileChange};
+use crate::source::{self, FileVersions, Side};
+
+/// A file after reconstruction and parsing, before rules.
+struct Prepared<'p> {
+    patch: &'p FilePatch,
+    versions: FileVersions,
+    old: Option<ParsedFile>,
+    new: Option<ParsedFile>,
+    errors: Vec<ReviewError>,
+}
+
+/// Whether payreview reads a file as Python.
+pub fn is_python(path: &str) -> bool {
+    path.ends_with(".py") || path.ends_with(".pyi")
+}
+
+/// Reviews a parsed diff.
+pub fn review(patch: &Patch, settings: &Settings) -> Review {
+    let mut errors = Vec::new();
+    let files: Vec<&FilePatch> = patch.files.iter().take(settings.max_files).collect();
+    if patch.files.len() > settings.max_files {
+        errors.push(ReviewError {
+            path: String::new(),
+            message: format!(
+                "the diff touches {} files; only the first {} were reviewed",
+                patch.files.len(),
+                settings.max_files
+            ),
+        });
+    }
+    let prepared: Vec<Prepared<'_>> = files
+        .par_iter()
+        .map(|file| prepare(file, settings))
+        .collect();
+    let change = ChangeSet {
+        files: prepared
+            .par_iter()
+            .map(|p| FileChange {
+                path: p.patch.path().to_string(),
+                old: p
+                    .old
+                    .as_ref()
+                    .map(|f| facts::gather(p.patch.path(), f, &settings.vocabulary)),
+                new: p
+                    .new
+                    .as_ref()
+                    .map(|f| facts::gather(p.patch.path(), f, &settings.vocabulary)),
+            })
+            .collect(),
+    };
+    let results: Vec<(Vec<Finding>, Vec<Question>)> = prepared
+        .par_iter()
+        .zip(change.files.par_iter())
+        .map(|(p, facts)| run_rules(p, facts, &change, settings))
+        .collect();
+    let mut findings = Vec::new();
+    let mut questions = Vec::new();
+    for (f, q) in results {
+        findings.extend(f);
+        questions.extend(q);
+    }
+    for p in &prepared {
+        errors.extend(p.errors.iter().cloned());
+    }
+    finish(findings, questions, errors, &files)
+}
+
+fn prepare<'p>(patch: &'p FilePatch, settings: &Settings) -> Prepared<'p> {
+    let path = patch.path();
+    let mut errors = Vec::new();
+    if patch.lossy {
+        errors.push(ReviewError {
+            path: path.to_string(),
+            message: "the diff holds bytes that are not UTF-8; they were replaced".to_string(),
+        });
+    }
+    let python = is_python(path) && !patch.binary && !patch.submodule;
+    if is_python(path) && patch.binary {
+        errors.push(ReviewError {
+            path: path.to_string(),
+            message: "binary change: not reviewed".to_string(),
+        });
+    }
+    let versions = if python {
+        source::reconstruct(patch, &settings.workspace)
+    } else {
+        source::reconstruct_nothing(patch)
+    };
+    errors.extend(versions.notes.iter().map(|message| ReviewError {
+        path: path.to_string(),
+        message: message.clone(),
+    }));
+    let parse = |side: Side| {
+        let version = match side {
+            Side::Old => versions.old.as_ref(),
+            Side::New => versions.new.as_ref(),
+        }?;
+        python
+            .then(|| ParsedFile::parse(version.text.clone()))
+            .flatten()
+    };
+    let (old, new) = (parse(Side::Old), parse(Side::New));
+    Prepared {
+        patch,
+        versions,
+        old,
+        new,
+        errors,
+    }
+}
+
+fn run_rules(
+    p: &Prepared<'_>,
+    facts: &FileChange,
+    change: &ChangeSet,
+    settings: &Settings,
+) -> (Vec<Finding>, Vec<Question>) {
+    let ctx = |side: Side| {
+        let (file, other, facts_here, facts_other) = match side {
+            Side::Old => (
+                p.old.as_ref(),
+                p.new.as_ref(),
+                facts.old.as_ref(),
+                facts.new.as_ref(),
+            ),
+            Side::New => (
+                p.new.as_ref(),
+                p.old.as_ref(),
+                facts.new.as_ref(),
+                facts.old.as_ref(),
+            ),
+        };
+        Ctx {
+            side,
+            path: p.patch.path(),
+            patch: p.patch,
+            versions: &p.versions,
+            file,
+            other,
+            facts: facts_here,
+            other_facts: facts_other,
+            change,
+            vocab: &settings.vocabulary,
+            findings: Vec::new(),
+            questions: Vec::new(),
+        }
+    };
+    let mut new = ctx(Side::New);
+    let mut old = ctx(Side::Old);
+    let mut kept = Vec::new();
+    for rule in rules::ALL {
+        match rule.check {
+            Check::Change(check) => {
+                check(&mut new);
+                kept.append(&mut new.findings);
+            }
+            Check::Tree(check) => {
+                if new.file.is_none() {
+                    continue;
+                }
+                check(&mut new);
+                if old.file.is_some() {
+                    check(&mut old);
+                }
+                kept.extend(only_new(
+                    std::mem::take(&mut new.findings),
+                    std::mem::take(&mut old.findings),
+                    &p.versions,
+                ));
+            }
+        }
+    }
+    // Questions only from the new side: the old code's unknowns are not this change's.
+    (kept, new.questions)
+}
+
+/// The findings of the new version that the old one did not have: compared by rule, enclosing
+/// function and key (normalised code), as a multiset. Where a key repeats, the occurrences on
+/// added lines are the ones kept.
+fn only_new(new: Vec<Finding>, old: Vec<Finding>, versions: &FileVersions) -> Vec<Finding> {
+    let mut before: HashMap<(&str, String, String), usize> = HashMap::new();
+    for f in &old {
+        *before
+            .entry((f.rule, f.function.clone(), f.key.clone()))
+            .or_default() += 1;
+    }
+    let touches = |f: &Finding| {
+        f.lines
+            .is_some_and(|(a, b)| versions.lines.touches_added(a, b))
+    };
+    let mut ordered: Vec<Finding> = new;
+    // Untouched occurrences first, so they are the ones the old version accounts for.
+    ordered.sort_by_key(|f| touches(f));
+    let mut kept = Vec::new();
+    for f in ordered {
+        let slot = before
+            .get_mut(&(f.rule, f.function.clone(), f.key.clone()))
+            .filter(|n| **n > 0);
+        match slot {
+            Some(n) => *n -= 1,
+            None => kept.push(f),
+        }
+    }
+    kept
+}
+
+fn finish(
+    mut findings: Vec<Finding>,
+    mut questions: Vec<Question>,
+    mut errors: Vec<ReviewError>,
+    files: &[&FilePatch],
+) -> Review {
+    findings.sort_by(|a, b| {
+        (&a.path, a.lines, a.rule, &a.key).cmp(&(&b.path, b.lines, b.rule, &b.key))
+    });
+    findings.dedup_by(|a, b| a.rule == b.rule && a.path == b.path && a.lines == b.lines);
+    questions.sort();
+    questions.dedup();
+    errors.sort();
+    errors.dedup();
+    let files = files
+        .iter()
+        .map(|f| FileSummary {
+            path: f.path().to_string(),
+            status: f.status.as_str(),
+            added: f.added_lines(),
+            removed: f.removed_lines(),
+        })
+        .collect();
+    Review {
+        findings,
+        questions,
+        files,
+        errors,
+    }
+}

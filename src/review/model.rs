@@ -1,0 +1,118 @@
+//! What a review is: findings, questions, a verdict, the files it read and what went wrong.
+//! Emitters read this; rules produce `Finding`s; nothing here knows about trees or diffs.
+
+use serde::{Deserialize, Serialize};
+
+/// How much a finding matters, in the order reviewers weigh them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Nit,
+    Important,
+    Blocker,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Nit => "nit",
+            Severity::Important => "important",
+            Severity::Blocker => "blocker",
+        }
+    }
+}
+
+/// Output language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lang {
+    #[default]
+    En,
+    Ru,
+}
+
+/// A `{placeholder}` value of a catalogue text.
+pub type Arg = (&'static str, String);
+
+/// One problem at one place, as a rule reported it. Texts are resolved per language when the
+/// report is rendered, from the catalogue entry of `rule`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub rule: &'static str,
+    pub severity: Severity,
+    pub path: String,
+    /// New-side lines, `None` for a finding about the whole file.
+    pub lines: Option<(u32, u32)>,
+    pub args: Vec<Arg>,
+    /// Keys of the catalogue entry's `notes` that apply here, in order.
+    pub notes: Vec<&'static str>,
+    /// Qualified name of the enclosing function (`Client.charge`), empty at module level.
+    pub function: String,
+    /// What identifies this finding across versions of the file (normalised code, key names).
+    pub key: String,
+}
+
+/// A question to the author: something the verdict depends on that the change does not show.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Question {
+    /// Id of the question in `rules/questions.toml`.
+    pub id: &'static str,
+    pub args: Vec<(&'static str, String)>,
+}
+
+/// A problem that did not stop the review (a file that could not be read, a path refused).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct ReviewError {
+    pub path: String,
+    pub message: String,
+}
+
+/// A touched file, as the report lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileSummary {
+    pub path: String,
+    pub status: &'static str,
+    pub added: usize,
+    pub removed: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Decision {
+    Approve,
+    Comment,
+    RequestChanges,
+}
+
+impl Decision {
+    /// `request-changes` on a blocker, `comment` on anything a reviewer would mention.
+    pub fn from_findings(findings: &[Finding]) -> Self {
+        match findings.iter().map(|f| f.severity).max() {
+            Some(Severity::Blocker) => Decision::RequestChanges,
+            Some(Severity::Important | Severity::Nit) => Decision::Comment,
+            Some(Severity::Info) | None => Decision::Approve,
+        }
+    }
+}
+
+/// The whole review, sorted and ready to render.
+#[derive(Debug, Clone)]
+pub struct Review {
+    pub findings: Vec<Finding>,
+    pub questions: Vec<Question>,
+    pub files: Vec<FileSummary>,
+    pub errors: Vec<ReviewError>,
+}
+
+impl Review {
+    pub fn decision(&self) -> Decision {
+        Decision::from_findings(&self.findings)
+    }
+
+    /// The most severe finding, for `--fail-on`.
+    pub fn worst(&self) -> Option<Severity> {
+        self.findings.iter().map(|f| f.severity).max()
+    }
+}

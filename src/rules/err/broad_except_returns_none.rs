@@ -1,0 +1,106 @@
+//! ERR001 broad-except-returns-none: `except Exception` (or bare, or `BaseException`) whose
+//! handler ends the function with `None` where a result is expected.
+use tree_sitter::Node;
+
+use crate::python::{NodeIndex, kinds, syntax};
+use crate::review::Severity;
+use crate::rules::{Check, Ctx, Rule};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "ERR001",
+    doc: include_str!("../../../rules/err/ERR001.md"),
+    check: Check::Tree(check),
+};
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
+        if !syntax::is_broad_except(clause, src) {
+            continue;
+        }
+        let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        if !handler_returns_none(clause, func, idx) {
+            continue;
+        }
+        let qualname = crate::rules::facts::qualname(func, src);
+        let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
+        let annotation = syntax::return_annotation(func, src)
+            .filter(|a| !syntax::annotation_allows_none(a))
+            .map(str::to_string);
+        let caller = dereferencing_caller(cx, syntax::function_name(func, src));
+        if annotation.is_none() && caller.is_none() {
+            // Nothing says a result was expected: a `-> None` helper may well swallow.
+            continue;
+        }
+        let on_path = cx.on_payment_path(function.as_ref());
+        let caught = syntax::except_types(clause)
+            .first()
+            .map_or("bare `except`".to_string(), |t| {
+                format!("`except {}`", syntax::text(*t, src))
+            });
+        let before_is_clean = cx
+            .other_facts
+            .and_then(|f| f.function(&qualname))
+            .is_some_and(|f| !f.may_return_none() && f.none_returns.is_empty());
+        let finding = cx
+            .report(&RULE, clause)
+            .arg("caught", caught)
+            .arg("function", qualname);
+        if before_is_clean {
+            finding.note("contract");
+        }
+        if !on_path {
+            finding.severity(Severity::Nit);
+        }
+        if function.as_ref().is_some_and(|f| f.http) {
+            finding.note("http");
+        }
+        if let Some(annotation) = annotation {
+            finding.arg("annotation", annotation).note("annotation");
+        }
+        if let Some((path, line)) = caller {
+            finding
+                .arg("caller", format!("{path}:{line}"))
+                .note("caller");
+        }
+    }
+}
+
+/// Whether the handler gives the caller `None`: an explicit `return`/`return None` in it, or a
+/// handler that runs off the end of the function.
+fn handler_returns_none(clause: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>) -> bool {
+    let own_returns = idx
+        .within(clause, kinds::RETURN_STATEMENT)
+        .iter()
+        .filter(|r| {
+            idx.enclosing(**r, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| f.id() == func.id())
+        });
+    if own_returns.clone().any(|r| syntax::returns_none(*r)) {
+        return true;
+    }
+    if own_returns.count() > 0 {
+        return false;
+    }
+    let Some(body) = syntax::except_body(clause) else {
+        return false;
+    };
+    // Falling through only returns `None` if the `try` is the function's last statement.
+    let try_stmt = clause.parent();
+    let func_body = func.child_by_field_name("body");
+    let last = func_body.and_then(|b| syntax::statements(b).last().copied());
+    syntax::block_falls_through(body) && try_stmt.zip(last).is_some_and(|(t, l)| t.id() == l.id())
+}
+
+/// A call of `name` elsewhere in the change whose result is read without a check.
+fn dereferencing_caller(cx: &Ctx<'_>, name: &str) -> Option<(String, u32)> {
+    cx.change
+        .side(cx.side)
+        .flat_map(|f| f.calls.iter().map(move |c| (f, c)))
+        .find(|(_, c)| c.name == name && c.deref_line.is_some() && !c.checked)
+        .and_then(|(f, c)| Some((f.path.clone(), c.deref_line?)))
+}

@@ -1,0 +1,514 @@
+//! Facts about a file version that rules share across files: its functions, what each one
+//! reaches (HTTP, a cache, a payment operation), and how callers use what they call.
+//!
+//! Gathered once per file version from the shared `NodeIndex`; rules of any file can ask the
+//! `ChangeSet` about any other file of the change without touching its tree.
+
+use tree_sitter::Node;
+
+use crate::config::Vocabulary;
+use crate::python::{NodeIndex, ParsedFile, kinds, syntax};
+
+/// What a call talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Target {
+    Http,
+    Cache,
+    Payment,
+    Sleep,
+    Other,
+}
+
+/// A function or method of a file version.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FunctionFacts {
+    pub name: String,
+    /// `Class.method` or `outer.inner`; the name alone at module level.
+    pub qualname: String,
+    pub lines: (u32, u32),
+    pub is_async: bool,
+    pub annotation: Option<String>,
+    /// Lines of `return`/`return None`.
+    pub none_returns: Vec<u32>,
+    /// The body's last statement can complete, so the function may end by returning `None`.
+    pub falls_off_end: bool,
+    /// Some `return` gives a value other than `None`.
+    pub returns_value: bool,
+    pub raises: bool,
+    pub http: bool,
+    pub cache: bool,
+    pub payment: bool,
+    pub sleeps: bool,
+    /// Last names of everything it calls, sorted, without duplicates.
+    pub callees: Vec<String>,
+    pub decorators: Vec<String>,
+    pub is_test: bool,
+}
+
+impl FunctionFacts {
+    /// Whether some path returns `None` while others return a value.
+    pub fn may_return_none(&self) -> bool {
+        self.returns_value && (!self.none_returns.is_empty() || self.falls_off_end)
+    }
+}
+
+/// A call of a named function and what the caller does with the result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallSite {
+    /// The callee as written (`client.create_charge`).
+    pub callee: String,
+    /// Its last name (`create_charge`).
+    pub name: String,
+    /// Qualified name of the calling function; empty at module level.
+    pub function: String,
+    pub line: u32,
+    /// `result` in `result = create_charge(...)`.
+    pub binding: Option<String>,
+    /// First later line that reads an attribute of the binding (`result.id`).
+    pub deref_line: Option<u32>,
+    /// The binding is tested (`if result`, `result is None`) before that line.
+    pub checked: bool,
+}
+
+/// An `import`/`from … import` binding: `local` names `target`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Import {
+    pub local: String,
+    pub target: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileFacts {
+    pub path: String,
+    /// Dotted module path (`app.payments.client`).
+    pub module: String,
+    pub is_test: bool,
+    /// The path or the imports are about payments, billing or checkout.
+    pub payment_module: bool,
+    pub imports: Vec<Import>,
+    pub functions: Vec<FunctionFacts>,
+    pub calls: Vec<CallSite>,
+}
+
+impl FileFacts {
+    pub fn function(&self, qualname: &str) -> Option<&FunctionFacts> {
+        self.functions.iter().find(|f| f.qualname == qualname)
+    }
+
+    /// The facts of the function that spans `line`, innermost first.
+    pub fn function_at(&self, line: u32) -> Option<&FunctionFacts> {
+        self.functions
+            .iter()
+            .filter(|f| f.lines.0 <= line && line <= f.lines.1)
+            .min_by_key(|f| f.lines.1 - f.lines.0)
+    }
+
+    /// What `local` was imported as, if it was.
+    pub fn import_target(&self, local: &str) -> Option<&str> {
+        self.imports
+            .iter()
+            .find(|i| i.local == local)
+            .map(|i| i.target.as_str())
+    }
+}
+
+const PAYMENT_WORDS: &[&str] = &[
+    "payment",
+    "payments",
+    "billing",
+    "checkout",
+    "charge",
+    "charges",
+    "stripe",
+    "invoice",
+    "invoices",
+    "wallet",
+    "ledger",
+    "payout",
+    "payouts",
+    "refund",
+    "refunds",
+    "pay",
+    "acquiring",
+];
+
+const PAYMENT_SDKS: &[&str] = &[
+    "stripe",
+    "braintree",
+    "adyen",
+    "paypalrestsdk",
+    "yookassa",
+    "checkout_sdk",
+    "square",
+    "mollie",
+    "razorpay",
+    "paddle",
+];
+
+/// Whether a path is a test file (`tests/…`, `test_*.py`, `*_test.py`, `conftest.py`).
+pub fn is_test_path(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    path.split('/')
+        .any(|part| part == "tests" || part == "test")
+        || name.starts_with("test_")
+        || name.ends_with("_test.py")
+        || name == "conftest.py"
+}
+
+fn module_of(path: &str) -> String {
+    let trimmed = path.strip_suffix(".py").unwrap_or(path);
+    let trimmed = trimmed.strip_suffix("/__init__").unwrap_or(trimmed);
+    trimmed.trim_start_matches("src/").replace('/', ".")
+}
+
+fn words_of(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_ascii_lowercase())
+}
+
+/// Gathers the facts of one file version.
+pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
+    let src = file.text();
+    let idx = file.index();
+    let imports = gather_imports(idx, src);
+    let is_test = is_test_path(path);
+    let payment_module = words_of(path).any(|w| PAYMENT_WORDS.contains(&w.as_str()))
+        || imports.iter().any(|i| {
+            let root = i.target.split('.').next().unwrap_or("");
+            PAYMENT_SDKS.contains(&root)
+                || words_of(&i.target).any(|w| PAYMENT_WORDS.contains(&w.as_str()))
+        });
+    let mut facts = FileFacts {
+        path: path.to_string(),
+        module: module_of(path),
+        is_test,
+        payment_module,
+        imports,
+        functions: Vec::new(),
+        calls: Vec::new(),
+    };
+    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        let function = function_facts(func, idx, src, &facts, vocab);
+        facts.functions.push(function);
+    }
+    facts.calls = idx
+        .all(kinds::CALL)
+        .iter()
+        .map(|&call| call_site(call, idx, src))
+        .collect();
+    facts
+}
+
+fn gather_imports(idx: &NodeIndex<'_>, src: &str) -> Vec<Import> {
+    let mut out = Vec::new();
+    for &stmt in idx.all(kinds::IMPORT_FROM_STATEMENT) {
+        let module = stmt
+            .child_by_field_name("module_name")
+            .map(|m| syntax::text(m, src))
+            .unwrap_or("");
+        let mut cursor = stmt.walk();
+        for name in stmt.children_by_field_name("name", &mut cursor) {
+            let (target, local) = aliased(name, src);
+            out.push(Import {
+                local: local.to_string(),
+                target: format!("{module}.{target}"),
+            });
+        }
+    }
+    for &stmt in idx.all(kinds::IMPORT_STATEMENT) {
+        let mut cursor = stmt.walk();
+        for name in stmt.children_by_field_name("name", &mut cursor) {
+            let (target, local) = aliased(name, src);
+            out.push(Import {
+                local: local.split('.').next().unwrap_or(local).to_string(),
+                target: target.to_string(),
+            });
+        }
+    }
+    out
+}
+
+fn aliased<'s>(name: Node<'_>, src: &'s str) -> (&'s str, &'s str) {
+    if name.kind() == kinds::ALIASED_IMPORT {
+        let target = name
+            .child_by_field_name("name")
+            .map(|n| syntax::text(n, src))
+            .unwrap_or("");
+        let local = name
+            .child_by_field_name("alias")
+            .map(|n| syntax::text(n, src))
+            .unwrap_or(target);
+        (target, local)
+    } else {
+        let text = syntax::text(name, src);
+        (text, text)
+    }
+}
+
+/// `Class.method` / `outer.inner` for a function node.
+pub fn qualname(func: Node<'_>, src: &str) -> String {
+    let mut parts = vec![syntax::function_name(func, src).to_string()];
+    let mut current = func.parent();
+    while let Some(node) = current {
+        if node.kind() == kinds::FUNCTION_DEFINITION || node.kind() == kinds::CLASS_DEFINITION {
+            let name = node
+                .child_by_field_name("name")
+                .map(|n| syntax::text(n, src))
+                .unwrap_or("");
+            parts.push(name.to_string());
+        }
+        current = node.parent();
+    }
+    parts.reverse();
+    parts.join(".")
+}
+
+fn function_facts(
+    func: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &str,
+    file: &FileFacts,
+    vocab: &Vocabulary,
+) -> FunctionFacts {
+    let name = syntax::function_name(func, src).to_string();
+    // Only what belongs to this function, not to functions nested in it.
+    let own = |node: &Node<'_>| {
+        idx.enclosing(*node, kinds::FUNCTION_DEFINITION)
+            .is_some_and(|f| f.id() == func.id())
+    };
+    let mut facts = FunctionFacts {
+        qualname: qualname(func, src),
+        lines: syntax::lines(func),
+        is_async: syntax::is_async(func),
+        annotation: syntax::return_annotation(func, src).map(str::to_string),
+        is_test: file.is_test && name.starts_with("test"),
+        name,
+        ..FunctionFacts::default()
+    };
+    for ret in idx
+        .within(func, kinds::RETURN_STATEMENT)
+        .iter()
+        .filter(|n| own(n))
+    {
+        if syntax::returns_none(*ret) {
+            facts.none_returns.push(syntax::lines(*ret).0);
+        } else {
+            facts.returns_value = true;
+        }
+    }
+    facts.raises = idx.within(func, kinds::RAISE_STATEMENT).iter().any(own);
+    facts.falls_off_end = func
+        .child_by_field_name("body")
+        .is_some_and(syntax::block_falls_through);
+    let mut callees = Vec::new();
+    for call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
+        match classify_call(*call, src, file, vocab) {
+            Target::Http => facts.http = true,
+            Target::Cache => facts.cache = true,
+            Target::Payment => facts.payment = true,
+            Target::Sleep => facts.sleeps = true,
+            Target::Other => {}
+        }
+        callees.push(syntax::callee_name(*call, src).to_string());
+    }
+    callees.sort();
+    callees.dedup();
+    facts.callees = callees;
+    if let Some(parent) = func.parent()
+        && parent.kind() == kinds::DECORATED_DEFINITION
+    {
+        let mut cursor = parent.walk();
+        facts.decorators = parent
+            .named_children(&mut cursor)
+            .filter(|n| n.kind() == kinds::DECORATOR)
+            .map(|d| syntax::text(d, src).trim_start_matches('@').to_string())
+            .collect();
+    }
+    facts
+}
+
+const HTTP_VERBS: &[&str] = &[
+    "get", "post", "put", "patch", "delete", "request", "head", "options", "send", "stream",
+];
+const HTTP_MODULES: &[&str] = &["httpx", "requests", "aiohttp", "urllib3", "session", "http"];
+const CACHE_METHODS: &[&str] = &[
+    "get",
+    "set",
+    "setex",
+    "psetex",
+    "setnx",
+    "add",
+    "delete",
+    "incr",
+    "decr",
+    "expire",
+    "getset",
+    "get_or_set",
+    "hget",
+    "hset",
+    "hsetnx",
+    "mget",
+    "exists",
+    "getdel",
+    "getex",
+];
+
+/// The receiver's last name, without `self.`/`cls.` and call parentheses.
+pub fn receiver_name<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let recv = syntax::receiver(call)?;
+    let text = syntax::text(recv, src);
+    Some(text.rsplit('.').next().unwrap_or(text))
+}
+
+/// Whether `name` (a receiver) is a cache client: by its name, by the configured names, or by
+/// what it was imported from (`from app.cache import client`).
+pub fn is_cache_name(name: &str, file: &FileFacts, vocab: &Vocabulary) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.contains("redis")
+        || lower.contains("cache")
+        || vocab.cache_clients.contains(&lower)
+        || file.import_target(name).is_some_and(|t| {
+            let t = t.to_ascii_lowercase();
+            t.contains("redis") || t.contains("cache")
+        })
+}
+
+/// What a call talks to, from its callee and receiver names.
+pub fn classify_call(call: Node<'_>, src: &str, file: &FileFacts, vocab: &Vocabulary) -> Target {
+    let callee = syntax::callee(call, src);
+    let name = syntax::callee_name(call, src);
+    if name == "sleep" {
+        return Target::Sleep;
+    }
+    let receiver = receiver_name(call, src);
+    if let Some(recv) = receiver {
+        let full_recv = syntax::receiver(call)
+            .map(|r| syntax::text(r, src))
+            .unwrap_or("");
+        if CACHE_METHODS.contains(&name)
+            && (is_cache_name(recv, file, vocab) || full_recv.starts_with("caches["))
+        {
+            return Target::Cache;
+        }
+        if HTTP_VERBS.contains(&name) {
+            let lower = recv.to_ascii_lowercase();
+            let root = callee.split('.').next().unwrap_or("");
+            if HTTP_MODULES.contains(&root)
+                || lower.contains("http")
+                || lower.contains("session")
+                || lower.contains("client") && name != "get"
+                || lower.ends_with("api") && name != "get"
+            {
+                return Target::Http;
+            }
+        }
+    }
+    if callee == "urlopen" || callee.ends_with(".urlopen") {
+        return Target::Http;
+    }
+    if vocab.is_payment_operation(name) {
+        return Target::Payment;
+    }
+    Target::Other
+}
+
+fn call_site(call: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> CallSite {
+    let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION);
+    let line = syntax::lines(call).0;
+    let binding = bound_name(call, src);
+    let (mut deref_line, mut checked) = (None, false);
+    if let (Some(func), Some(name)) = (func, binding.as_deref()) {
+        let after = call.end_byte();
+        deref_line = idx
+            .within(func, kinds::ATTRIBUTE)
+            .iter()
+            .filter(|a| a.start_byte() > after)
+            .find(|a| {
+                a.child_by_field_name("object")
+                    .is_some_and(|o| syntax::text(o, src) == name)
+            })
+            .map(|a| syntax::lines(*a).0);
+        let until = deref_line.unwrap_or(u32::MAX);
+        checked = idx
+            .within(func, kinds::IF_STATEMENT)
+            .iter()
+            .filter(|s| s.start_byte() > after && syntax::lines(**s).0 <= until)
+            .filter_map(|s| s.child_by_field_name("condition"))
+            .any(|c| words_of(syntax::text(c, src)).any(|w| w == name.to_ascii_lowercase()));
+    }
+    CallSite {
+        callee: syntax::callee(call, src).to_string(),
+        name: syntax::callee_name(call, src).to_string(),
+        function: func.map(|f| qualname(f, src)).unwrap_or_default(),
+        line,
+        binding,
+        deref_line,
+        checked,
+    }
+}
+
+/// `x` in `x = call(...)` or `x = await call(...)`.
+fn bound_name(call: Node<'_>, src: &str) -> Option<String> {
+    let mut value = call;
+    if let Some(parent) = value.parent()
+        && parent.kind() == kinds::AWAIT
+    {
+        value = parent;
+    }
+    let assignment = value.parent().filter(|p| p.kind() == kinds::ASSIGNMENT)?;
+    if assignment.child_by_field_name("right")?.id() != value.id() {
+        return None;
+    }
+    let left = assignment.child_by_field_name("left")?;
+    (left.kind() == kinds::IDENTIFIER).then(|| syntax::text(left, src).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(path: &str, src: &str) -> FileFacts {
+        let file = ParsedFile::parse(src.to_string()).expect("grammar loads (every parse test)");
+        gather(path, &file, &Vocabulary::default())
+    }
+
+    #[test]
+    fn functions_know_what_they_reach_and_return() {
+        let f = facts(
+            "app/payments/client.py",
+            "import httpx\nfrom app.cache import redis_client as rc\n\n\
+             def charge(order):\n    rc.get('k')\n    try:\n        return httpx.post('u').json()\n    except Exception:\n        return None\n",
+        );
+        assert!(f.payment_module);
+        assert_eq!(f.import_target("rc"), Some("app.cache.redis_client"));
+        let charge = &f.functions[0];
+        assert!(charge.http && charge.cache);
+        assert_eq!(charge.none_returns, [9]);
+        assert!(charge.may_return_none());
+    }
+
+    #[test]
+    fn call_sites_record_dereference_and_checks() {
+        let f = facts(
+            "svc.py",
+            "def a(o):\n    r = create_charge(o)\n    o.id = r.id\n\ndef b(o):\n    r = create_charge(o)\n    if r is None:\n        raise X\n    o.id = r.id\n",
+        );
+        let sites: Vec<_> = f
+            .calls
+            .iter()
+            .filter(|c| c.name == "create_charge")
+            .collect();
+        assert_eq!(sites[0].binding.as_deref(), Some("r"));
+        assert_eq!(sites[0].deref_line, Some(3));
+        assert!(!sites[0].checked);
+        assert!(sites[1].checked);
+    }
+
+    #[test]
+    fn test_paths() {
+        assert!(is_test_path("tests/test_payments.py"));
+        assert!(is_test_path("app/payments/client_test.py"));
+        assert!(!is_test_path("app/payments/testing_utils.py"));
+    }
+}

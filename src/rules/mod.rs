@@ -1,0 +1,232 @@
+//! The rule engine: what a rule sees (`Ctx`), how it reports (`Ctx::report`), and the registry.
+//!
+//! A rule is detection only; the texts people read live in its catalogue entry under `rules/`.
+//! Rules never walk a tree themselves: they ask the file's shared `NodeIndex` and the change
+//! set's `FileFacts`.
+
+pub mod catalogue;
+pub mod facts;
+
+mod diff_header;
+mod err;
+
+use std::sync::OnceLock;
+
+use tree_sitter::Node;
+
+use crate::config::Vocabulary;
+use crate::diff::FilePatch;
+use crate::python::{NodeIndex, ParsedFile, kinds, syntax};
+use crate::review::{Finding, Question, Severity};
+use crate::source::{FileVersions, Side};
+use catalogue::Entry;
+use facts::{FileFacts, FunctionFacts};
+
+/// How a rule is run.
+#[derive(Clone, Copy)]
+pub enum Check {
+    /// On the old and on the new version of each Python file; a finding is kept only if the old
+    /// version did not have it already (same rule, function and key), so old problems in
+    /// untouched code are never blamed on the change.
+    Tree(fn(&mut Ctx<'_>)),
+    /// Once per file, on the change itself (both versions, the diff header). Findings are kept
+    /// as they are.
+    Change(fn(&mut Ctx<'_>)),
+}
+
+/// A rule: its id, its catalogue text (compiled in) and how to run it.
+pub struct Rule {
+    pub id: &'static str,
+    pub doc: &'static str,
+    pub check: Check,
+}
+
+/// Every rule, sorted by id.
+pub static ALL: &[&Rule] = &[
+    &diff_header::identical_index_hashes::RULE,
+    &diff_header::index_hash_mismatch::RULE,
+    &diff_header::diff_does_not_apply::RULE,
+    &err::broad_except_returns_none::RULE,
+];
+
+pub fn find(id: &str) -> Option<&'static Rule> {
+    ALL.iter().copied().find(|r| r.id.eq_ignore_ascii_case(id))
+}
+
+/// The parsed catalogue entry of a rule.
+pub fn entry(id: &str) -> Option<&'static Entry> {
+    static ENTRIES: OnceLock<Vec<Entry>> = OnceLock::new();
+    ENTRIES
+        .get_or_init(|| {
+            ALL.iter()
+                .filter_map(|r| catalogue::parse_entry(r.id, r.doc).ok())
+                .collect()
+        })
+        .iter()
+        .find(|e| e.meta.id == id)
+}
+
+/// Default severity of a rule, from its catalogue entry.
+pub fn default_severity(id: &str) -> Severity {
+    entry(id).map_or(Severity::Important, |e| e.meta.severity)
+}
+
+/// Both versions of every file in the change, as facts.
+#[derive(Debug, Default)]
+pub struct ChangeSet {
+    pub files: Vec<FileChange>,
+}
+
+#[derive(Debug, Default)]
+pub struct FileChange {
+    pub path: String,
+    pub old: Option<FileFacts>,
+    pub new: Option<FileFacts>,
+}
+
+impl ChangeSet {
+    pub fn side(&self, side: Side) -> impl Iterator<Item = &FileFacts> {
+        self.files.iter().filter_map(move |f| match side {
+            Side::Old => f.old.as_ref(),
+            Side::New => f.new.as_ref(),
+        })
+    }
+
+    /// Functions called `name` anywhere in the change, on one side.
+    pub fn functions_named<'a>(
+        &'a self,
+        side: Side,
+        name: &'a str,
+    ) -> impl Iterator<Item = (&'a FileFacts, &'a FunctionFacts)> {
+        self.side(side)
+            .flat_map(move |f| f.functions.iter().map(move |func| (f, func)))
+            .filter(move |(_, func)| func.name == name)
+    }
+}
+
+/// What a rule sees of one file, on one side.
+pub struct Ctx<'a> {
+    pub side: Side,
+    pub path: &'a str,
+    pub patch: &'a FilePatch,
+    pub versions: &'a FileVersions,
+    /// This side's parse; `None` when the file does not exist on this side or is not Python.
+    pub file: Option<&'a ParsedFile>,
+    /// The other side's parse.
+    pub other: Option<&'a ParsedFile>,
+    pub facts: Option<&'a FileFacts>,
+    pub other_facts: Option<&'a FileFacts>,
+    pub change: &'a ChangeSet,
+    pub vocab: &'a Vocabulary,
+    pub(crate) findings: Vec<Finding>,
+    pub(crate) questions: Vec<Question>,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn src(&self) -> &'a str {
+        self.file.map_or("", |f| f.text())
+    }
+
+    pub fn index(&self) -> Option<&'a NodeIndex<'a>> {
+        self.file.map(|f| f.index())
+    }
+
+    /// Reports `rule` at `node` with its default severity; chain to add arguments.
+    pub fn report(&mut self, rule: &Rule, node: Node<'_>) -> &mut Finding {
+        let lines = syntax::lines(node);
+        let key = syntax::normalized(node, self.src());
+        let function = self
+            .index()
+            .and_then(|idx| idx.enclosing(node, kinds::FUNCTION_DEFINITION))
+            .map(|f| facts::qualname(f, self.src()))
+            .unwrap_or_default();
+        self.push(rule, Some(lines), function, key)
+    }
+
+    /// Reports `rule` about the whole file.
+    pub fn report_file(&mut self, rule: &Rule) -> &mut Finding {
+        self.push(rule, None, String::new(), String::new())
+    }
+
+    /// Reports `rule` at explicit new-side lines.
+    pub fn report_lines(&mut self, rule: &Rule, lines: (u32, u32), key: String) -> &mut Finding {
+        let function = self
+            .facts
+            .and_then(|f| f.function_at(lines.0))
+            .map(|f| f.qualname.clone())
+            .unwrap_or_default();
+        self.push(rule, Some(lines), function, key)
+    }
+
+    fn push(
+        &mut self,
+        rule: &Rule,
+        lines: Option<(u32, u32)>,
+        function: String,
+        key: String,
+    ) -> &mut Finding {
+        self.findings.push(Finding {
+            rule: rule.id,
+            severity: default_severity(rule.id),
+            path: self.path.to_string(),
+            lines,
+            args: Vec::new(),
+            notes: Vec::new(),
+            function,
+            key,
+        });
+        let last = self.findings.len() - 1;
+        &mut self.findings[last]
+    }
+
+    /// Records something the verdict depends on that the change does not show.
+    pub fn ask(&mut self, id: &'static str, args: Vec<(&'static str, String)>) {
+        self.questions.push(Question { id, args });
+    }
+
+    /// Whether new-side lines `first..=last` hold an added line.
+    pub fn touches_added(&self, first: u32, last: u32) -> bool {
+        self.versions.lines.touches_added(first, last)
+    }
+
+    /// Whether a function is on the payment path: it talks to a payment operation, an HTTP
+    /// client or a cache, or lives in a payments module.
+    pub fn on_payment_path(&self, function: Option<&FunctionFacts>) -> bool {
+        self.facts.is_some_and(|f| f.payment_module)
+            || function.is_some_and(|f| f.payment || f.http || f.cache)
+    }
+}
+
+impl Finding {
+    pub fn arg(&mut self, name: &'static str, value: impl Into<String>) -> &mut Self {
+        self.args.push((name, value.into()));
+        self
+    }
+
+    pub fn note(&mut self, key: &'static str) -> &mut Self {
+        self.notes.push(key);
+        self
+    }
+
+    pub fn severity(&mut self, severity: Severity) -> &mut Self {
+        self.severity = severity;
+        self
+    }
+
+    pub fn lines(&mut self, first: u32, last: u32) -> &mut Self {
+        self.lines = Some((first, last));
+        self
+    }
+}
+
+/// The text of a question to the author, from `rules/questions.toml`.
+pub fn question(id: &str) -> Option<&'static catalogue::Texts> {
+    static QUESTIONS: OnceLock<std::collections::BTreeMap<String, catalogue::Texts>> =
+        OnceLock::new();
+    QUESTIONS
+        .get_or_init(|| toml::from_str(QUESTIONS_TOML).unwrap_or_default())
+        .get(id)
+}
+
+/// Questions to the author, by id; `tests/catalogue.rs` parses it and checks every id used.
+pub const QUESTIONS_TOML: &str = include_str!("../../rules/questions.toml");

@@ -1,0 +1,191 @@
+//! The built binary: exit statuses, standard input, diagnostics, the catalogue commands.
+mod common;
+
+use std::process::{Command, Output};
+
+use common::*;
+
+fn payreview(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_payreview"))
+        .args(args)
+        .current_dir(root())
+        .env_remove("PAYREVIEW_LANG")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input)
+            .expect("write stdin");
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().expect("binary exits")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn blocker_gives_exit_1_and_fail_on_never_gives_0() {
+    let diff = fixture("seed/pr.diff");
+    let diff = diff.to_str().expect("utf-8 path");
+    let o = payreview(&["review", diff, "--diff-only", "--format", "json"], None);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("valid JSON");
+    assert_eq!(report["verdict"]["decision"], "request-changes");
+    let o = payreview(&["review", diff, "--diff-only", "--fail-on", "never"], None);
+    assert_eq!(o.status.code(), Some(0));
+}
+
+#[test]
+fn reads_the_diff_from_standard_input() {
+    let o = payreview(
+        &["review", "-", "--diff-only", "--format", "json"],
+        Some(&read("seed/pr.diff")),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("\"rule\": \"ERR001\""));
+}
+
+#[test]
+fn clean_change_exits_0() {
+    let diff = added_file_diff(
+        "app/util.py",
+        "def double(x: int) -> int:\n    return 2 * x\n",
+    );
+    let o = payreview(
+        &["review", "-", "--diff-only", "--format", "json"],
+        Some(diff.as_bytes()),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("valid JSON");
+    assert_eq!(report["verdict"]["decision"], "approve");
+    assert_eq!(report["files"][0]["status"], "added");
+    assert_eq!(report["files"][0]["added"], 2);
+}
+
+#[test]
+fn malformed_diff_gives_exit_2_and_points_at_the_line() {
+    let diff = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,2 @@\n-a\n+b\n";
+    let o = payreview(&["review", "-", "--diff-only"], Some(diff.as_bytes()));
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("diff line"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn empty_input_is_an_error_not_a_panic() {
+    let o = payreview(&["review", "-", "--diff-only"], Some(b""));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!stderr(&o).contains("panicked"));
+}
+
+#[test]
+fn missing_diff_file_is_an_input_error() {
+    let o = payreview(&["review", "no/such.diff", "--diff-only"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("could not read the diff from no/such.diff"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn unknown_flag_is_a_usage_error() {
+    let o = payreview(&["review", "--frobnicate"], None);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn formats_not_built_yet_say_so_with_exit_2() {
+    let o = payreview(
+        &["review", "-", "--diff-only", "--format", "sarif"],
+        Some(&read("seed/pr.diff")),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not available yet"), "{}", stderr(&o));
+}
+
+#[test]
+fn rules_lists_every_rule_and_rule_prints_its_doc() {
+    let o = payreview(&["rules"], None);
+    assert_eq!(o.status.code(), Some(0));
+    let listing = stdout(&o);
+    for rule in payreview::rules::ALL {
+        assert!(
+            listing.contains(rule.id),
+            "{} missing from `payreview rules`",
+            rule.id
+        );
+    }
+    let o = payreview(&["rule", "err001"], None);
+    assert_eq!(o.status.code(), Some(0));
+    let doc = stdout(&o);
+    assert!(doc.starts_with("ERR001 broad-except-returns-none"), "{doc}");
+    assert!(
+        doc.contains("except Exception:"),
+        "the bad example is shown: {doc}"
+    );
+    let o = payreview(&["rule", "ERR001", "--lang", "ru"], None);
+    assert!(stdout(&o).contains("Почему это важно"));
+    let o = payreview(&["rule", "NOPE999"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("there is no rule NOPE999"));
+}
+
+#[test]
+fn output_file_is_written_and_stdout_left_empty() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("review.json");
+    let o = payreview(
+        &[
+            "review",
+            "-",
+            "--diff-only",
+            "--format",
+            "json",
+            "--output",
+            out.to_str().expect("utf-8"),
+        ],
+        Some(&read("seed/pr.diff")),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).is_empty());
+    let written = std::fs::read_to_string(&out).expect("report written");
+    assert!(written.contains("\"decision\": \"request-changes\""));
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").collect();
+    assert_eq!(leftovers.len(), 1, "no temporary file is left behind");
+}
+
+#[test]
+fn repository_mode_from_the_command_line() {
+    let diff = fixture("seed/pr.diff");
+    let head = fixture("seed/head");
+    let o = payreview(
+        &[
+            "review",
+            diff.to_str().expect("utf-8"),
+            "--repo",
+            head.to_str().expect("utf-8"),
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"rule\": \"DIFF002\""));
+}

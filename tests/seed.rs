@@ -1,0 +1,95 @@
+//! The seed pull request (fixtures/seed), reviewed from the diff alone and with its repository.
+mod common;
+
+use common::*;
+use payreview::config::Settings;
+use payreview::review::{Decision, Lang};
+
+fn seed_diff() -> Vec<u8> {
+    read("seed/pr.diff")
+}
+
+#[test]
+fn diff_only_finds_the_hand_made_index_and_the_broad_except() {
+    let review = review(&seed_diff(), &Settings::diff_only());
+    assert!(
+        has(
+            &review,
+            "DIFF001",
+            "app/payments/service.py",
+            None,
+            "important"
+        ),
+        "{:#?}",
+        places(&review)
+    );
+    assert!(has(
+        &review,
+        "ERR001",
+        "app/payments/client.py",
+        Some((41, 43)),
+        "blocker"
+    ));
+    // Hashes cannot be checked without the files.
+    assert!(!review.findings.iter().any(|f| f.rule == "DIFF002"));
+    assert_eq!(review.decision(), Decision::RequestChanges);
+    insta::assert_snapshot!("seed_diff_only_en", json(&review, Lang::En));
+}
+
+#[test]
+fn repository_mode_also_checks_the_index_hashes() {
+    let settings = repo_settings(&fixture("seed/head"));
+    let review = review(&seed_diff(), &settings);
+    assert!(has(
+        &review,
+        "DIFF001",
+        "app/payments/service.py",
+        None,
+        "important"
+    ));
+    assert!(has(
+        &review,
+        "DIFF002",
+        "app/payments/service.py",
+        None,
+        "important"
+    ));
+    assert!(has(
+        &review,
+        "ERR001",
+        "app/payments/client.py",
+        Some((41, 43)),
+        "blocker"
+    ));
+    // client.py's index line is git's own: its hashes match the files.
+    assert!(
+        !review
+            .findings
+            .iter()
+            .any(|f| f.rule == "DIFF002" && f.path == "app/payments/client.py")
+    );
+    assert!(review.errors.is_empty(), "{:?}", review.errors);
+    insta::assert_snapshot!("seed_repository_en", json(&review, Lang::En));
+}
+
+#[test]
+fn repository_mode_rebuilds_the_base_exactly() {
+    // Reverse-applying the diff to head/ must give base/ byte for byte, or hashes and line maps
+    // would be off.
+    let patch = payreview::diff::parse_patch(&seed_diff()).expect("seed diff parses");
+    let settings = repo_settings(&fixture("seed/head"));
+    for file in &patch.files {
+        let versions = payreview::source::reconstruct(file, &settings.workspace);
+        let base =
+            std::fs::read_to_string(fixture("seed/base").join(file.path())).expect("base file");
+        assert_eq!(versions.old.map(|v| v.text), Some(base), "{}", file.path());
+    }
+}
+
+#[test]
+fn russian_report_uses_russian_texts() {
+    let review = review(&seed_diff(), &Settings::diff_only());
+    let out = json(&review, Lang::Ru);
+    assert!(out.contains("глотает все ошибки"), "{out}");
+    insta::assert_snapshot!("seed_diff_only_ru", out);
+}
