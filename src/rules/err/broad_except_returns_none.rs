@@ -39,7 +39,7 @@ fn check(cx: &mut Ctx<'_>) {
         let on_path = cx.on_payment_path(function.as_ref());
         let caught = syntax::except_types(clause)
             .first()
-            .map_or("bare `except`".to_string(), |t| {
+            .map_or("`except:`".to_string(), |t| {
                 format!("`except {}`", syntax::text(*t, src))
             });
         let before_is_clean = cx
