@@ -102,6 +102,36 @@ impl ChangeSet {
             .flat_map(move |f| f.functions.iter().map(move |func| (f, func)))
             .filter(move |(_, func)| func.name == name)
     }
+
+    /// Whether calling `name` can reach something `pred` recognises, directly or through the
+    /// functions it calls (by name, anywhere in the change, at most `depth` calls deep). Used for
+    /// "this test now reaches Redis through `create_charge`".
+    pub fn reaches(
+        &self,
+        side: Side,
+        name: &str,
+        depth: usize,
+        pred: &dyn Fn(&FunctionFacts) -> bool,
+    ) -> bool {
+        let mut frontier = vec![name.to_string()];
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..=depth {
+            let mut next = Vec::new();
+            for callee in frontier.drain(..) {
+                if !seen.insert(callee.clone()) {
+                    continue;
+                }
+                for (_, func) in self.functions_named(side, &callee) {
+                    if pred(func) {
+                        return true;
+                    }
+                    next.extend(func.callees.iter().cloned());
+                }
+            }
+            frontier = next;
+        }
+        false
+    }
 }
 
 /// What a rule sees of one file, on one side.
