@@ -38,6 +38,9 @@ pub struct Meta {
     pub message: Texts,
     /// The fix, as prose or code; may use the same `{placeholders}` as the message.
     pub suggestion: Option<Texts>,
+    /// A short pytest sketch of the test that would have caught the problem (the Markdown
+    /// report's "Tests worth adding").
+    pub test: Option<Texts>,
     /// Extra sentences a rule appends to its message when they apply (`notes.annotation`).
     #[serde(default)]
     pub notes: BTreeMap<String, Texts>,
