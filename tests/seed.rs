@@ -93,3 +93,25 @@ fn russian_report_uses_russian_texts() {
     assert!(out.contains("глотает все ошибки"), "{out}");
     insta::assert_snapshot!("seed_diff_only_ru", out);
 }
+
+/// The seed with the review's suggestions applied: nothing a reviewer would have to ask for.
+#[test]
+fn fixed_seeds_have_no_blocker_and_no_important_finding() {
+    for dir in ["seed-fixed", "seed-fixed-nx"] {
+        let diff = read(&format!("{dir}/pr.diff"));
+        let repo = repo_settings(&fixture(&format!("{dir}/head")));
+        for (mode, settings) in [("diff-only", Settings::diff_only()), ("repository", repo)] {
+            let review = review(&diff, &settings);
+            let serious: Vec<String> = places(&review)
+                .into_iter()
+                .filter(|p| p.ends_with(" blocker") || p.ends_with(" important"))
+                .collect();
+            assert!(serious.is_empty(), "{dir} ({mode}): {serious:#?}");
+            assert_ne!(
+                review.decision(),
+                Decision::RequestChanges,
+                "{dir} ({mode})"
+            );
+        }
+    }
+}
