@@ -10,15 +10,69 @@ pub mod syntax;
 
 pub use index::{NodeIndex, ParsedFile};
 
-use tree_sitter::{Parser, Tree};
+use std::cell::RefCell;
+use std::ops::ControlFlow;
+use std::time::{Duration, Instant};
 
-/// Parses Python text. `None` only when tree-sitter gives up (cancelled or out of budget);
-/// syntax errors still give a tree with `ERROR` nodes.
+use tree_sitter::{ParseOptions, Parser, Tree};
+
+/// How long one file version may take to parse before it is given up on. Generous: a
+/// megabyte of Python parses in well under a second; only pathological input gets near it.
+pub const PARSE_BUDGET: Duration = Duration::from_secs(10);
+
+thread_local! {
+    // One parser per worker thread: creating one per file costs more than parsing a small file.
+    static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
+}
+
+/// Parses Python text. `None` when tree-sitter gives up (the time budget ran out); syntax errors
+/// still give a tree with `ERROR` nodes.
 pub fn parse(text: &str) -> Option<Tree> {
-    let mut parser = Parser::new();
-    // The grammar is compiled in; a version mismatch is caught by every test that parses.
-    parser
-        .set_language(&tree_sitter_python::LANGUAGE.into())
-        .ok()?;
-    parser.parse(text, None)
+    parse_within(text, PARSE_BUDGET)
+}
+
+/// Parses Python text, giving up after `budget`.
+pub fn parse_within(text: &str, budget: Duration) -> Option<Tree> {
+    PARSER.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            let mut parser = Parser::new();
+            // The grammar is compiled in; a version mismatch fails every test that parses.
+            parser
+                .set_language(&tree_sitter_python::LANGUAGE.into())
+                .ok()?;
+            *slot = Some(parser);
+        }
+        let parser = slot.as_mut()?;
+        let deadline = Instant::now() + budget;
+        let bytes = text.as_bytes();
+        let mut read = |offset: usize, _| bytes.get(offset..).unwrap_or(&[]);
+        let mut progress = |_: &tree_sitter::ParseState| {
+            if Instant::now() > deadline {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        };
+        let options = ParseOptions::new().progress_callback(&mut progress);
+        let tree = parser.parse_with_options(&mut read, None, Some(options));
+        if tree.is_none() {
+            // A cancelled parse leaves state behind; the next file starts clean.
+            parser.reset();
+        }
+        tree
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_budget_gives_up_instead_of_hanging() {
+        let big = "x = [1, 2, 3]\n".repeat(200_000);
+        assert!(parse_within(&big, Duration::ZERO).is_none());
+        // The parser is usable again afterwards.
+        assert!(parse("y = 1\n").is_some_and(|t| !t.root_node().has_error()));
+    }
 }

@@ -100,6 +100,22 @@ fn prepare<'p>(patch: &'p FilePatch, settings: &Settings) -> Prepared<'p> {
             message: "binary change: not reviewed".to_string(),
         });
     }
+    if let source::Workspace::Repository { .. } = settings.workspace
+        && !python
+    {
+        // Never read, but a path that would leave the root is worth telling the reader about.
+        for p in [patch.old_path.as_deref(), patch.new_path.as_deref()]
+            .into_iter()
+            .flatten()
+        {
+            if let Err(e) = source::repo::check_relative(p) {
+                errors.push(ReviewError {
+                    path: path.to_string(),
+                    message: e.to_string(),
+                });
+            }
+        }
+    }
     let versions = if python {
         source::reconstruct(patch, &settings.workspace)
     } else {
@@ -119,6 +135,17 @@ fn prepare<'p>(patch: &'p FilePatch, settings: &Settings) -> Prepared<'p> {
             .flatten()
     };
     let (old, new) = (parse(Side::Old), parse(Side::New));
+    for (side, version, parsed) in [("old", &versions.old, &old), ("new", &versions.new, &new)] {
+        if python && version.is_some() && parsed.is_none() {
+            errors.push(ReviewError {
+                path: path.to_string(),
+                message: format!(
+                    "the {side} version could not be parsed within {} s; its rules did not run",
+                    crate::python::PARSE_BUDGET.as_secs()
+                ),
+            });
+        }
+    }
     Prepared {
         patch,
         versions,
