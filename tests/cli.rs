@@ -189,3 +189,49 @@ fn repository_mode_from_the_command_line() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stdout(&o).contains("\"rule\": \"DIFF002\""));
 }
+
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?}");
+}
+
+#[test]
+fn base_reviews_the_work_tree_against_a_revision_without_a_diff_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let copy = |from: &str| {
+        let src = fixture(from);
+        for rel in ["app/payments/client.py", "app/payments/service.py", "tests/test_payments.py"] {
+            let to = dir.path().join(rel);
+            std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
+            std::fs::copy(src.join(rel), to).expect("copy");
+        }
+    };
+    copy("seed/base");
+    git(dir.path(), &["init", "-q"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "base"]);
+    copy("seed/head");
+    let o = Command::new(env!("CARGO_BIN_EXE_payreview"))
+        .args(["review", "--base", "HEAD", "--format", "json"])
+        .current_dir(dir.path())
+        .output()
+        .expect("binary runs");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("valid JSON");
+    let rules: Vec<&str> = report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["rule"].as_str())
+        .collect();
+    assert!(rules.contains(&"ERR001"), "{rules:?}");
+    // git wrote this diff itself: its index lines are right.
+    assert!(!rules.contains(&"DIFF001") && !rules.contains(&"DIFF002"), "{rules:?}");
+    assert_eq!(report["files"].as_array().map(Vec::len), Some(3));
+}
