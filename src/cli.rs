@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{self, FailOn, Format, Settings, Vocabulary};
+use crate::config::{self, FailOn, Format, Settings};
 use crate::error::Error;
 use crate::review::Lang;
 use crate::source::{Repo, Workspace, git};
@@ -30,6 +30,15 @@ pub enum Command {
     Review(ReviewArgs),
     /// List the rules.
     Rules,
+    /// Print the configuration in force (file, rules, vocabulary) as TOML.
+    Config {
+        /// The repository whose configuration to read (default: the git work tree around the
+        /// current directory, or the current directory).
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
     /// Show one rule's documentation.
     Rule {
         /// Rule id, such as IDEM001.
@@ -65,6 +74,32 @@ impl From<LangArg> for Lang {
     }
 }
 
+/// Where the configuration comes from.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ConfigArgs {
+    /// Read the configuration from FILE instead of looking for pyproject.toml
+    /// ([tool.payreview]), payreview.toml or .payreview.toml at the repository root.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Ignore every configuration file.
+    #[arg(long, conflicts_with = "config")]
+    pub isolated: bool,
+}
+
+impl ConfigArgs {
+    /// The configuration for a run rooted at `root`, if any.
+    pub fn load(&self, root: &std::path::Path) -> Result<Option<config::file::Loaded>, Error> {
+        if self.isolated {
+            return Ok(None);
+        }
+        let loaded = match &self.config {
+            Some(path) => Some(config::file::load(path)?),
+            None => config::file::discover(root)?,
+        };
+        Ok(loaded)
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ReviewArgs {
     /// The diff to review: a file, or `-` for standard input. Omit it with --base.
@@ -77,28 +112,36 @@ pub struct ReviewArgs {
     #[arg(long, conflicts_with_all = ["repo", "base"])]
     pub diff_only: bool,
     /// Compare with this revision: old versions are read from git; without a DIFF, the diff is
-    /// the work tree against the merge-base of HEAD and REV, as in a pull request.
+    /// the work tree against the merge-base of HEAD and REV (what a pull request against REV
+    /// shows).
     #[arg(long, value_name = "REV")]
     pub base: Option<String>,
+    /// Review the staged change (the index against HEAD), as a pre-commit hook does.
+    #[arg(long, conflicts_with_all = ["diff", "base", "diff_only"])]
+    pub staged: bool,
     /// The pull request's description, to check the change against (`-` for standard input).
     #[arg(long, value_name = "FILE")]
     pub description: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
-    #[arg(long, value_enum, env = "PAYREVIEW_LANG", default_value = "en")]
-    pub lang: LangArg,
+    /// Output language [default: en, or the configuration's `lang`].
+    #[arg(long, value_enum, env = "PAYREVIEW_LANG")]
+    pub lang: Option<LangArg>,
     /// Write the report to FILE (atomically) instead of standard output.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Exit with status 1 when a finding at or above this severity is found.
-    #[arg(long, value_enum, default_value = "blocker")]
-    pub fail_on: FailOn,
+    /// Exit with status 1 when a finding at or above this severity is found [default: blocker,
+    /// or the configuration's `fail-on`].
+    #[arg(long, value_enum)]
+    pub fail_on: Option<FailOn>,
     /// Files larger than this are reviewed from the diff alone.
     #[arg(long, value_name = "BYTES", default_value_t = config::DEFAULT_MAX_FILE_BYTES)]
     pub max_file_bytes: u64,
     /// Review at most this many files of the diff.
     #[arg(long, value_name = "N", default_value_t = config::DEFAULT_MAX_FILES)]
     pub max_files: usize,
+    #[command(flatten)]
+    pub config: ConfigArgs,
 }
 
 /// Where the diff comes from.
@@ -108,12 +151,15 @@ pub enum Input {
     Stdin,
     /// The work tree against the merge-base with this revision.
     Git(String),
+    /// The index against HEAD.
+    Staged,
 }
 
 impl ReviewArgs {
     /// Validates the flags: which workspace, which input.
     pub fn settings(&self) -> Result<(Settings, Input), Error> {
         let input = match (&self.diff, &self.base) {
+            _ if self.staged => Input::Staged,
             (Some(p), _) if p.as_os_str() == "-" => Input::Stdin,
             (Some(p), _) => Input::File(p.clone()),
             (None, Some(rev)) => Input::Git(rev.clone()),
@@ -133,10 +179,11 @@ impl ReviewArgs {
                         source,
                     })?,
                     base: self.base.clone(),
+                    staged: self.staged,
                 },
-                None if self.base.is_some() => {
+                None if self.base.is_some() || self.staged => {
                     return Err(Error::BaseWithoutRepo {
-                        rev: self.base.clone().unwrap_or_default(),
+                        rev: self.base.clone().unwrap_or_else(|| "--staged".to_string()),
                     });
                 }
                 None => Workspace::DiffOnly,
@@ -149,17 +196,25 @@ impl ReviewArgs {
                 source,
             })?),
         };
-        let settings = Settings {
+        let mut settings = Settings {
             workspace,
-            lang: self.lang.into(),
             format: self.format,
-            fail_on: self.fail_on,
             output: self.output.clone(),
             description,
-            vocabulary: Vocabulary::default(),
             max_file_bytes: self.max_file_bytes,
             max_files: self.max_files.max(1),
+            ..Settings::diff_only()
         };
+        let root = settings.root().or_else(|| std::env::current_dir().ok());
+        if let Some(loaded) = root.map(|r| self.config.load(&r)).transpose()?.flatten() {
+            settings.apply_file(&loaded);
+        }
+        if let Some(lang) = self.lang {
+            settings.lang = lang.into();
+        }
+        if let Some(fail_on) = self.fail_on {
+            settings.fail_on = fail_on;
+        }
         Ok((settings, input))
     }
 }

@@ -11,6 +11,10 @@ pub enum Error {
     #[diagnostic(transparent)]
     Diff(#[from] Box<DiffError>),
 
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Config(#[from] Box<crate::config::file::ConfigError>),
+
     #[error("could not read the diff from {path}")]
     #[diagnostic(
         code(payreview::input),
@@ -83,6 +87,12 @@ pub enum Error {
 impl From<DiffError> for Error {
     fn from(e: DiffError) -> Self {
         Error::Diff(Box::new(e))
+    }
+}
+
+impl From<crate::config::file::ConfigError> for Error {
+    fn from(e: crate::config::file::ConfigError) -> Self {
+        Error::Config(Box::new(e))
     }
 }
 

@@ -71,6 +71,23 @@ where
             let (settings, input) = args.settings()?;
             run_review(&settings, &input, out)
         }
+        Command::Config { repo, config } => {
+            let root = repo
+                .or_else(|| {
+                    std::env::current_dir()
+                        .ok()
+                        .and_then(|d| source::git::toplevel(&d))
+                })
+                .or_else(|| std::env::current_dir().ok())
+                .unwrap_or_default();
+            let mut settings = Settings::diff_only();
+            if let Some(loaded) = config.load(&root)? {
+                settings.apply_file(&loaded);
+            }
+            let text = toml::to_string(&settings.effective()).unwrap_or_default();
+            out.write_all(text.as_bytes()).map_err(Error::Write)?;
+            Ok(Outcome(exit::CLEAN))
+        }
         Command::Rules => {
             report::rules_table(out).map_err(Error::Write)?;
             Ok(Outcome(exit::CLEAN))
@@ -131,6 +148,14 @@ fn read_input(settings: &Settings, input: &Input) -> Result<Vec<u8>, Error> {
             };
             let base = source::git::merge_base(repo.root(), rev)?;
             Ok(source::git::diff(repo.root(), &base)?)
+        }
+        Input::Staged => {
+            let source::Workspace::Repository { repo, .. } = &settings.workspace else {
+                return Err(Error::BaseWithoutRepo {
+                    rev: "--staged".to_string(),
+                });
+            };
+            Ok(source::git::diff_staged(repo.root())?)
         }
     }
 }

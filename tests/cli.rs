@@ -206,7 +206,11 @@ fn base_reviews_the_work_tree_against_a_revision_without_a_diff_file() {
     let dir = tempfile::tempdir().expect("temp dir");
     let copy = |from: &str| {
         let src = fixture(from);
-        for rel in ["app/payments/client.py", "app/payments/service.py", "tests/test_payments.py"] {
+        for rel in [
+            "app/payments/client.py",
+            "app/payments/service.py",
+            "tests/test_payments.py",
+        ] {
             let to = dir.path().join(rel);
             std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
             std::fs::copy(src.join(rel), to).expect("copy");
@@ -232,6 +236,9 @@ fn base_reviews_the_work_tree_against_a_revision_without_a_diff_file() {
         .collect();
     assert!(rules.contains(&"ERR001"), "{rules:?}");
     // git wrote this diff itself: its index lines are right.
-    assert!(!rules.contains(&"DIFF001") && !rules.contains(&"DIFF002"), "{rules:?}");
+    assert!(
+        !rules.contains(&"DIFF001") && !rules.contains(&"DIFF002"),
+        "{rules:?}"
+    );
     assert_eq!(report["files"].as_array().map(Vec::len), Some(3));
 }

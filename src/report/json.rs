@@ -16,6 +16,7 @@ struct Report<'a> {
     questions: Vec<Question>,
     files: &'a [FileSummary],
     errors: &'a [ReviewError],
+    suppressions: &'a [crate::review::Suppression],
 }
 
 #[derive(Serialize)]
@@ -85,6 +86,7 @@ pub fn render(review: &Review, lang: Lang, out: &mut dyn Write) -> std::io::Resu
             .collect(),
         files: &review.files,
         errors: &review.errors,
+        suppressions: &review.suppressions,
     };
     serde_json::to_writer_pretty(&mut *out, &report)?;
     out.write_all(b"\n")

@@ -5,8 +5,10 @@
 //! order-preserving parallel map and everything is sorted before it leaves.
 
 mod model;
+pub mod suppress;
 
 pub use model::*;
+pub use suppress::Suppression;
 
 use std::collections::HashMap;
 
@@ -81,7 +83,31 @@ pub fn review(patch: &Patch, settings: &Settings) -> Review {
     for p in &prepared {
         errors.extend(p.errors.iter().cloned());
     }
-    finish(findings, questions, errors, &files)
+    let mut suppressions: Vec<Suppression> = prepared
+        .iter()
+        .filter_map(|p| Some(suppress::scan(p.patch.path(), p.new.as_ref()?.text())))
+        .flatten()
+        .collect();
+    let mut findings = suppress::apply(findings, &mut suppressions);
+    let added = |path: &str, line: u32| {
+        prepared
+            .iter()
+            .find(|p| p.patch.path() == path)
+            .is_some_and(|p| p.versions.lines.is_added(line))
+    };
+    findings.extend(
+        suppress::findings(&suppressions, added)
+            .into_iter()
+            .filter(|f| settings.rules.enabled(f.rule)),
+    );
+    for f in &mut findings {
+        if let Some(severity) = settings.rules.severity_of(f.rule) {
+            f.severity = severity;
+        }
+    }
+    let mut review = finish(findings, questions, errors, &files);
+    review.suppressions = suppressions;
+    review
 }
 
 fn prepare<'p>(patch: &'p FilePatch, settings: &Settings) -> Prepared<'p> {
@@ -93,7 +119,8 @@ fn prepare<'p>(patch: &'p FilePatch, settings: &Settings) -> Prepared<'p> {
             message: "the diff holds bytes that are not UTF-8; they were replaced".to_string(),
         });
     }
-    let python = is_python(path) && !patch.binary && !patch.submodule;
+    let python =
+        is_python(path) && !patch.binary && !patch.submodule && !settings.exclude.matches(path);
     if is_python(path) && patch.binary {
         errors.push(ReviewError {
             path: path.to_string(),
@@ -194,8 +221,9 @@ fn run_rules(
     let mut new = ctx(Side::New);
     let mut old = ctx(Side::Old);
     let mut kept = Vec::new();
-    for rule in rules::ALL {
+    for rule in rules::ALL.iter().filter(|r| settings.rules.enabled(r.id)) {
         match rule.check {
+            Check::Driver => {}
             Check::Change(check) => {
                 check(&mut new);
                 kept.append(&mut new.findings);
@@ -278,5 +306,6 @@ fn finish(
         questions,
         files,
         errors,
+        suppressions: Vec::new(),
     }
 }

@@ -104,6 +104,8 @@ pub struct Review {
     pub questions: Vec<Question>,
     pub files: Vec<FileSummary>,
     pub errors: Vec<ReviewError>,
+    /// Suppression comments found in the touched files, and whether each was used.
+    pub suppressions: Vec<super::Suppression>,
 }
 
 impl Review {

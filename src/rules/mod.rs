@@ -9,6 +9,7 @@ pub mod facts;
 
 mod diff_header;
 mod err;
+mod sup;
 
 use std::sync::OnceLock;
 
@@ -32,6 +33,8 @@ pub enum Check {
     /// Once per file, on the change itself (both versions, the diff header). Findings are kept
     /// as they are.
     Change(fn(&mut Ctx<'_>)),
+    /// Reported by the review driver itself (suppression bookkeeping), not by a check.
+    Driver,
 }
 
 /// A rule: its id, its catalogue text (compiled in) and how to run it.
@@ -47,6 +50,8 @@ pub static ALL: &[&Rule] = &[
     &diff_header::index_hash_mismatch::RULE,
     &diff_header::diff_does_not_apply::RULE,
     &err::broad_except_returns_none::RULE,
+    &sup::SUPPRESSION_WITHOUT_REASON,
+    &sup::UNUSED_SUPPRESSION,
 ];
 
 pub fn find(id: &str) -> Option<&'static Rule> {

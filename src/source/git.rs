@@ -68,3 +68,21 @@ pub fn diff(root: &Path, rev: &str) -> Result<Vec<u8>, GitError> {
         ],
     )
 }
+
+/// The staged change: the index against HEAD.
+pub fn diff_staged(root: &Path) -> Result<Vec<u8>, GitError> {
+    git(
+        root,
+        &[
+            "-c",
+            "core.quotepath=on",
+            "diff",
+            "--cached",
+            "--no-color",
+            "--no-ext-diff",
+            "--full-index",
+            "HEAD",
+            "--",
+        ],
+    )
+}

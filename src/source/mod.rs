@@ -76,6 +76,8 @@ pub enum Workspace {
         repo: Repo,
         /// Read old versions from git at this revision instead of reverse-applying the hunks.
         base: Option<String>,
+        /// New versions are the staged ones (git's index), not the work tree's.
+        staged: bool,
     },
 }
 
@@ -84,7 +86,9 @@ pub fn reconstruct(file: &FilePatch, workspace: &Workspace) -> FileVersions {
     let lines = LineMap::new(&file.hunks);
     match workspace {
         Workspace::DiffOnly => from_hunks(file, lines, Vec::new()),
-        Workspace::Repository { repo, base } => from_repository(file, repo, base.as_deref(), lines),
+        Workspace::Repository { repo, base, staged } => {
+            from_repository(file, repo, base.as_deref(), *staged, lines)
+        }
     }
 }
 
@@ -117,6 +121,7 @@ fn from_repository(
     file: &FilePatch,
     repo: &Repo,
     base: Option<&str>,
+    staged: bool,
     lines: LineMap,
 ) -> FileVersions {
     let Some(new_path) = file.new_path.as_deref() else {
@@ -135,7 +140,14 @@ fn from_repository(
             notes: Vec::new(),
         };
     };
-    let on_disk = match repo.read(new_path) {
+    let head = if staged {
+        git::show(repo.root(), "", new_path)
+            .map(repo::decode)
+            .map_err(|e| e.to_string())
+    } else {
+        repo.read(new_path).map_err(|e| e.to_string())
+    };
+    let on_disk = match head {
         Ok(found) => found,
         Err(e) => {
             return from_hunks(
@@ -159,7 +171,7 @@ fn from_repository(
     }
     let old = if file.status == FileStatus::Added {
         None
-    } else if let Some(rev) = base {
+    } else if let Some(rev) = base.or(staged.then_some("HEAD")) {
         let path = file.old_path.as_deref().unwrap_or(new_path);
         match git::show(repo.root(), rev, path) {
             Ok(bytes) => Some(Version::complete(repo::decode(bytes).text)),

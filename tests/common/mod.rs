@@ -40,6 +40,7 @@ pub fn repo_settings(root: &Path) -> Settings {
     settings.workspace = Workspace::Repository {
         repo: Repo::open(root, settings.max_file_bytes).expect("fixture repository exists"),
         base: None,
+        staged: false,
     };
     settings
 }

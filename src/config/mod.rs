@@ -1,0 +1,314 @@
+//! Validated settings of one run: what to review, how to report it, which rules run, and the
+//! domain vocabulary the rules use to recognise payment code.
+
+pub mod file;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::review::{Lang, Severity};
+use crate::source::Workspace;
+
+/// Output format of `payreview review`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Json,
+    Markdown,
+    Sarif,
+    Github,
+    Text,
+}
+
+/// `--fail-on`: the least severe finding that makes the exit status 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailOn {
+    Blocker,
+    Important,
+    Nit,
+    Never,
+}
+
+impl FailOn {
+    pub fn threshold(self) -> Option<Severity> {
+        match self {
+            FailOn::Blocker => Some(Severity::Blocker),
+            FailOn::Important => Some(Severity::Important),
+            FailOn::Nit => Some(Severity::Nit),
+            FailOn::Never => None,
+        }
+    }
+}
+
+/// Names that mark code as moving money. Matching is on the last name of a callee
+/// (`client.refund(...)` matches `refund`), exact or as a `_`-separated part
+/// (`create_charge` matches `charge`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vocabulary {
+    pub payment_operations: Vec<String>,
+    pub money_arguments: Vec<String>,
+    pub entities: Vec<String>,
+    pub cache_clients: Vec<String>,
+    /// Decorators that make a function a background task (Celery, Dramatiq, RQ…).
+    pub task_decorators: Vec<String>,
+}
+
+impl Default for Vocabulary {
+    fn default() -> Self {
+        let words = |list: &[&str]| list.iter().map(|s| s.to_string()).collect();
+        Vocabulary {
+            payment_operations: words(&[
+                "charge",
+                "capture",
+                "refund",
+                "payout",
+                "transfer",
+                "pay",
+                "withdraw",
+                "debit",
+                "disburse",
+                "authorize",
+                "create_payment_intent",
+                "confirm_payment_intent",
+                "make_payment",
+                "process_payment",
+            ]),
+            money_arguments: words(&["amount", "currency", "total", "sum", "price", "value"]),
+            entities: words(&[
+                "order",
+                "payment",
+                "invoice",
+                "subscription",
+                "cart",
+                "basket",
+                "booking",
+                "transaction",
+                "purchase",
+                "bill",
+            ]),
+            cache_clients: words(&["redis", "cache", "rds", "r", "kv"]),
+            task_decorators: words(&["task", "shared_task", "periodic_task", "actor", "job"]),
+        }
+    }
+}
+
+impl Vocabulary {
+    /// Whether `name` (a function or method name) is a payment operation.
+    pub fn is_payment_operation(&self, name: &str) -> bool {
+        let lower = name.to_ascii_lowercase();
+        self.payment_operations
+            .iter()
+            .any(|op| lower == *op || lower.split('_').any(|part| part == op))
+    }
+
+    pub fn is_money_argument(&self, name: &str) -> bool {
+        let lower = name.to_ascii_lowercase();
+        self.money_arguments
+            .iter()
+            .any(|m| lower == *m || lower.split('_').any(|part| part == m))
+    }
+
+    pub fn is_entity(&self, name: &str) -> bool {
+        let lower = name.to_ascii_lowercase();
+        self.entities
+            .iter()
+            .any(|e| lower == *e || lower.split('_').any(|part| part == e))
+    }
+}
+
+/// Which rules run and how severe their findings are, from the configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleFilter {
+    /// Ids or prefixes to run; empty means all.
+    pub select: Vec<String>,
+    pub ignore: Vec<String>,
+    /// Severity per id or prefix; the longest matching key wins.
+    pub severity: BTreeMap<String, Severity>,
+}
+
+impl RuleFilter {
+    pub fn enabled(&self, id: &str) -> bool {
+        let matches = |p: &String| id.starts_with(&p.to_ascii_uppercase());
+        (self.select.is_empty() || self.select.iter().any(matches))
+            && !self.ignore.iter().any(matches)
+    }
+
+    /// The configured severity of `id`, if any.
+    pub fn severity_of(&self, id: &str) -> Option<Severity> {
+        self.severity
+            .iter()
+            .filter(|(p, _)| id.starts_with(&p.to_ascii_uppercase()))
+            .max_by_key(|(p, _)| p.len())
+            .map(|(_, s)| *s)
+    }
+}
+
+/// Paths not to review, from the configuration's `exclude` globs.
+#[derive(Debug, Clone, Default)]
+pub struct Exclude {
+    pub patterns: Vec<String>,
+    set: Option<globset::GlobSet>,
+}
+
+impl Exclude {
+    pub fn new(patterns: Vec<String>) -> Self {
+        let mut builder = globset::GlobSetBuilder::new();
+        for p in &patterns {
+            // Validated when the configuration was loaded; a bad glob here is simply skipped.
+            if let Ok(glob) = globset::Glob::new(p) {
+                builder.add(glob);
+            }
+        }
+        Exclude {
+            set: builder.build().ok(),
+            patterns,
+        }
+    }
+
+    pub fn matches(&self, path: &str) -> bool {
+        self.set.as_ref().is_some_and(|s| s.is_match(path))
+    }
+}
+
+/// Everything a review run needs to know, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub workspace: Workspace,
+    pub lang: Lang,
+    pub format: Format,
+    pub fail_on: FailOn,
+    pub output: Option<PathBuf>,
+    pub description: Option<String>,
+    pub vocabulary: Vocabulary,
+    pub max_file_bytes: u64,
+    pub max_files: usize,
+    pub rules: RuleFilter,
+    pub exclude: Exclude,
+    /// The configuration file in force, if any.
+    pub config_source: Option<PathBuf>,
+}
+
+impl Settings {
+    /// Settings for reviewing a diff on its own, as tests and the library API use them.
+    pub fn diff_only() -> Self {
+        Settings {
+            workspace: Workspace::DiffOnly,
+            lang: Lang::En,
+            format: Format::Json,
+            fail_on: FailOn::Blocker,
+            output: None,
+            description: None,
+            vocabulary: Vocabulary::default(),
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            max_files: DEFAULT_MAX_FILES,
+            rules: RuleFilter::default(),
+            exclude: Exclude::default(),
+            config_source: None,
+        }
+    }
+}
+
+impl Settings {
+    /// The repository root in repository mode.
+    pub fn root(&self) -> Option<PathBuf> {
+        match &self.workspace {
+            Workspace::Repository { repo, .. } => Some(repo.root().to_path_buf()),
+            Workspace::DiffOnly => None,
+        }
+    }
+
+    /// Applies a configuration file; command-line flags are applied after it, so they win.
+    pub fn apply_file(&mut self, loaded: &file::Loaded) {
+        let config = &loaded.config;
+        let strings = |list: &Option<Vec<toml::Spanned<String>>>| -> Vec<String> {
+            list.iter().flatten().map(|s| s.get_ref().clone()).collect()
+        };
+        self.rules = RuleFilter {
+            select: strings(&config.select),
+            ignore: strings(&config.ignore),
+            severity: config
+                .severity
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.to_ascii_uppercase(), *v.get_ref()))
+                .collect(),
+        };
+        self.exclude = Exclude::new(strings(&config.exclude));
+        if let Some(fail_on) = config.fail_on {
+            self.fail_on = fail_on;
+        }
+        if let Some(lang) = config.lang {
+            self.lang = lang;
+        }
+        let vocab = &mut self.vocabulary;
+        for (target, extra) in [
+            (&mut vocab.payment_operations, &config.payment_operations),
+            (&mut vocab.money_arguments, &config.money_arguments),
+            (&mut vocab.entities, &config.entities),
+            (&mut vocab.cache_clients, &config.cache_clients),
+            (&mut vocab.task_decorators, &config.task_decorators),
+        ] {
+            for word in extra.iter().flatten() {
+                let word = word.to_ascii_lowercase();
+                if !target.contains(&word) {
+                    target.push(word);
+                }
+            }
+        }
+        self.config_source = Some(loaded.path.clone());
+    }
+
+    /// The configuration in force, for `payreview config`.
+    pub fn effective(&self) -> file::Effective {
+        file::Effective {
+            source: self
+                .config_source
+                .as_ref()
+                .map_or("(built-in defaults)".to_string(), |p| {
+                    p.display().to_string()
+                }),
+            select: self.rules.select.clone(),
+            ignore: self.rules.ignore.clone(),
+            severity: self.rules.severity.clone(),
+            exclude: self.exclude.patterns.clone(),
+            fail_on: format!("{:?}", self.fail_on).to_lowercase(),
+            lang: self.lang,
+            payment_operations: self.vocabulary.payment_operations.clone(),
+            money_arguments: self.vocabulary.money_arguments.clone(),
+            entities: self.vocabulary.entities.clone(),
+            cache_clients: self.vocabulary.cache_clients.clone(),
+            task_decorators: self.vocabulary.task_decorators.clone(),
+        }
+    }
+}
+
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+pub const DEFAULT_MAX_FILES: usize = 20_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payment_operations_match_by_name_part() {
+        let v = Vocabulary::default();
+        for yes in [
+            "charge",
+            "create_charge",
+            "refund_payment",
+            "capture",
+            "payout_to_wallet",
+        ] {
+            assert!(v.is_payment_operation(yes), "{yes}");
+        }
+        for no in [
+            "discharge",
+            "get_order",
+            "display",
+            "prepayment_notice_text",
+            "repay_ui",
+        ] {
+            assert!(!v.is_payment_operation(no), "{no}");
+        }
+    }
+}
