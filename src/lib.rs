@@ -10,6 +10,8 @@ pub mod config;
 pub mod diff;
 pub mod error;
 pub mod exit;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod python;
 pub mod report;
 pub mod review;

@@ -124,3 +124,22 @@ proptest! {
         review_everywhere(&apply(diff, &mutations));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Every emitter takes any finding (any rule, hostile path and argument text) and JSON stays
+    /// valid JSON.
+    #[test]
+    fn emitters_never_panic_on_arbitrary_findings(bytes in proptest::collection::vec(any::<u8>(), 0..1024)) {
+        let review = payreview::fuzzing::review_from_bytes(&bytes);
+        for format in payreview::fuzzing::FORMATS {
+            for lang in [Lang::En, Lang::Ru] {
+                let mut out = Vec::new();
+                if payreview::report::render(&review, *format, lang, &mut out).is_ok() && *format == Format::Json {
+                    prop_assert!(serde_json::from_slice::<serde_json::Value>(&out).is_ok());
+                }
+            }
+        }
+    }
+}
