@@ -13,7 +13,11 @@ fn main() {
     };
     let workspace = match repo {
         Some(dir) => match payreview::source::Repo::open(std::path::Path::new(&dir), 1 << 22) {
-            Ok(repo) => payreview::source::Workspace::Repository { repo, base: None, staged: false },
+            Ok(repo) => payreview::source::Workspace::Repository {
+                repo,
+                base: None,
+                staged: false,
+            },
             Err(e) => {
                 eprintln!("{dir}: {e}");
                 std::process::exit(2);
@@ -26,7 +30,11 @@ fn main() {
         for (side, version) in [("old", &versions.old), ("new", &versions.new)] {
             let Some(v) = version else { continue };
             let errors = payreview::python::parse(&v.text).map(|t| t.root_node().has_error());
-            println!("=== {} ({side}) syntax errors: {errors:?} synthetic: {:?}", file.path(), v.synthetic);
+            println!(
+                "=== {} ({side}) syntax errors: {errors:?} synthetic: {:?}",
+                file.path(),
+                v.synthetic
+            );
             for (n, line) in v.text.lines().enumerate() {
                 println!("{:4} {line}", n + 1);
             }

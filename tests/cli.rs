@@ -3,6 +3,7 @@ mod common;
 
 use std::process::{Command, Output};
 
+use clap::Parser;
 use common::*;
 
 fn payreview(args: &[&str], stdin: Option<&[u8]>) -> Output {
@@ -241,4 +242,23 @@ fn base_reviews_the_work_tree_against_a_revision_without_a_diff_file() {
         "{rules:?}"
     );
     assert_eq!(report["files"].as_array().map(Vec::len), Some(3));
+}
+
+#[test]
+fn pre_commit_hook_reviews_the_staged_change() {
+    let hooks = std::fs::read_to_string(root().join(".pre-commit-hooks.yaml")).expect("hook file");
+    let entry = hooks
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("entry: "))
+        .expect("an entry line");
+    let mut words = entry.split_whitespace();
+    assert_eq!(words.next(), Some("payreview"));
+    let args: Vec<&str> = words.collect();
+    // The hook's arguments must be ones the CLI accepts: parse them for real.
+    let parsed = payreview::cli::Cli::try_parse_from(
+        std::iter::once("payreview").chain(args.iter().copied()),
+    );
+    assert!(parsed.is_ok(), "{entry}: {parsed:?}");
+    assert!(args.contains(&"--staged"));
+    assert!(hooks.contains("pass_filenames: false"));
 }
