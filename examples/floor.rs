@@ -1,0 +1,39 @@
+//! The benchmark floor: read every Python file of a base and a head tree and parse both with
+//! tree-sitter-python, in parallel on the same thread pool payreview uses, and nothing else.
+//! payreview's time is reported as a ratio to this, measured in the same run.
+//!
+//! `cargo run --release --example floor -- BASE_DIR HEAD_DIR`
+use rayon::prelude::*;
+
+fn python_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            python_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "py") {
+            out.push(path);
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (Some(base), Some(head)) = (args.first(), args.get(1)) else {
+        eprintln!("usage: floor BASE_DIR HEAD_DIR");
+        std::process::exit(2);
+    };
+    let mut files = Vec::new();
+    python_files(std::path::Path::new(base), &mut files);
+    python_files(std::path::Path::new(head), &mut files);
+    let nodes: usize = files
+        .par_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            payreview::python::parse(&text).map_or(0, |t| t.root_node().descendant_count())
+        })
+        .sum();
+    println!("{} files, {nodes} nodes", files.len());
+}

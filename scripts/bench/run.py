@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Times payreview against the floor (parse old and new, nothing else) on workloads made by
+make_workload.py, and prints a Markdown table for BENCHMARKS.md.
+
+Usage: scripts/bench/run.py WORKLOAD [WORKLOAD ...] [--runs 5] [--threads 2]
+Each WORKLOAD is a folder holding base/, head/, repo/ and pr.diff. Build first:
+  cargo build --release --bin payreview --example floor
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(ROOT, "target", "release", "payreview")
+FLOOR = os.path.join(ROOT, "target", "release", "examples", "floor")
+
+
+def measure(cmd, env):
+    """(wall seconds, cpu seconds, peak RSS in MB) of one run."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)} failed with {status}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def median_of(cmd, env, runs):
+    samples = [measure(cmd, env) for _ in range(runs)]
+    return tuple(statistics.median(s[i] for s in samples) for i in range(3))
+
+
+def python_bytes(folder):
+    total = 0
+    for root, _, files in os.walk(folder):
+        total += sum(os.path.getsize(os.path.join(root, f)) for f in files if f.endswith(".py"))
+    return total
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("workloads", nargs="+")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads))
+    print("| workload | mode | wall s | cpu s | peak RSS MB | ratio to floor | MB/s |")
+    print("|---|---|---|---|---|---|---|")
+    for w in args.workloads:
+        w = os.path.abspath(w)
+        mb = (python_bytes(os.path.join(w, "base")) + python_bytes(os.path.join(w, "head"))) / 1e6
+        floor = median_of([FLOOR, os.path.join(w, "base"), os.path.join(w, "head")], env, args.runs)
+        review = [BIN, "review", os.path.join(w, "pr.diff"), "--format", "json", "--fail-on", "never",
+                  "--isolated", "--output", os.devnull]
+        rows = [("floor", floor),
+                ("repository", median_of(review + ["--repo", os.path.join(w, "repo")], env, args.runs)),
+                ("diff-only", median_of(review + ["--diff-only"], env, args.runs))]
+        for mode, (wall, cpu, rss) in rows:
+            ratio = wall / floor[0] if floor[0] else float("nan")
+            print(f"| {os.path.basename(w)} | {mode} | {wall:.3f} | {cpu:.3f} | {rss:.0f} | {ratio:.2f} | {mb / wall:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
