@@ -9,6 +9,8 @@ pub mod facts;
 
 mod diff_header;
 mod err;
+mod retry;
+mod testing;
 
 use std::sync::OnceLock;
 
@@ -47,6 +49,12 @@ pub static ALL: &[&Rule] = &[
     &diff_header::index_hash_mismatch::RULE,
     &diff_header::diff_does_not_apply::RULE,
     &err::broad_except_returns_none::RULE,
+    &retry::sleep_after_last_attempt::RULE,
+    &retry::incomplete_retryable_set::RULE,
+    &retry::blocking_sleep_in_async::RULE,
+    &retry::misleading_retry_constants::RULE,
+    &testing::test_reaches_live_service::RULE,
+    &testing::retry_test_sleeps_or_misses_key::RULE,
 ];
 
 pub fn find(id: &str) -> Option<&'static Rule> {
