@@ -19,12 +19,8 @@ fn payreview(args: &[&str], stdin: Option<&[u8]>) -> Output {
         .spawn()
         .expect("binary runs");
     if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input)
-            .expect("write stdin");
+        // The process may exit (a usage error) before it reads its input: a closed pipe is fine.
+        let _ = child.stdin.take().expect("stdin").write_all(input);
     }
     drop(child.stdin.take());
     child.wait_with_output().expect("binary exits")

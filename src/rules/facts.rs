@@ -43,6 +43,9 @@ pub struct FunctionFacts {
     pub callees: Vec<String>,
     pub decorators: Vec<String>,
     pub is_test: bool,
+    /// [test family] The function's code names an idempotency key (an `Idempotency-Key` header,
+    /// an `idempotency_key` argument or variable): a retry test of it should check that key.
+    pub mentions_idempotency: bool,
 }
 
 impl FunctionFacts {
@@ -283,6 +286,9 @@ fn function_facts(
         is_async: syntax::is_async(func),
         annotation: syntax::return_annotation(func, src).map(str::to_string),
         is_test: file.is_test && name.starts_with("test"),
+        mentions_idempotency: syntax::text(func, src)
+            .to_ascii_lowercase()
+            .contains("idempot"),
         name,
         ..FunctionFacts::default()
     };

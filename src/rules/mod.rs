@@ -9,7 +9,9 @@ pub mod facts;
 
 mod diff_header;
 mod err;
+mod retry;
 mod sup;
+mod testing;
 
 use std::sync::OnceLock;
 
@@ -50,8 +52,14 @@ pub static ALL: &[&Rule] = &[
     &diff_header::index_hash_mismatch::RULE,
     &diff_header::diff_does_not_apply::RULE,
     &err::broad_except_returns_none::RULE,
+    &retry::sleep_after_last_attempt::RULE,
+    &retry::incomplete_retryable_set::RULE,
+    &retry::blocking_sleep_in_async::RULE,
+    &retry::misleading_retry_constants::RULE,
     &sup::SUPPRESSION_WITHOUT_REASON,
     &sup::UNUSED_SUPPRESSION,
+    &testing::test_reaches_live_service::RULE,
+    &testing::retry_test_sleeps_or_misses_key::RULE,
 ];
 
 pub fn find(id: &str) -> Option<&'static Rule> {

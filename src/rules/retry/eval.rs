@@ -1,0 +1,197 @@
+//! The numbers a retry budget is made of: literals, module constants, parameter defaults, simple
+//! local assignments and the loop counter, folded with `+ - * / // **`, `min` and `max`.
+//!
+//! Anything else (a call to `random`, a value changed in the loop) is unknown: the rules then
+//! say less rather than guess.
+
+use tree_sitter::Node;
+
+use crate::python::{NodeIndex, kinds, syntax};
+
+/// Where names are looked up.
+pub struct Env<'t, 's> {
+    pub idx: &'s NodeIndex<'t>,
+    pub src: &'s str,
+    /// The function the expression is in, for parameter defaults and locals.
+    pub func: Option<Node<'t>>,
+    /// The loop counter and its value during this attempt.
+    pub counter: Option<(&'s str, f64)>,
+}
+
+const MAX_DEPTH: usize = 6;
+
+impl<'t> Env<'t, '_> {
+    pub fn eval(&self, node: Node<'_>) -> Option<f64> {
+        self.eval_at(node, 0)
+    }
+
+    fn eval_at(&self, node: Node<'_>, depth: usize) -> Option<f64> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let text = syntax::text(node, self.src);
+        match node.kind() {
+            kinds::INTEGER | kinds::FLOAT => text.replace('_', "").parse().ok(),
+            kinds::PARENTHESIZED_EXPRESSION => self.eval_at(node.named_child(0)?, depth + 1),
+            kinds::UNARY_OPERATOR => {
+                let value = self.eval_at(node.child_by_field_name("argument")?, depth + 1)?;
+                Some(if text.starts_with('-') { -value } else { value })
+            }
+            kinds::BINARY_OPERATOR => self.binary(node, depth),
+            kinds::IDENTIFIER => self.name(node, text, depth),
+            kinds::CALL => self.call(node, depth),
+            _ => None,
+        }
+    }
+
+    fn binary(&self, node: Node<'_>, depth: usize) -> Option<f64> {
+        let left = self.eval_at(node.child_by_field_name("left")?, depth + 1)?;
+        let right = self.eval_at(node.child_by_field_name("right")?, depth + 1)?;
+        let op = node.child_by_field_name("operator")?.kind();
+        let value = match op {
+            "+" => left + right,
+            "-" => left - right,
+            "*" => left * right,
+            "/" if right != 0.0 => left / right,
+            "//" if right != 0.0 => (left / right).floor(),
+            "**" => left.powf(right),
+            _ => return None,
+        };
+        value.is_finite().then_some(value)
+    }
+
+    fn call(&self, node: Node<'_>, depth: usize) -> Option<f64> {
+        let name = syntax::callee(node, self.src);
+        let args: Option<Vec<f64>> = syntax::positional_args(node)
+            .into_iter()
+            .map(|a| self.eval_at(a, depth + 1))
+            .collect();
+        let args = args?;
+        match name {
+            "min" => args.into_iter().reduce(f64::min),
+            "max" => args.into_iter().reduce(f64::max),
+            "float" | "int" if args.len() == 1 => args.first().copied(),
+            _ => None,
+        }
+    }
+
+    fn name(&self, node: Node<'_>, name: &str, depth: usize) -> Option<f64> {
+        if let Some((counter, value)) = self.counter
+            && counter == name
+        {
+            return Some(value);
+        }
+        if let Some(func) = self.func {
+            if let Some(default) = parameter_default(func, name, self.src) {
+                return self.eval_at(default, depth + 1);
+            }
+            if let Some(value) = self.local(func, node, name) {
+                return self.eval_at(value, depth + 1);
+            }
+        }
+        let value = module_constant(self.idx, name, self.src)?;
+        self.eval_at(value, depth + 1)
+    }
+
+    /// The last plain assignment to `name` before `at` in `func`, unless the name is also
+    /// changed in place (`delay *= 2`): then its value depends on the iteration.
+    fn local(&self, func: Node<'t>, at: Node<'_>, name: &str) -> Option<Node<'t>> {
+        let changed = self
+            .idx
+            .within(func, kinds::AUGMENTED_ASSIGNMENT)
+            .iter()
+            .any(|a| assigned_name(*a, self.src) == Some(name));
+        if changed {
+            return None;
+        }
+        self.idx
+            .within(func, kinds::ASSIGNMENT)
+            .iter()
+            .filter(|a| a.start_byte() < at.start_byte())
+            .filter(|a| assigned_name(**a, self.src) == Some(name))
+            .last()?
+            .child_by_field_name("right")
+    }
+}
+
+fn assigned_name<'s>(assignment: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let left = assignment.child_by_field_name("left")?;
+    (left.kind() == kinds::IDENTIFIER).then(|| syntax::text(left, src))
+}
+
+/// The default of parameter `name` of `func` (`timeout: float = 15.0` gives `15.0`).
+pub fn parameter_default<'t>(func: Node<'t>, name: &str, src: &str) -> Option<Node<'t>> {
+    let params = func.child_by_field_name("parameters")?;
+    let mut cursor = params.walk();
+    let found = params.named_children(&mut cursor).find(|p| {
+        matches!(
+            p.kind(),
+            kinds::DEFAULT_PARAMETER | kinds::TYPED_DEFAULT_PARAMETER
+        ) && p
+            .child_by_field_name("name")
+            .is_some_and(|n| syntax::text(n, src) == name)
+    })?;
+    found.child_by_field_name("value")
+}
+
+/// `NAME = value` at module level: the value of the last such assignment.
+pub fn module_constant<'t>(idx: &NodeIndex<'t>, name: &str, src: &str) -> Option<Node<'t>> {
+    module_assignments(idx)
+        .filter(|a| assigned_name(*a, src) == Some(name))
+        .last()
+        .and_then(|a| a.child_by_field_name("right"))
+}
+
+/// Assignments that are statements of the module itself.
+pub fn module_assignments<'a, 't>(idx: &'a NodeIndex<'t>) -> impl Iterator<Item = Node<'t>> + 'a {
+    idx.all(kinds::ASSIGNMENT).iter().copied().filter(|a| {
+        a.parent()
+            .filter(|p| p.kind() == kinds::EXPRESSION_STATEMENT)
+            .and_then(|p| p.parent())
+            .is_some_and(|m| m.kind() == kinds::MODULE)
+    })
+}
+
+/// `15` for 15.0, `0.5` for 0.5: seconds as people write them.
+pub fn seconds(value: f64) -> String {
+    if (value - value.round()).abs() < 1e-9 {
+        format!("{}", value.round() as i64)
+    } else {
+        let text = format!("{value:.2}");
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::python::ParsedFile;
+
+    #[test]
+    fn folds_constants_defaults_and_the_counter() {
+        let src = "BASE = 2\nTIMEOUT = 60 * 5\n\ndef f(timeout: float = 15.0):\n    delay = BASE ** attempt\n    sleep(delay)\n    g(timeout=timeout)\n";
+        let file = ParsedFile::parse(src.to_string()).expect("grammar loads (every parse test)");
+        let idx = file.index();
+        let func = idx.all(kinds::FUNCTION_DEFINITION).first().copied();
+        let env = Env {
+            idx,
+            src,
+            func,
+            counter: Some(("attempt", 3.0)),
+        };
+        let calls = idx.all(kinds::CALL);
+        let sleep_arg = calls
+            .iter()
+            .find(|c| syntax::callee(**c, src) == "sleep")
+            .and_then(|c| syntax::positional_args(*c).first().copied());
+        assert_eq!(sleep_arg.and_then(|a| env.eval(a)), Some(8.0));
+        let timeout = calls
+            .iter()
+            .find_map(|c| syntax::keyword_arg(*c, "timeout", src));
+        assert_eq!(timeout.and_then(|t| env.eval(t)), Some(15.0));
+        let constant = module_constant(idx, "TIMEOUT", src);
+        assert_eq!(constant.and_then(|c| env.eval(c)), Some(300.0));
+        assert_eq!(seconds(15.0), "15");
+        assert_eq!(seconds(0.5), "0.5");
+    }
+}

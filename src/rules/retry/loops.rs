@@ -1,0 +1,304 @@
+//! Retry loops: `for attempt in range(...)`, `while attempt < N`, and `while True` with a counter
+//! and an exit, and what their attempts are when the numbers can be worked out.
+//!
+//! A loop over data (`for item in items`, `range(len(xs))`) is not a retry loop; a counted loop is
+//! one only when it sleeps, ignores its counter (`for _ in range(3)`), or is named like one.
+
+use tree_sitter::Node;
+
+use super::eval::Env;
+use crate::python::{NodeIndex, kinds, syntax};
+
+/// More attempts than this are not spelled out (nor summed term by term).
+const MAX_ATTEMPTS: f64 = 100.0;
+
+pub struct RetryLoop<'t> {
+    pub node: Node<'t>,
+    pub body: Node<'t>,
+    pub func: Node<'t>,
+    /// The counter's name; `None` for `_`.
+    pub counter: Option<String>,
+    /// The counter's value at the start of each attempt, when the numbers are known.
+    pub attempts: Option<Vec<f64>>,
+    /// The `range(...)` of a `for` loop.
+    pub range: Option<Node<'t>>,
+    /// Names the attempt count is made of (`MAX_RETRIES`).
+    pub limit_names: Vec<String>,
+    /// `attempt += 1` in the body of a `while` loop.
+    pub increment: Option<Node<'t>>,
+}
+
+impl<'t> RetryLoop<'t> {
+    /// The counter's value at `node` during attempt `start`: one more once the body has counted
+    /// the attempt (`attempt += 1` before the sleep).
+    pub fn counter_at(&self, node: Node<'_>, start: f64) -> f64 {
+        match self.increment {
+            Some(inc) if inc.end_byte() <= node.start_byte() => start + 1.0,
+            _ => start,
+        }
+    }
+
+    /// Calls of `sleep` in the loop's own body.
+    pub fn sleeps(&self, idx: &NodeIndex<'t>, src: &str) -> Vec<Node<'t>> {
+        self.own_calls(idx)
+            .filter(|c| syntax::callee_name(*c, src) == "sleep")
+            .collect()
+    }
+
+    /// Calls in the loop body that belong to the loop's function (not to nested functions).
+    pub fn own_calls<'a>(&'a self, idx: &'a NodeIndex<'t>) -> impl Iterator<Item = Node<'t>> + 'a {
+        idx.within(self.body, kinds::CALL)
+            .iter()
+            .copied()
+            .filter(|c| {
+                idx.enclosing(*c, kinds::FUNCTION_DEFINITION)
+                    .is_some_and(|f| f.id() == self.func.id())
+            })
+    }
+}
+
+/// Every retry loop of a file, outermost first.
+pub fn retry_loops<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<RetryLoop<'t>> {
+    let mut out = Vec::new();
+    for &node in idx.all(kinds::FOR_STATEMENT) {
+        if let Some(l) = for_loop(idx, src, node) {
+            out.push(l);
+        }
+    }
+    for &node in idx.all(kinds::WHILE_STATEMENT) {
+        if let Some(l) = while_loop(idx, src, node) {
+            out.push(l);
+        }
+    }
+    out.retain(|l| is_retry_like(idx, src, l));
+    out.sort_by_key(|l| l.node.start_byte());
+    out
+}
+
+/// The innermost retry loop that holds `node`.
+pub fn loop_of<'a, 't>(loops: &'a [RetryLoop<'t>], node: Node<'_>) -> Option<&'a RetryLoop<'t>> {
+    loops
+        .iter()
+        .filter(|l| {
+            l.body.start_byte() <= node.start_byte() && node.end_byte() <= l.body.end_byte()
+        })
+        .max_by_key(|l| l.body.start_byte())
+}
+
+fn for_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<RetryLoop<'t>> {
+    let func = idx.enclosing(node, kinds::FUNCTION_DEFINITION)?;
+    let left = node.child_by_field_name("left")?;
+    let range = node.child_by_field_name("right")?;
+    if left.kind() != kinds::IDENTIFIER
+        || range.kind() != kinds::CALL
+        || syntax::callee(range, src) != "range"
+    {
+        return None;
+    }
+    let args = syntax::positional_args(range);
+    if args.iter().any(|a| syntax::text(*a, src).contains("len(")) {
+        return None;
+    }
+    let env = Env {
+        idx,
+        src,
+        func: Some(func),
+        counter: None,
+    };
+    let values: Option<Vec<f64>> = args.iter().map(|a| env.eval(*a)).collect();
+    let attempts = values.and_then(|v| match v.as_slice() {
+        [end] => span(0.0, *end, 1.0),
+        [start, end] => span(*start, *end, 1.0),
+        [start, end, step] => span(*start, *end, *step),
+        _ => None,
+    });
+    let counter = syntax::text(left, src);
+    Some(RetryLoop {
+        node,
+        body: node.child_by_field_name("body")?,
+        func,
+        counter: (counter != "_").then(|| counter.to_string()),
+        attempts,
+        range: Some(range),
+        limit_names: args
+            .iter()
+            .flat_map(|a| identifiers(syntax::text(*a, src)))
+            .collect(),
+        increment: None,
+    })
+}
+
+fn while_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<RetryLoop<'t>> {
+    let func = idx.enclosing(node, kinds::FUNCTION_DEFINITION)?;
+    let body = node.child_by_field_name("body")?;
+    let condition = node.child_by_field_name("condition")?;
+    let forever = condition.kind() == kinds::TRUE || syntax::text(condition, src) == "1";
+    let (counter, limit, inclusive) = if forever {
+        forever_counter(idx, src, body)?
+    } else {
+        compared_counter(condition, src)?
+    };
+    let increment = idx
+        .within(body, kinds::AUGMENTED_ASSIGNMENT)
+        .iter()
+        .copied()
+        .find(|a| {
+            a.child_by_field_name("left")
+                .is_some_and(|l| syntax::text(l, src) == counter)
+        });
+    // A `while` loop that never counts is a poll, not a bounded retry.
+    increment?;
+    let env = Env {
+        idx,
+        src,
+        func: Some(func),
+        counter: None,
+    };
+    let start = idx
+        .within(func, kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| a.end_byte() <= node.start_byte())
+        .filter(|a| {
+            a.child_by_field_name("left")
+                .is_some_and(|l| syntax::text(l, src) == counter)
+        })
+        .last()
+        .and_then(|a| a.child_by_field_name("right"))
+        .and_then(|r| env.eval(r));
+    let end = env.eval(limit);
+    let attempts = start
+        .zip(end)
+        .and_then(|(s, e)| span(s, if inclusive { e + 1.0 } else { e }, 1.0));
+    Some(RetryLoop {
+        node,
+        body,
+        func,
+        counter: Some(counter.to_string()),
+        attempts,
+        range: None,
+        limit_names: identifiers(syntax::text(limit, src)).collect(),
+        increment,
+    })
+}
+
+/// `attempt < N` (or `N > attempt`): the counter, the limit and whether the limit is included.
+fn compared_counter<'t, 's>(
+    condition: Node<'t>,
+    src: &'s str,
+) -> Option<(&'s str, Node<'t>, bool)> {
+    if condition.kind() != kinds::COMPARISON_OPERATOR || condition.named_child_count() != 2 {
+        return None;
+    }
+    let (a, b) = (condition.named_child(0)?, condition.named_child(1)?);
+    let op = condition.child(1)?.kind();
+    match op {
+        "<" | "<=" if a.kind() == kinds::IDENTIFIER => Some((syntax::text(a, src), b, op == "<=")),
+        ">" | ">=" if b.kind() == kinds::IDENTIFIER => Some((syntax::text(b, src), a, op == ">=")),
+        _ => None,
+    }
+}
+
+/// In `while True:`, a counter compared in an `if` that leaves the loop (`if attempt >= N:
+/// raise`): the counter, the limit, and whether the limit is itself an attempt.
+fn forever_counter<'t, 's>(
+    idx: &NodeIndex<'t>,
+    src: &'s str,
+    body: Node<'t>,
+) -> Option<(&'s str, Node<'t>, bool)> {
+    idx.within(body, kinds::IF_STATEMENT)
+        .iter()
+        .find_map(|stmt| {
+            if !exits(idx, *stmt) {
+                return None;
+            }
+            let cond = stmt.child_by_field_name("condition")?;
+            if cond.kind() != kinds::COMPARISON_OPERATOR || cond.named_child_count() != 2 {
+                return None;
+            }
+            let (a, b) = (cond.named_child(0)?, cond.named_child(1)?);
+            let op = cond.child(1)?.kind();
+            match op {
+                ">=" | "==" if a.kind() == kinds::IDENTIFIER => {
+                    Some((syntax::text(a, src), b, false))
+                }
+                ">" if a.kind() == kinds::IDENTIFIER => Some((syntax::text(a, src), b, true)),
+                _ => None,
+            }
+        })
+}
+
+/// Whether an `if` statement's own block leaves the loop or the function.
+pub fn exits(idx: &NodeIndex<'_>, stmt: Node<'_>) -> bool {
+    let Some(block) = stmt.child_by_field_name("consequence") else {
+        return false;
+    };
+    syntax::statements(block).iter().any(|s| {
+        matches!(
+            s.kind(),
+            kinds::RAISE_STATEMENT | kinds::RETURN_STATEMENT | kinds::BREAK_STATEMENT
+        )
+    }) || !idx.within(block, kinds::RAISE_STATEMENT).is_empty()
+}
+
+fn span(start: f64, end: f64, step: f64) -> Option<Vec<f64>> {
+    if step <= 0.0 || end <= start || (end - start) / step > MAX_ATTEMPTS {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut v = start;
+    while v < end {
+        out.push(v);
+        v += step;
+    }
+    Some(out)
+}
+
+fn identifiers(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| {
+            w.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        })
+        .map(str::to_string)
+}
+
+const RETRY_WORDS: &[&str] = &["attempt", "retr", "tries", "try"];
+
+fn is_retry_like(idx: &NodeIndex<'_>, src: &str, l: &RetryLoop<'_>) -> bool {
+    let named = l.counter.iter().chain(l.limit_names.iter()).any(|n| {
+        let lower = n.to_ascii_lowercase();
+        RETRY_WORDS.iter().any(|w| lower.contains(w))
+    });
+    let has_try = !idx.within(l.body, kinds::TRY_STATEMENT).is_empty();
+    named
+        || !l.sleeps(idx, src).is_empty()
+        || (has_try && (l.counter.is_none() || l.range.is_none()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::python::ParsedFile;
+
+    fn attempts(src: &str) -> Vec<Option<Vec<f64>>> {
+        let file = ParsedFile::parse(src.to_string()).expect("grammar loads (every parse test)");
+        retry_loops(file.index(), src)
+            .into_iter()
+            .map(|l| l.attempts)
+            .collect()
+    }
+
+    #[test]
+    fn counts_for_while_and_forever_loops() {
+        let src = "N = 3\n\ndef a():\n    for attempt in range(1, N + 1):\n        sleep(1)\n\ndef b():\n    tries = 0\n    while tries < N:\n        tries += 1\n\ndef c():\n    n = 0\n    while True:\n        try:\n            return f()\n        except E:\n            n += 1\n            if n >= 4:\n                raise\n            sleep(n)\n\ndef d(items):\n    for i in range(len(items)):\n        g(i)\n";
+        assert_eq!(
+            attempts(src),
+            [
+                Some(vec![1.0, 2.0, 3.0]),
+                Some(vec![0.0, 1.0, 2.0]),
+                Some(vec![0.0, 1.0, 2.0, 3.0]),
+            ]
+        );
+    }
+}

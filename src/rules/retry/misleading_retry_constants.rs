@@ -1,0 +1,286 @@
+//! RETRY004 misleading-retry-constants: a retry count that really counts attempts, a backoff
+//! constant with no unit in its name, and bare time arithmetic (`ex=60 * 60 * 24`) in a call.
+use tree_sitter::Node;
+
+use super::eval::{self, Env};
+use super::loops;
+use crate::python::{NodeIndex, kinds, syntax};
+use crate::rules::{Check, Ctx, Rule};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "RETRY004",
+    doc: include_str!("../../../rules/retry/RETRY004.md"),
+    check: Check::Tree(check),
+};
+
+const DELAY_WORDS: &[&str] = &[
+    "BACKOFF", "DELAY", "WAIT", "SLEEP", "INTERVAL", "COOLDOWN", "PAUSE",
+];
+const UNIT_WORDS: &[&str] = &[
+    "SECONDS",
+    "SECS",
+    "SEC",
+    "S",
+    "MS",
+    "MILLIS",
+    "MILLISECONDS",
+    "MINUTES",
+    "MINS",
+    "MIN",
+    "HOURS",
+];
+/// Keyword arguments that take a duration.
+const TIME_KEYWORDS: &[&str] = &[
+    "ex",
+    "px",
+    "ttl",
+    "expire",
+    "expires",
+    "expiry",
+    "max_age",
+    "cache_timeout",
+    "timeout",
+    "read_timeout",
+    "connect_timeout",
+    "countdown",
+    "soft_time_limit",
+    "time_limit",
+    "visibility_timeout",
+];
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    retries_that_count_attempts(cx, idx, src);
+    delays_without_unit(cx, idx, src);
+    bare_time_arithmetic(cx, idx, src);
+}
+
+/// `MAX_RETRIES = 3` with `range(1, MAX_RETRIES + 1)`: three attempts, two retries.
+fn retries_that_count_attempts(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    let env = Env {
+        idx,
+        src,
+        func: None,
+        counter: None,
+    };
+    let mut reported = Vec::new();
+    for l in loops::retry_loops(idx, src) {
+        let Some(attempts) = l.attempts.as_ref() else {
+            continue;
+        };
+        for name in &l.limit_names {
+            if !name.to_ascii_uppercase().contains("RETR") || reported.contains(name) {
+                continue;
+            }
+            let Some(assignment) = module_assignment(idx, name, src) else {
+                continue;
+            };
+            let value = assignment
+                .child_by_field_name("right")
+                .and_then(|r| env.eval(r));
+            if value != Some(attempts.len() as f64) {
+                continue;
+            }
+            let bound = l
+                .range
+                .map(|r| syntax::text(r, src))
+                .or_else(|| {
+                    l.node
+                        .child_by_field_name("condition")
+                        .map(|c| syntax::text(c, src))
+                })
+                .unwrap_or("")
+                .to_string();
+            reported.push(name.clone());
+            let subject = format!("`{}`", syntax::normalized(assignment, src));
+            cx.report(&RULE, assignment)
+                .arg("subject", subject)
+                .arg("constant", name.clone())
+                .arg("bound", bound)
+                .arg("attempts", attempts.len().to_string())
+                .arg("retries", attempts.len().saturating_sub(1).to_string())
+                .note("attempts");
+        }
+    }
+}
+
+/// `BACKOFF_BASE = 2` fed to a sleep: seconds? milliseconds? a multiplier?
+fn delays_without_unit(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    let sleep_args: Vec<String> = idx
+        .all(kinds::CALL)
+        .iter()
+        .filter(|c| syntax::callee_name(**c, src) == "sleep")
+        .filter_map(|c| c.child_by_field_name("arguments"))
+        .map(|a| syntax::text(a, src).to_string())
+        .collect();
+    // `delay = BACKOFF ** attempt; sleep(delay)`: the constant reaches the sleep through a local.
+    let feeding: Vec<String> = idx
+        .all(kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| {
+            a.child_by_field_name("left")
+                .is_some_and(|l| sleep_args.iter().any(|s| has_word(s, syntax::text(l, src))))
+        })
+        .filter_map(|a| a.child_by_field_name("right"))
+        .map(|r| syntax::text(r, src).to_string())
+        .collect();
+    for assignment in eval::module_assignments(idx) {
+        let (Some(left), Some(right)) = (
+            assignment.child_by_field_name("left"),
+            assignment.child_by_field_name("right"),
+        ) else {
+            continue;
+        };
+        let name = syntax::text(left, src);
+        let upper = name.to_ascii_uppercase();
+        let is_delay = DELAY_WORDS.iter().any(|w| upper.contains(w));
+        let has_unit = upper.split('_').any(|part| UNIT_WORDS.contains(&part));
+        let numeric = matches!(right.kind(), kinds::INTEGER | kinds::FLOAT);
+        let slept = sleep_args
+            .iter()
+            .chain(feeding.iter())
+            .any(|s| has_word(s, name));
+        if !is_delay || has_unit || !numeric || !slept {
+            continue;
+        }
+        let subject = format!("`{}`", syntax::normalized(assignment, src));
+        cx.report(&RULE, assignment)
+            .arg("subject", subject)
+            .arg("constant", name.to_string())
+            .arg("suggested", format!("{name}_SECONDS"))
+            .note("unit");
+    }
+}
+
+/// `ex=60 * 60 * 24` in a call: a duration the reader has to multiply out and cannot find.
+fn bare_time_arithmetic(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &call in idx.all(kinds::CALL) {
+        for (keyword, value) in syntax::keyword_args(call, src) {
+            if !TIME_KEYWORDS.contains(&keyword) || !literal_product(value) {
+                continue;
+            }
+            let env = Env {
+                idx,
+                src,
+                func: None,
+                counter: None,
+            };
+            let Some(seconds) = env.eval(value) else {
+                continue;
+            };
+            let call_text = syntax::text(call, src).to_ascii_lowercase();
+            let expr = syntax::text(value, src).to_string();
+            let cache_call = facts_cache_call(&call_text);
+            let suggested = suggested_name(keyword, &call_text, cache_call);
+            let duration = if keyword == "px" {
+                human(seconds / 1000.0)
+            } else {
+                human(seconds)
+            };
+            cx.report(&RULE, value)
+                .arg("constant", suggested)
+                .arg("subject", format!("`{keyword}={expr}`"))
+                .arg("value", expr)
+                .arg("duration", duration)
+                .note("arithmetic");
+        }
+    }
+}
+
+/// `60 * 60 * 24`: integers multiplied, nothing named.
+fn literal_product(node: Node<'_>) -> bool {
+    if node.kind() != kinds::BINARY_OPERATOR
+        || node.child_by_field_name("operator").map(|o| o.kind()) != Some("*")
+    {
+        return false;
+    }
+    let factor =
+        |n: Option<Node<'_>>| n.is_some_and(|n| n.kind() == kinds::INTEGER || literal_product(n));
+    factor(node.child_by_field_name("left")) && factor(node.child_by_field_name("right"))
+}
+
+/// `cache.set(..., timeout=...)` (Django) is a lifetime, not a request timeout.
+fn facts_cache_call(call: &str) -> bool {
+    let head = call.split('(').next().unwrap_or(call);
+    head.contains("cache") || head.contains("redis")
+}
+
+fn suggested_name(keyword: &str, call: &str, cache_call: bool) -> String {
+    let keyword = if cache_call && keyword == "timeout" {
+        "ttl"
+    } else {
+        keyword
+    };
+    match keyword {
+        "ex" | "px" | "ttl" | "expire" | "expires" | "expiry" | "max_age" | "cache_timeout" => {
+            let unit = if keyword == "px" { "_MS" } else { "" };
+            if call.contains("idemp") {
+                format!("IDEMPOTENCY_KEY_TTL{unit}")
+            } else if call.contains("lock") {
+                format!(
+                    "LOCK_TTL{}",
+                    if unit.is_empty() { "_SECONDS" } else { unit }
+                )
+            } else {
+                format!(
+                    "CACHE_TTL{}",
+                    if unit.is_empty() { "_SECONDS" } else { unit }
+                )
+            }
+        }
+        "countdown" => "RETRY_COUNTDOWN_SECONDS".to_string(),
+        "soft_time_limit" | "time_limit" | "visibility_timeout" => {
+            format!("{}_SECONDS", keyword.to_ascii_uppercase())
+        }
+        _ => "REQUEST_TIMEOUT_SECONDS".to_string(),
+    }
+}
+
+/// `24 h`, `5 min`, `90 s`.
+fn human(seconds: f64) -> String {
+    let whole = seconds.round() as i64;
+    if (seconds - seconds.round()).abs() > 1e-9 || whole < 60 {
+        return format!("{} s", eval::seconds(seconds));
+    }
+    if whole % 3600 == 0 && whole / 3600 <= 48 {
+        return format!("{} h", whole / 3600);
+    }
+    if whole % 86400 == 0 {
+        return format!("{} d", whole / 86400);
+    }
+    if whole % 60 == 0 {
+        return format!("{} min", whole / 60);
+    }
+    format!("{whole} s")
+}
+
+fn module_assignment<'t>(idx: &NodeIndex<'t>, name: &str, src: &str) -> Option<Node<'t>> {
+    eval::module_assignments(idx)
+        .filter(|a| {
+            a.child_by_field_name("left")
+                .is_some_and(|l| syntax::text(l, src) == name)
+        })
+        .last()
+}
+
+fn has_word(text: &str, word: &str) -> bool {
+    !word.is_empty()
+        && text
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w == word)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(human(86400.0), "24 h");
+        assert_eq!(human(300.0), "5 min");
+        assert_eq!(human(7.0 * 86400.0), "7 d");
+        assert_eq!(human(45.0), "45 s");
+    }
+}

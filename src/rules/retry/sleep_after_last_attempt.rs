@@ -1,0 +1,219 @@
+//! RETRY001 sleep-after-last-attempt: a backoff sleep in a retry loop that also runs after the
+//! final attempt, so the caller waits for nothing before the failure; the message adds up the
+//! loop's worst case when its numbers are in the file.
+use tree_sitter::Node;
+
+use super::eval::{self, Env};
+use super::loops::{self, RetryLoop};
+use crate::python::{NodeIndex, kinds, syntax};
+use crate::review::Severity;
+use crate::rules::facts::{self, Target};
+use crate::rules::{Check, Ctx, Rule};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "RETRY001",
+    doc: include_str!("../../../rules/retry/RETRY001.md"),
+    check: Check::Tree(check),
+};
+
+/// Words in a condition that say it is about the last attempt.
+const GUARD_WORDS: &[&str] = &["last", "final", "remaining", "left"];
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    let all = loops::retry_loops(idx, src);
+    for l in &all {
+        for sleep in l.sleeps(idx, src) {
+            let innermost = loops::loop_of(&all, sleep).is_some_and(|i| i.node.id() == l.node.id());
+            if !innermost || !after_an_attempt(l, sleep, idx, src) || guarded(l, sleep, idx, src) {
+                continue;
+            }
+            report(cx, l, sleep);
+        }
+    }
+}
+
+/// The sleep follows an attempt (in its `except`, or after a call), rather than preceding the
+/// first one: a sleep before the attempt never runs after the last.
+fn after_an_attempt(l: &RetryLoop<'_>, sleep: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    let in_handler = idx
+        .enclosing(sleep, kinds::EXCEPT_CLAUSE)
+        .is_some_and(|c| c.start_byte() >= l.body.start_byte());
+    in_handler
+        || l.own_calls(idx)
+            .any(|c| c.end_byte() <= sleep.start_byte() && syntax::callee_name(c, src) != "sleep")
+}
+
+/// The sleep sits under an `if` about the attempt count, or such an `if` leaves the loop before it.
+fn guarded(l: &RetryLoop<'_>, sleep: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    idx.within(l.body, kinds::IF_STATEMENT).iter().any(|stmt| {
+        let about_attempts = stmt
+            .child_by_field_name("condition")
+            .is_some_and(|c| mentions_attempts(l, syntax::text(c, src)));
+        if !about_attempts {
+            return false;
+        }
+        let holds = stmt.start_byte() <= sleep.start_byte() && sleep.end_byte() <= stmt.end_byte();
+        holds || (stmt.end_byte() <= sleep.start_byte() && loops::exits(idx, *stmt))
+    })
+}
+
+/// A condition about the attempt count: it names the limit, says "last"/"remaining", or compares
+/// the counter with something other than 0 or 1 (`if attempt:` only skips the first attempt).
+fn mentions_attempts(l: &RetryLoop<'_>, condition: &str) -> bool {
+    let lower = condition.to_ascii_lowercase();
+    let words: Vec<&str> = condition
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let names_limit = words.iter().any(|w| l.limit_names.iter().any(|n| n == w));
+    let counter = l.counter.as_deref();
+    let compares_counter = counter.is_some_and(|c| words.contains(&c))
+        && words.iter().any(|w| {
+            Some(*w) != counter
+                && !matches!(
+                    *w,
+                    "and" | "or" | "not" | "is" | "in" | "None" | "True" | "False"
+                )
+                && w.parse::<f64>().map_or(
+                    w.chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_'),
+                    |n| n > 1.0,
+                )
+        });
+    names_limit || compares_counter || GUARD_WORDS.iter().any(|w| lower.contains(w))
+}
+
+/// The worst case of one call of the loop, when its numbers are known.
+struct Budget {
+    /// `3 × 15 s + 2 + 4 + 8 ≈ 59 s`.
+    formula: String,
+    total: f64,
+    last_sleep: f64,
+    with_timeout: bool,
+}
+
+fn budget(cx: &Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) -> Option<Budget> {
+    let (idx, src) = (cx.index()?, cx.src());
+    let arg = sleep_seconds_arg(sleep, src)?;
+    let attempts = l.attempts.as_ref()?;
+    let sleeps: Option<Vec<f64>> = attempts
+        .iter()
+        .map(|v| {
+            let env = Env {
+                idx,
+                src,
+                func: Some(l.func),
+                counter: l.counter.as_deref().map(|c| (c, l.counter_at(sleep, *v))),
+            };
+            env.eval(arg)
+        })
+        .collect();
+    let sleeps = sleeps?;
+    let last_sleep = *sleeps.last()?;
+    let slept: f64 = sleeps.iter().sum();
+    let terms = sleep_terms(&sleeps);
+    let timeout = attempt_timeout(cx, l);
+    let (formula, total) = match timeout {
+        Some(t) => {
+            let total = t * sleeps.len() as f64 + slept;
+            (
+                format!(
+                    "{} × {} s + {terms} ≈ {} s",
+                    sleeps.len(),
+                    eval::seconds(t),
+                    eval::seconds(total)
+                ),
+                total,
+            )
+        }
+        None => (format!("{terms} ≈ {} s", eval::seconds(slept)), slept),
+    };
+    Some(Budget {
+        formula,
+        total,
+        last_sleep,
+        with_timeout: timeout.is_some(),
+    })
+}
+
+fn sleep_seconds_arg<'t>(sleep: Node<'t>, src: &str) -> Option<Node<'t>> {
+    syntax::positional_args(sleep).first().copied().or_else(|| {
+        ["seconds", "delay", "secs"]
+            .iter()
+            .find_map(|k| syntax::keyword_arg(sleep, k, src))
+    })
+}
+
+/// `2 + 4 + 8`; long runs keep their ends: `1 + 2 + … + 512`.
+fn sleep_terms(sleeps: &[f64]) -> String {
+    let text: Vec<String> = sleeps.iter().map(|s| eval::seconds(*s)).collect();
+    if text.len() <= 6 {
+        return text.join(" + ");
+    }
+    let head = text.get(..2).unwrap_or(&[]).join(" + ");
+    let last = text.last().cloned().unwrap_or_default();
+    format!("{head} + … + {last}")
+}
+
+/// The `timeout=` of the HTTP call the loop retries, as a number of seconds.
+fn attempt_timeout(cx: &Ctx<'_>, l: &RetryLoop<'_>) -> Option<f64> {
+    let (idx, src, file) = (cx.index()?, cx.src(), cx.facts?);
+    let env = Env {
+        idx,
+        src,
+        func: Some(l.func),
+        counter: None,
+    };
+    l.own_calls(idx)
+        .filter(|c| facts::classify_call(*c, src, file, cx.vocab) == Target::Http)
+        .find_map(|c| syntax::keyword_arg(c, "timeout", src).and_then(|t| env.eval(t)))
+}
+
+fn report(cx: &mut Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) {
+    let src = cx.src();
+    let qualname = facts::qualname(l.func, src);
+    let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
+    let on_path = cx.on_payment_path(function.as_ref());
+    let budget = budget(cx, l, sleep);
+    let call = syntax::text(sleep, src).to_string();
+    let fresh = cx.touches_added(syntax::lines(l.node).0, syntax::lines(l.node).1);
+    let finding = cx.report(&RULE, sleep).arg("sleep", call);
+    if let Some(b) = &budget {
+        finding
+            .arg("last", eval::seconds(b.last_sleep))
+            .arg("worst", b.formula.clone())
+            .note("last")
+            .note(if b.with_timeout { "budget" } else { "sleeps" });
+    }
+    if on_path {
+        finding.note("limits");
+    } else {
+        finding.severity(Severity::Nit);
+    }
+    if !on_path || !fresh || cx.side != crate::source::Side::New {
+        return;
+    }
+    let worst = budget
+        .as_ref()
+        .map(|b| format!(" ({})", b.formula))
+        .unwrap_or_default();
+    let name = syntax::function_name(l.func, src).to_string();
+    cx.ask(
+        "retry-task-limits",
+        vec![("function", name.clone()), ("worst", worst)],
+    );
+    if function.as_ref().is_some_and(|f| f.http && !f.is_async) {
+        let short = budget
+            .as_ref()
+            .map(|b| format!(" (≈ {} s)", eval::seconds(b.total)))
+            .unwrap_or_default();
+        cx.ask(
+            "retry-async-callers",
+            vec![("function", name), ("worst", short)],
+        );
+    }
+}

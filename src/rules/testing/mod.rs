@@ -1,0 +1,286 @@
+//! The `test` family: tests that this change leaves reaching live services, and retry tests that
+//! wait for real or do not check what the retry is for. Shared here: which test functions a file
+//! has, what they mock, and what the code they call reaches.
+
+pub mod retry_test_sleeps_or_misses_key;
+pub mod test_reaches_live_service;
+
+use tree_sitter::Node;
+
+use crate::python::{NodeIndex, kinds, syntax};
+use crate::rules::Ctx;
+use crate::rules::facts::{FileFacts, FunctionFacts};
+use crate::source::Side;
+
+/// Calls that mock something when given its path or object.
+const MOCKERS: &[&str] = &["patch", "object", "setattr", "setitem", "dict", "multiple"];
+
+/// A test function of the file being reviewed.
+pub struct TestFn<'t> {
+    pub node: Node<'t>,
+    /// The function with its decorators: what is reported.
+    pub outer: Node<'t>,
+    pub facts: FunctionFacts,
+    /// The diff does not show the `def` line (it was re-created from a hunk header), so the
+    /// decorators and the start of the body are unknown.
+    pub partial: bool,
+}
+
+/// The test functions of this side of the file.
+pub fn tests_of<'t>(cx: &Ctx<'t>) -> Vec<TestFn<'t>> {
+    let (Some(idx), Some(facts)) = (cx.index(), cx.facts) else {
+        return Vec::new();
+    };
+    let src = cx.src();
+    let synthetic = match cx.side {
+        Side::Old => cx.versions.old.as_ref(),
+        Side::New => cx.versions.new.as_ref(),
+    }
+    .map(|v| v.synthetic.clone())
+    .unwrap_or_default();
+    idx.all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .filter_map(|&node| {
+            let qualname = crate::rules::facts::qualname(node, src);
+            let f = facts.function(&qualname).filter(|f| f.is_test)?;
+            let outer = node
+                .parent()
+                .filter(|p| p.kind() == kinds::DECORATED_DEFINITION)
+                .unwrap_or(node);
+            Some(TestFn {
+                node,
+                outer,
+                partial: synthetic.contains(&f.lines.0),
+                facts: f.clone(),
+            })
+        })
+        .collect()
+}
+
+/// What may mock things for a test, lowercased: its decorators and its class's, its parameters,
+/// the patch calls in it, `setUp`, and the autouse fixtures of the file and of a `conftest.py`
+/// in the change.
+pub struct Mocks {
+    texts: Vec<String>,
+    params: Vec<String>,
+}
+
+impl Mocks {
+    pub fn of(cx: &Ctx<'_>, test: &TestFn<'_>) -> Mocks {
+        let (Some(idx), src) = (cx.index(), cx.src()) else {
+            return Mocks {
+                texts: Vec::new(),
+                params: Vec::new(),
+            };
+        };
+        let lower = |n: Node<'_>| syntax::text(n, src).to_ascii_lowercase();
+        let mut texts: Vec<String> = decorators(test.outer).into_iter().map(lower).collect();
+        if let Some(class) = idx.enclosing(test.node, kinds::CLASS_DEFINITION) {
+            if let Some(parent) = class
+                .parent()
+                .filter(|p| p.kind() == kinds::DECORATED_DEFINITION)
+            {
+                texts.extend(decorators(parent).into_iter().map(lower));
+            }
+            texts.extend(
+                idx.within(class, kinds::FUNCTION_DEFINITION)
+                    .iter()
+                    .filter(|f| {
+                        let name = syntax::function_name(**f, src).to_ascii_lowercase();
+                        name.starts_with("setup") || name.starts_with("asyncsetup")
+                    })
+                    .map(|f| lower(*f)),
+            );
+        }
+        texts.extend(
+            idx.within(test.node, kinds::CALL)
+                .iter()
+                .filter(|c| MOCKERS.contains(&syntax::callee_name(**c, src)))
+                .map(|c| lower(*c)),
+        );
+        texts.extend(autouse_fixtures(idx, src));
+        texts.extend(conftest_fixtures(cx));
+        let params = parameters(test.node, src);
+        texts.extend(fixtures_named(idx, src, &params));
+        Mocks { texts, params }
+    }
+
+    /// Whether something mentions one of `tokens` (lowercase), or a parameter is named like one.
+    pub fn cover(&self, tokens: &[String]) -> bool {
+        self.texts.iter().chain(self.params.iter()).any(|t| {
+            tokens
+                .iter()
+                .any(|tok| !tok.is_empty() && t.contains(tok.as_str()))
+        })
+    }
+}
+
+impl Mocks {
+    /// Whether a patch target ends with `name` (`"app.payments.service.create_charge"`,
+    /// `patch.object(client, "create_charge")`): the function itself is replaced.
+    pub fn replace_function(&self, name: &str) -> bool {
+        let ends = [
+            format!(".{name}\""),
+            format!(".{name}'"),
+            format!("\"{name}\""),
+            format!("'{name}'"),
+        ];
+        self.texts
+            .iter()
+            .any(|t| ends.iter().any(|e| t.contains(&e.to_ascii_lowercase())))
+    }
+}
+
+fn decorators(decorated: Node<'_>) -> Vec<Node<'_>> {
+    if decorated.kind() != kinds::DECORATED_DEFINITION {
+        return Vec::new();
+    }
+    let mut cursor = decorated.walk();
+    decorated
+        .named_children(&mut cursor)
+        .filter(|n| n.kind() == kinds::DECORATOR)
+        .collect()
+}
+
+fn parameters(func: Node<'_>, src: &str) -> Vec<String> {
+    let Some(params) = func.child_by_field_name("parameters") else {
+        return Vec::new();
+    };
+    let mut cursor = params.walk();
+    params
+        .named_children(&mut cursor)
+        .filter_map(|p| {
+            let name = if p.kind() == kinds::IDENTIFIER {
+                Some(p)
+            } else {
+                p.child_by_field_name("name").or_else(|| p.named_child(0))
+            }?;
+            Some(syntax::text(name, src).to_ascii_lowercase())
+        })
+        .collect()
+}
+
+fn autouse_fixtures(idx: &NodeIndex<'_>, src: &str) -> Vec<String> {
+    idx.all(kinds::DECORATOR)
+        .iter()
+        .filter(|d| syntax::text(**d, src).contains("autouse"))
+        .filter_map(|d| d.parent())
+        .map(|def| syntax::text(def, src).to_ascii_lowercase())
+        .collect()
+}
+
+/// The fixtures of this file that the test asks for by parameter (`flaky_post` patching
+/// `requests.post`): what they patch, the test gets.
+fn fixtures_named(idx: &NodeIndex<'_>, src: &str, params: &[String]) -> Vec<String> {
+    idx.all(kinds::DECORATOR)
+        .iter()
+        .filter(|d| syntax::text(**d, src).contains("fixture"))
+        .filter_map(|d| d.parent())
+        .filter(|def| {
+            def.child_by_field_name("definition")
+                .map(|f| syntax::function_name(f, src).to_ascii_lowercase())
+                .is_some_and(|name| params.contains(&name))
+        })
+        .map(|def| syntax::text(def, src).to_ascii_lowercase())
+        .collect()
+}
+
+/// Autouse fixtures of a `conftest.py` in the change, as their name and what they call.
+fn conftest_fixtures(cx: &Ctx<'_>) -> Vec<String> {
+    cx.change
+        .side(cx.side)
+        .filter(|f| f.path.ends_with("conftest.py"))
+        .flat_map(|f| f.functions.iter())
+        .filter(|f| f.decorators.iter().any(|d| d.contains("autouse")))
+        .map(|f| format!("{} {}", f.name, f.callees.join(" ")).to_ascii_lowercase())
+        .collect()
+}
+
+/// How a name called from a test reaches a function `pred` recognises.
+pub struct Reach<'c> {
+    /// Function names from the callee to the one that matched.
+    pub path: Vec<String>,
+    pub file: &'c FileFacts,
+    pub function: &'c FunctionFacts,
+}
+
+/// Breadth-first through the change's functions (by name, at most `depth` calls deep), like
+/// `ChangeSet::reaches`, keeping the path and where it ended. Test files are not followed.
+pub fn reach<'c>(
+    cx: &Ctx<'c>,
+    name: &str,
+    depth: usize,
+    pred: &dyn Fn(&FunctionFacts) -> bool,
+) -> Option<Reach<'c>> {
+    let change = cx.change;
+    let mut frontier = vec![vec![name.to_string()]];
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..=depth {
+        let mut next = Vec::new();
+        for path in frontier.drain(..) {
+            let Some(callee) = path.last().cloned() else {
+                continue;
+            };
+            if !seen.insert(callee.clone()) {
+                continue;
+            }
+            let named = change
+                .side(cx.side)
+                .flat_map(|file| file.functions.iter().map(move |func| (file, func)))
+                .filter(|(_, func)| func.name == callee);
+            for (file, func) in named {
+                if file.is_test {
+                    continue;
+                }
+                if pred(func) {
+                    return Some(Reach {
+                        path,
+                        file,
+                        function: func,
+                    });
+                }
+                for c in &func.callees {
+                    let mut longer = path.clone();
+                    longer.push(c.clone());
+                    next.push(longer);
+                }
+            }
+        }
+        frontier = next;
+    }
+    None
+}
+
+/// What the test calls that the change defines outside tests; when the diff hides the test's
+/// body, the function it is named after (`test_create_charge_success` → `create_charge`).
+pub fn callees_under_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<String> {
+    let defined = |name: &str| {
+        cx.change
+            .functions_named(cx.side, name)
+            .any(|(file, _)| !file.is_test)
+    };
+    let mut out: Vec<String> = test
+        .facts
+        .callees
+        .iter()
+        .filter(|c| !MOCKERS.contains(&c.as_str()) && defined(c))
+        .cloned()
+        .collect();
+    if test.partial {
+        let rest = test.facts.name.trim_start_matches("test_");
+        let named_after = cx
+            .change
+            .side(cx.side)
+            .filter(|f| !f.is_test)
+            .flat_map(|f| f.functions.iter())
+            .map(|f| f.name.as_str())
+            .filter(|n| n.len() >= 4 && (rest == *n || rest.starts_with(&format!("{n}_"))))
+            .max_by_key(|n| n.len());
+        if let Some(name) = named_after
+            && !out.iter().any(|c| c == name)
+        {
+            out.push(name.to_string());
+        }
+    }
+    out
+}

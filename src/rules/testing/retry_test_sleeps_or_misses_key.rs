@@ -1,0 +1,121 @@
+//! TEST002 retry-test-sleeps-or-misses-key: a test of retry behaviour that waits through the
+//! real backoff, or does not check that every attempt carried the same idempotency key.
+use tree_sitter::Node;
+
+use super::{Mocks, TestFn, callees_under_test, reach, tests_of};
+use crate::python::{kinds, syntax};
+use crate::rules::{Check, Ctx, Rule};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "TEST002",
+    doc: include_str!("../../../rules/test/TEST002.md"),
+    check: Check::Tree(check),
+};
+
+const DEPTH: usize = 3;
+const RETRY_WORDS: &[&str] = &[
+    "retry",
+    "retries",
+    "retried",
+    "timeout",
+    "backoff",
+    "transient",
+];
+/// Ways a test stops real waiting: a patched sleep, frozen or travelling time.
+const CLOCK_MOCKS: &[&str] = &[
+    "sleep",
+    "freeze",
+    "frozen",
+    "freezer",
+    "time_machine",
+    "fake_time",
+    "clock",
+];
+
+fn check(cx: &mut Ctx<'_>) {
+    if !cx.facts.is_some_and(|f| f.is_test) {
+        return;
+    }
+    for test in tests_of(cx) {
+        if !is_retry_test(cx, &test) {
+            continue;
+        }
+        let callees = callees_under_test(cx, &test);
+        let mocks = Mocks::of(cx, &test);
+        let sleeps = callees
+            .iter()
+            .find_map(|c| reach(cx, c, DEPTH, &|f| f.sleeps))
+            .filter(|_| {
+                let tokens: Vec<String> = CLOCK_MOCKS.iter().map(|s| s.to_string()).collect();
+                !mocks.cover(&tokens)
+            });
+        let keyed = callees.iter().find_map(|c| {
+            reach(cx, c, DEPTH, &|f| {
+                f.mentions_idempotency || f.callees.iter().any(|c| mentions_key(c))
+            })
+        });
+        let checks_key = mentions_key(syntax::text(test.node, cx.src()));
+        let misses_key = keyed.is_some() && !checks_key;
+        if sleeps.is_none() && !misses_key {
+            continue;
+        }
+        let finding = cx
+            .report(&RULE, test.outer)
+            .arg("test", test.facts.name.clone());
+        if let Some(r) = &sleeps {
+            finding
+                .arg("sleeper", r.function.name.clone())
+                .note("sleep");
+        }
+        if let Some(r) = keyed.as_ref().filter(|_| misses_key) {
+            finding
+                .arg("keyed", r.path.first().cloned().unwrap_or_default())
+                .note("key");
+        }
+    }
+}
+
+fn mentions_key(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    lower.contains("idempot") || lower.contains("dedup")
+}
+
+/// Named for retries or timeouts, or makes the first calls fail (`side_effect = [Timeout(), ...]`).
+fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
+    let name = test.facts.name.to_ascii_lowercase();
+    if RETRY_WORDS.iter().any(|w| name.contains(w)) {
+        return true;
+    }
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return false;
+    };
+    let assigned = idx
+        .within(test.node, kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| {
+            a.child_by_field_name("left")
+                .is_some_and(|l| syntax::text(l, src).ends_with("side_effect"))
+        })
+        .filter_map(|a| a.child_by_field_name("right"));
+    let passed = idx
+        .within(test.outer, kinds::CALL)
+        .iter()
+        .filter_map(|c| syntax::keyword_arg(*c, "side_effect", src));
+    assigned
+        .chain(passed)
+        .any(|value| starts_with_exception(value, src))
+}
+
+fn starts_with_exception(value: Node<'_>, src: &str) -> bool {
+    if value.kind() != kinds::LIST && value.kind() != kinds::TUPLE {
+        return false;
+    }
+    value.named_child(0).is_some_and(|first| {
+        let text = syntax::text(first, src);
+        let head = text.split('(').next().unwrap_or(text);
+        let last = head.rsplit('.').next().unwrap_or(head);
+        ["Error", "Timeout", "Exception", "Unavailable"]
+            .iter()
+            .any(|s| last.ends_with(s))
+    })
+}
