@@ -29,15 +29,15 @@ fn check(cx: &mut Ctx<'_>) {
             // The exception travels on with its traceback; the log line is only a breadcrumb.
             continue;
         }
-        let retries = continues_a_loop(clause, body, idx);
+        if continues_a_loop(clause, body, idx) {
+            // The attempt is retried: the stack of one transient failure is noise, and the
+            // loop's final outcome is what needs it.
+            continue;
+        }
         for &call in idx.within(body, kinds::CALL) {
             let Some(level) = logged_level(call, src) else {
                 continue;
             };
-            if retries && level.starts_with("warn") {
-                // A retried attempt: the next one may succeed, and a stack per attempt is noise.
-                continue;
-            }
             if syntax::keyword_arg(call, "exc_info", src).is_some() || !passes(call, alias, src) {
                 continue;
             }
