@@ -115,3 +115,60 @@ fn fixed_seeds_have_no_blocker_and_no_important_finding() {
         }
     }
 }
+
+/// Both ways of reviewing the seed: from the diff alone and with its repository.
+fn both_modes() -> Vec<payreview::review::Review> {
+    vec![
+        review(&seed_diff(), &Settings::diff_only()),
+        review(&seed_diff(), &repo_settings(&fixture("seed/head"))),
+    ]
+}
+
+#[test]
+fn seed_err_exhausted_retries_contract_and_traceback() {
+    for review in both_modes() {
+        let client = "app/payments/client.py";
+        let service = "app/payments/service.py";
+        assert!(
+            has(&review, "ERR002", client, Some((45, 46)), "blocker"),
+            "{:#?}",
+            places(&review)
+        );
+        assert!(
+            has(&review, "ERR003", service, Some((28, 30)), "important"),
+            "{:#?}",
+            places(&review)
+        );
+        assert!(
+            has(&review, "ERR004", client, Some((42, 42)), "nit"),
+            "{:#?}",
+            places(&review)
+        );
+        // The warning in the handler that goes on to the next attempt is not a lost traceback.
+        assert!(
+            !review
+                .findings
+                .iter()
+                .any(|f| f.rule == "ERR004" && f.lines.is_some_and(|(a, _)| a < 41))
+        );
+        assert!(review.questions.iter().any(|q| q.id == "err-task-retry"));
+    }
+}
+
+#[test]
+fn seed_pay_amount_source_and_early_status() {
+    for review in both_modes() {
+        let service = "app/payments/service.py";
+        assert!(
+            has(&review, "PAY001", service, Some((28, 28)), "blocker"),
+            "{:#?}",
+            places(&review)
+        );
+        assert!(
+            has(&review, "PAY002", service, Some((28, 31)), "important"),
+            "{:#?}",
+            places(&review)
+        );
+        assert!(review.questions.iter().any(|q| q.id == "pay-amount-source"));
+    }
+}

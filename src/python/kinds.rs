@@ -85,5 +85,6 @@ pub const INDEXED: &[&str] = &[
     ATTRIBUTE,
     COMPARISON_OPERATOR,
     WITH_STATEMENT,
+    BREAK_STATEMENT,
     ERROR,
 ];

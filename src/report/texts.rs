@@ -48,7 +48,10 @@ pub fn resolve(finding: &Finding, lang: Lang) -> Resolved {
 /// The text of a question.
 pub fn question_text(question: &Question, lang: Lang) -> String {
     rules::question(question.id)
-        .map(|q| fill(q.get(lang), &question.args))
+        .map(|q| {
+            let text = rules::catalogue::optional_segments(q.get(lang), &question.args);
+            fill(&text, &question.args)
+        })
         .unwrap_or_else(|| question.id.to_string())
 }
 

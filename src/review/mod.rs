@@ -290,6 +290,7 @@ fn finish(
     findings.dedup_by(|a, b| a.rule == b.rule && a.path == b.path && a.lines == b.lines);
     questions.sort();
     questions.dedup();
+    let questions = merge_questions(questions);
     errors.sort();
     errors.dedup();
     let files = files
@@ -308,4 +309,34 @@ fn finish(
         errors,
         suppressions: Vec::new(),
     }
+}
+
+/// One question per id and function: several rules asking about the same task each add what
+/// they know (`worst`, `returns_none`) to one question instead of repeating it.
+fn merge_questions(questions: Vec<Question>) -> Vec<Question> {
+    let function = |q: &Question| {
+        q.args
+            .iter()
+            .find(|(k, _)| *k == "function")
+            .map(|(_, v)| v.clone())
+    };
+    let mut merged: Vec<Question> = Vec::new();
+    for q in questions {
+        let same = merged
+            .iter_mut()
+            .find(|m| m.id == q.id && function(m) == function(&q));
+        match same {
+            Some(m) => {
+                for (k, v) in q.args {
+                    match m.args.iter_mut().find(|(mk, _)| *mk == k) {
+                        Some((_, mv)) if mv.is_empty() => *mv = v,
+                        Some(_) => {}
+                        None => m.args.push((k, v)),
+                    }
+                }
+            }
+            None => merged.push(q),
+        }
+    }
+    merged
 }

@@ -173,6 +173,34 @@ fn example(section: &str) -> Option<Example> {
     Some(Example { lang, code, repo })
 }
 
+/// Keeps a `[[name|text]]` segment's text when `args` gives `name` a non-empty value, and drops
+/// it otherwise: one question or message can then cover what several rules know.
+pub fn optional_segments(template: &str, args: &[(&str, String)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find("[[") {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 2..];
+        let (Some(bar), Some(close)) = (after.find('|'), after.find("]]")) else {
+            out.push_str("[[");
+            rest = after;
+            continue;
+        };
+        if bar > close {
+            out.push_str("[[");
+            rest = after;
+            continue;
+        }
+        let name = &after[..bar];
+        if args.iter().any(|(k, v)| *k == name && !v.is_empty()) {
+            out.push_str(&after[bar + 1..close]);
+        }
+        rest = &after[close + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Replaces `{name}` placeholders with `args`; unknown ones stay visible so tests catch them.
 pub fn fill(template: &str, args: &[(&str, String)]) -> String {
     let mut out = String::with_capacity(template.len());
@@ -206,6 +234,17 @@ pub fn fill(template: &str, args: &[(&str, String)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn optional_segments_follow_the_arguments() {
+        let t = "Q?[[a| A {a}.]][[b| B.]]";
+        assert_eq!(optional_segments(t, &[("a", "1".to_string())]), "Q? A {a}.");
+        assert_eq!(
+            optional_segments(t, &[("b", "x".to_string()), ("a", String::new())]),
+            "Q? B."
+        );
+        assert_eq!(optional_segments("[[x]] [[", &[]), "[[x]] [[");
+    }
 
     #[test]
     fn fill_replaces_known_placeholders_and_keeps_code_braces() {

@@ -9,6 +9,7 @@ pub mod facts;
 
 mod diff_header;
 mod err;
+mod pay;
 mod retry;
 mod sup;
 mod testing;
@@ -52,6 +53,11 @@ pub static ALL: &[&Rule] = &[
     &diff_header::index_hash_mismatch::RULE,
     &diff_header::diff_does_not_apply::RULE,
     &err::broad_except_returns_none::RULE,
+    &err::retries_exhausted_return_none::RULE,
+    &err::error_contract_changed::RULE,
+    &err::traceback_lost::RULE,
+    &pay::charge_amount_source_changed::RULE,
+    &pay::success_recorded_before_result::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

@@ -2,3 +2,122 @@
 //! can still tell a failure from a result.
 
 pub mod broad_except_returns_none;
+pub mod error_contract_changed;
+pub mod retries_exhausted_return_none;
+pub mod traceback_lost;
+
+use tree_sitter::Node;
+
+use crate::python::{NodeIndex, kinds, syntax};
+use crate::rules::Ctx;
+
+/// Whether `node` belongs to `func` itself, not to a function nested in it.
+pub(crate) fn owned_by(node: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>) -> bool {
+    idx.enclosing(node, kinds::FUNCTION_DEFINITION)
+        .is_some_and(|f| f.id() == func.id())
+}
+
+/// A call of `name` elsewhere in the change whose result is read without a check: where it is
+/// read (`path:line`).
+pub(crate) fn dereferencing_caller(cx: &Ctx<'_>, name: &str) -> Option<String> {
+    cx.change
+        .side(cx.side)
+        .flat_map(|f| f.calls.iter().map(move |c| (f, c)))
+        .find(|(_, c)| c.name == name && c.deref_line.is_some() && !c.checked)
+        .and_then(|(f, c)| Some(format!("{}:{}", f.path, c.deref_line?)))
+}
+
+/// Words that name an attempt counter or a retry budget.
+fn names_attempts(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    ["attempt", "retr", "tries", "backoff"]
+        .iter()
+        .any(|w| lower.contains(w))
+}
+
+/// Whether a `for`/`while` loop retries: a `for` over a `range(...)` or an attempts counter, or
+/// any `while`, whose body wraps a call in `try` and goes round again when it fails.
+pub(crate) fn is_retry_loop(lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    if lp.kind() == kinds::FOR_STATEMENT {
+        let iterable = lp
+            .child_by_field_name("right")
+            .map(|r| syntax::text(r, src))
+            .unwrap_or("");
+        let target = lp
+            .child_by_field_name("left")
+            .map(|l| syntax::text(l, src))
+            .unwrap_or("");
+        if !(iterable.starts_with("range(") || names_attempts(iterable) || names_attempts(target)) {
+            return false;
+        }
+    }
+    idx.within(lp, kinds::TRY_STATEMENT)
+        .iter()
+        .filter(|t| owned_by(**t, func, idx))
+        .filter(|t| innermost_loop(**t, idx).is_some_and(|l| l.id() == lp.id()))
+        .any(|t| wraps_call(*t, idx) && handler_goes_round(*t, idx, src))
+}
+
+/// The innermost loop around `node`.
+pub(crate) fn innermost_loop<'t>(node: Node<'_>, idx: &NodeIndex<'t>) -> Option<Node<'t>> {
+    let a = idx.enclosing(node, kinds::FOR_STATEMENT);
+    let b = idx.enclosing(node, kinds::WHILE_STATEMENT);
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if a.start_byte() > b.start_byte() {
+            a
+        } else {
+            b
+        }),
+        (a, b) => a.or(b),
+    }
+}
+
+fn wraps_call(try_stmt: Node<'_>, idx: &NodeIndex<'_>) -> bool {
+    try_stmt
+        .child_by_field_name("body")
+        .is_some_and(|body| !idx.within(body, kinds::CALL).is_empty())
+}
+
+/// Some `except` of the `try` lets the loop run again: it `continue`s, sleeps, or ends without
+/// leaving the loop.
+fn handler_goes_round(try_stmt: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    let mut cursor = try_stmt.walk();
+    try_stmt
+        .named_children(&mut cursor)
+        .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE)
+        .filter_map(syntax::except_body)
+        .any(|body| {
+            let stmts = syntax::statements(body);
+            let continues = stmts.iter().any(|s| s.kind() == kinds::CONTINUE_STATEMENT);
+            let sleeps = idx
+                .within(body, kinds::CALL)
+                .iter()
+                .any(|c| syntax::callee_name(*c, src) == "sleep");
+            continues || sleeps || syntax::block_falls_through(body)
+        })
+}
+
+/// The loop gives up by raising on its own: a `raise` under an `if` about the attempts (or the
+/// loop variable), or in the loop's `else:`.
+pub(crate) fn raises_when_exhausted(lp: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    let loop_var = lp
+        .child_by_field_name("left")
+        .map(|l| syntax::text(l, src).to_string());
+    let about_attempts = |cond: &str| {
+        names_attempts(cond)
+            || loop_var.as_deref().is_some_and(|v| {
+                cond.split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .any(|w| w == v)
+            })
+    };
+    let in_else = lp
+        .child_by_field_name("alternative")
+        .is_some_and(|e| !idx.within(e, kinds::RAISE_STATEMENT).is_empty());
+    in_else
+        || idx.within(lp, kinds::RAISE_STATEMENT).iter().any(|r| {
+            idx.enclosing(*r, kinds::IF_STATEMENT)
+                .filter(|i| i.start_byte() > lp.start_byte())
+                .and_then(|i| i.child_by_field_name("condition"))
+                .is_some_and(|c| about_attempts(syntax::text(c, src)))
+        })
+}

@@ -199,11 +199,11 @@ fn report(cx: &mut Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) {
     }
     let worst = budget
         .as_ref()
-        .map(|b| format!(" ({})", b.formula))
+        .map(|b| b.formula.clone())
         .unwrap_or_default();
     let name = syntax::function_name(l.func, src).to_string();
     cx.ask(
-        "retry-task-limits",
+        "task-config",
         vec![("function", name.clone()), ("worst", worst)],
     );
     if function.as_ref().is_some_and(|f| f.http && !f.is_async) {

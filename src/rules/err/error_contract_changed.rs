@@ -1,0 +1,97 @@
+//! ERR003 error-contract-changed: a function of the change that used to raise on failure now
+//! may return `None`, and a caller reads its result without a check.
+use crate::review::Severity;
+use crate::rules::facts::{CallSite, FileFacts, FunctionFacts};
+use crate::rules::{Check, Ctx, Rule};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "ERR003",
+    doc: include_str!("../../../rules/err/ERR003.md"),
+    check: Check::Change(check),
+};
+
+/// A function whose new version may return `None` where its old one could not.
+struct Changed {
+    name: String,
+    qualname: String,
+    /// `path:line` of the first place that now gives `None`.
+    returns_none_at: String,
+    on_path: bool,
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let Some(here) = cx.facts.filter(|f| !f.is_test) else {
+        // A test that reads the result unchecked is asserting on it; ERR003 is about production
+        // callers.
+        return;
+    };
+    let changed = changed_functions(cx);
+    for callee in &changed {
+        let sites: Vec<&CallSite> = here
+            .calls
+            .iter()
+            .filter(|c| c.name == callee.name && !c.checked)
+            .filter(|c| c.function != callee.qualname)
+            .collect();
+        for site in sites {
+            let Some(deref) = site.deref_line else {
+                continue;
+            };
+            let caller = here.function(&site.function);
+            let on_path = callee.on_path || cx.on_payment_path(caller);
+            let finding = cx
+                .report_lines(
+                    &RULE,
+                    (site.line, deref),
+                    format!("{} {}", site.callee, callee.returns_none_at),
+                )
+                .arg("callee", callee.qualname.clone())
+                .arg("returns_none_at", callee.returns_none_at.clone())
+                .arg("binding", site.binding.clone().unwrap_or_default())
+                .arg("deref_line", deref.to_string());
+            if !on_path {
+                finding.severity(Severity::Nit);
+            }
+        }
+    }
+}
+
+fn changed_functions(cx: &Ctx<'_>) -> Vec<Changed> {
+    let mut out = Vec::new();
+    for file in &cx.change.files {
+        let (Some(old), Some(new)) = (file.old.as_ref(), file.new.as_ref()) else {
+            continue;
+        };
+        for func in new.functions.iter().filter(|f| f.may_return_none()) {
+            let Some(before) = old.function(&func.qualname) else {
+                continue;
+            };
+            if before.may_return_none() || !before.none_returns.is_empty() {
+                continue;
+            }
+            out.push(Changed {
+                name: func.name.clone(),
+                qualname: func.qualname.clone(),
+                returns_none_at: format!("{}:{}", new.path, none_lines(func)),
+                on_path: on_path(new, func),
+            });
+        }
+    }
+    out
+}
+
+/// The lines of its `return None`s (`43,46`), or its last line when it falls off the end.
+fn none_lines(func: &FunctionFacts) -> String {
+    if func.none_returns.is_empty() {
+        return func.lines.1.to_string();
+    }
+    func.none_returns
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn on_path(file: &FileFacts, func: &FunctionFacts) -> bool {
+    file.payment_module || func.payment || func.http || func.cache
+}

@@ -1,0 +1,176 @@
+//! ERR002 retries-exhausted-return-none: a retry loop that, once every attempt has failed,
+//! hands the caller `None` instead of raising.
+use tree_sitter::Node;
+
+use crate::python::{NodeIndex, kinds, syntax};
+use crate::review::Severity;
+use crate::rules::{Check, Ctx, Rule, facts};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "ERR002",
+    doc: include_str!("../../../rules/err/ERR002.md"),
+    check: Check::Tree(check),
+};
+
+/// Where a function ends up after its retry loop ran out of attempts.
+struct Exhausted {
+    lines: (u32, u32),
+    falls_off: bool,
+    /// Stable across versions: the `return` (or the loop's last words when it falls off).
+    key: String,
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    let loops = idx
+        .all(kinds::FOR_STATEMENT)
+        .iter()
+        .chain(idx.all(kinds::WHILE_STATEMENT));
+    for &lp in loops {
+        let Some(func) = idx.enclosing(lp, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        if !super::is_retry_loop(lp, func, idx, src) || super::raises_when_exhausted(lp, idx, src) {
+            continue;
+        }
+        if runs_forever(lp, func, idx, src) {
+            continue;
+        }
+        let Some(exhausted) = exhausted_exit(lp, func, idx, src) else {
+            continue;
+        };
+        report(cx, lp, func, exhausted);
+    }
+}
+
+fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    let qualname = facts::qualname(func, src);
+    let name = syntax::function_name(func, src).to_string();
+    let declared = syntax::return_annotation(func, src);
+    let annotation = declared
+        .filter(|a| !syntax::annotation_allows_none(a))
+        .map(str::to_string);
+    let caller = super::dereferencing_caller(cx, &name);
+    let returns_in_loop = idx
+        .within(lp, kinds::RETURN_STATEMENT)
+        .iter()
+        .any(|r| super::owned_by(*r, func, idx) && !syntax::returns_none(*r));
+    // `-> Optional[...]` declares the `None`; only a caller that ignores it makes it a bug.
+    let declares_none = declared.is_some() && annotation.is_none();
+    let expects_result = annotation.is_some() || (returns_in_loop && !declares_none);
+    if !expects_result && caller.is_none() {
+        return;
+    }
+    let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
+    let on_path = cx.on_payment_path(function.as_ref());
+    let raised_before = cx
+        .other_facts
+        .and_then(|f| f.function(&qualname))
+        .is_some_and(|f| !f.may_return_none() && f.none_returns.is_empty());
+    let loop_line = syntax::lines(lp).0;
+    let finding = cx
+        .report_lines(&RULE, exhausted.lines, exhausted.key)
+        .arg("function", qualname.clone())
+        .arg("loop_line", loop_line.to_string());
+    finding.function = qualname.clone();
+    if exhausted.falls_off {
+        finding.note("falls_off");
+    }
+    if raised_before {
+        finding.note("contract");
+    }
+    if let Some(annotation) = annotation {
+        finding.arg("annotation", annotation).note("annotation");
+    }
+    if let Some(caller) = caller {
+        finding.arg("caller", caller).note("caller");
+    }
+    if on_path {
+        finding.note("task");
+    } else {
+        finding.severity(Severity::Nit);
+    }
+    if on_path && cx.touches_added(exhausted.lines.0, exhausted.lines.1) {
+        cx.ask(
+            "task-config",
+            vec![("function", name), ("returns_none", "yes".to_string())],
+        );
+    }
+}
+
+/// `while True:` with no `break`: the code after it only runs through an exception.
+fn runs_forever(lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    if lp.kind() != kinds::WHILE_STATEMENT {
+        return false;
+    }
+    let endless = lp
+        .child_by_field_name("condition")
+        .is_some_and(|c| matches!(syntax::text(c, src), "True" | "1"));
+    endless && !has_own_break(lp, func, idx)
+}
+
+/// A `break` of this loop, not of a loop nested in it.
+fn has_own_break(lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>) -> bool {
+    idx.within(lp, kinds::BREAK_STATEMENT).iter().any(|b| {
+        super::owned_by(*b, func, idx)
+            && super::innermost_loop(*b, idx).is_some_and(|l| l.id() == lp.id())
+    })
+}
+
+/// The statements that run once the loop has given up, and what they give the caller.
+fn exhausted_exit(
+    lp: Node<'_>,
+    func: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &str,
+) -> Option<Exhausted> {
+    let block = lp.parent().filter(|p| p.kind() == kinds::BLOCK)?;
+    let after: Vec<Node<'_>> = syntax::statements(block)
+        .into_iter()
+        .skip_while(|s| s.id() != lp.id())
+        .skip(1)
+        .collect();
+    for stmt in &after {
+        match stmt.kind() {
+            kinds::RAISE_STATEMENT => return None,
+            kinds::RETURN_STATEMENT if syntax::returns_none(*stmt) => {
+                let first = after.first().copied().unwrap_or(*stmt);
+                return Some(Exhausted {
+                    lines: (syntax::lines(first).0, syntax::lines(*stmt).1),
+                    falls_off: false,
+                    key: format!("return-after-retries {}", syntax::normalized(*stmt, src)),
+                });
+            }
+            kinds::RETURN_STATEMENT => return None,
+            // `if last_exc: raise ...`: whether the `return None` is reachable is not ours to guess.
+            kinds::IF_STATEMENT | kinds::WITH_STATEMENT | kinds::TRY_STATEMENT
+                if !idx.within(*stmt, kinds::RAISE_STATEMENT).is_empty() =>
+            {
+                return None;
+            }
+            _ => {}
+        }
+    }
+    // Falls off the end only if the loop sits in the function's own body.
+    let body = func.child_by_field_name("body")?;
+    if body.id() != block.id() {
+        return None;
+    }
+    let lines = match (after.first(), after.last()) {
+        (Some(first), Some(last)) => (syntax::lines(*first).0, syntax::lines(*last).1),
+        _ => {
+            let first = syntax::lines(lp).0;
+            (first, first)
+        }
+    };
+    Some(Exhausted {
+        lines,
+        falls_off: true,
+        key: "falls-off-after-retries".to_string(),
+    })
+}

@@ -1,0 +1,161 @@
+//! ERR004 traceback-lost: an `except ... as exc` handler logs the exception object at error
+//! level without `exc_info`, so the log keeps the message and loses the stack.
+use tree_sitter::Node;
+
+use crate::python::{NodeIndex, kinds, syntax};
+use crate::rules::{Check, Ctx, Rule};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "ERR004",
+    doc: include_str!("../../../rules/err/ERR004.md"),
+    check: Check::Tree(check),
+};
+
+/// Logging methods that record a failure; `exception` keeps the traceback by itself.
+const LEVELS: &[&str] = &["error", "critical", "fatal", "warning", "warn", "log"];
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
+        let Some(alias) = syntax::except_alias(clause, src) else {
+            continue;
+        };
+        let Some(body) = syntax::except_body(clause) else {
+            continue;
+        };
+        if reraises(body, idx) {
+            // The exception travels on with its traceback; the log line is only a breadcrumb.
+            continue;
+        }
+        if continues_a_loop(clause, body, idx) {
+            // The attempt is retried: the stack of one transient failure is noise, and the
+            // loop's final outcome is what needs it.
+            continue;
+        }
+        for &call in idx.within(body, kinds::CALL) {
+            let Some(level) = logged_level(call, src) else {
+                continue;
+            };
+            if syntax::keyword_arg(call, "exc_info", src).is_some() || !passes(call, alias, src) {
+                continue;
+            }
+            let receiver = syntax::receiver(call)
+                .map(|r| syntax::text(r, src))
+                .unwrap_or("logger")
+                .to_string();
+            cx.report(&RULE, call)
+                .arg("call", format!("{receiver}.{level}"))
+                .arg("receiver", receiver)
+                .arg("exc", alias.to_string());
+        }
+    }
+}
+
+/// `logger.error(...)`-like call on a logger-like receiver: its level.
+fn logged_level<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let level = syntax::callee_name(call, src);
+    if !LEVELS.contains(&level) {
+        return None;
+    }
+    let receiver = syntax::receiver(call).map(|r| syntax::text(r, src))?;
+    let last = receiver.rsplit('.').next().unwrap_or(receiver);
+    let last = last.trim_matches('_').to_ascii_lowercase();
+    let loggerish = last == "log"
+        || last == "logging"
+        || last.ends_with("logger")
+        || last.ends_with("_log")
+        || last.starts_with("log_");
+    if !loggerish {
+        return None;
+    }
+    if level == "log" {
+        // `logger.log(logging.INFO, ...)` is not a failure record.
+        let first = syntax::positional_args(call)
+            .first()
+            .map(|a| syntax::text(*a, src).to_ascii_uppercase())?;
+        if !["ERROR", "CRITICAL", "FATAL", "WARN"]
+            .iter()
+            .any(|l| first.contains(l))
+        {
+            return None;
+        }
+    }
+    Some(level)
+}
+
+/// A `raise` anywhere in the handler: bare `raise` keeps the traceback, `raise X from exc`
+/// chains it.
+fn reraises(body: Node<'_>, idx: &NodeIndex<'_>) -> bool {
+    !idx.within(body, kinds::RAISE_STATEMENT).is_empty()
+}
+
+/// The handler sits in a loop and does not leave it: the attempt will be retried.
+fn continues_a_loop(clause: Node<'_>, body: Node<'_>, idx: &NodeIndex<'_>) -> bool {
+    let in_loop = super::innermost_loop(clause, idx).is_some_and(|lp| {
+        idx.enclosing(clause, kinds::FUNCTION_DEFINITION)
+            .is_none_or(|f| f.start_byte() < lp.start_byte())
+    });
+    let leaves = syntax::statements(body).iter().any(|s| {
+        matches!(
+            s.kind(),
+            kinds::RETURN_STATEMENT | kinds::BREAK_STATEMENT | kinds::RAISE_STATEMENT
+        )
+    });
+    in_loop && !leaves
+}
+
+/// Whether the call hands the exception object to the logger: as an argument, through
+/// `str()`/`repr()`, `%` or `.format()`, or inside an f-string.
+fn passes(call: Node<'_>, alias: &str, src: &str) -> bool {
+    let Some(args) = call.child_by_field_name("arguments") else {
+        return false;
+    };
+    let mut cursor = args.walk();
+    let values: Vec<Node<'_>> = args
+        .named_children(&mut cursor)
+        .map(|a| {
+            if a.kind() == kinds::KEYWORD_ARGUMENT {
+                a.child_by_field_name("value").unwrap_or(a)
+            } else {
+                a
+            }
+        })
+        .collect();
+    values.into_iter().any(|v| mentions(v, alias, src, 4))
+}
+
+fn mentions(node: Node<'_>, alias: &str, src: &str, depth: u8) -> bool {
+    if depth == 0 {
+        return false;
+    }
+    let children = || {
+        let mut cursor = node.walk();
+        node.named_children(&mut cursor).collect::<Vec<_>>()
+    };
+    match node.kind() {
+        kinds::IDENTIFIER => syntax::text(node, src) == alias,
+        kinds::STRING => children()
+            .into_iter()
+            .filter(|c| c.kind() == "interpolation")
+            .filter_map(|c| c.child_by_field_name("expression"))
+            .any(|e| mentions(e, alias, src, depth - 1)),
+        kinds::CALL => {
+            let name = syntax::callee_name(node, src);
+            let converts = matches!(name, "str" | "repr" | "format");
+            converts
+                && node
+                    .child_by_field_name("arguments")
+                    .is_some_and(|a| mentions(a, alias, src, depth - 1))
+        }
+        kinds::ARGUMENT_LIST
+        | kinds::BINARY_OPERATOR
+        | kinds::TUPLE
+        | kinds::PARENTHESIZED_EXPRESSION
+        | kinds::KEYWORD_ARGUMENT => children()
+            .into_iter()
+            .any(|c| mentions(c, alias, src, depth - 1)),
+        _ => false,
+    }
+}

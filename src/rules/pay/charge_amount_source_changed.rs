@@ -1,0 +1,272 @@
+//! PAY001 charge-amount-source-changed: a payment call's amount or currency used to come from
+//! the stored order (invoice, payment…) and now comes from whoever calls the function.
+use tree_sitter::Node;
+
+use crate::config::Vocabulary;
+use crate::python::{NodeIndex, kinds, syntax};
+use crate::rules::{Check, Ctx, Rule, facts};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "PAY001",
+    doc: include_str!("../../../rules/pay/PAY001.md"),
+    check: Check::Change(check),
+};
+
+/// Roots of values that arrive from outside: a request, a message, a task's payload.
+const INBOUND: &[&str] = &[
+    "request",
+    "payload",
+    "kwargs",
+    "data",
+    "body",
+    "params",
+    "event",
+    "message",
+    "msg",
+    "task_kwargs",
+    "form",
+    "query",
+];
+
+/// One side of a file, for reading a call and its function.
+#[derive(Clone, Copy)]
+struct Side<'a> {
+    idx: &'a NodeIndex<'a>,
+    src: &'a str,
+}
+
+/// An argument whose source changed: old and new text.
+struct Moved {
+    old: String,
+    new: String,
+    line: u32,
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(new_file), Some(old_file)) = (cx.file, cx.other) else {
+        return;
+    };
+    let new = Side {
+        idx: new_file.index(),
+        src: new_file.text(),
+    };
+    let old = Side {
+        idx: old_file.index(),
+        src: old_file.text(),
+    };
+    for &call in new.idx.all(kinds::CALL) {
+        if !super::is_payment_call(call, new.src, cx.vocab) {
+            continue;
+        }
+        let (first, last) = syntax::lines(call);
+        if !cx.touches_added(first, last) {
+            continue;
+        }
+        let Some(before) = counterpart(call, new, old) else {
+            continue;
+        };
+        let moved = moved_arguments(call, before, new, old, cx.vocab);
+        if moved.is_empty() {
+            continue;
+        }
+        report(cx, call, new, &moved);
+    }
+}
+
+fn report(cx: &mut Ctx<'_>, call: Node<'_>, new: Side<'_>, moved: &[Moved]) {
+    let first = syntax::lines(call).0;
+    let last = moved
+        .iter()
+        .map(|m| m.line)
+        .max()
+        .unwrap_or(first)
+        .max(first);
+    let join = |old: bool| {
+        moved
+            .iter()
+            .map(|m| format!("`{}`", if old { &m.old } else { &m.new }))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let function = enclosing_qualname(call, new);
+    let callee = syntax::callee(call, new.src).to_string();
+    let (old, new_values) = (join(true), join(false));
+    cx.report_lines(&RULE, (first, last), syntax::normalized(call, new.src))
+        .arg("callee", callee.clone())
+        .arg("old", old.clone())
+        .arg("new", new_values.clone())
+        .arg("function", function.clone());
+    cx.ask(
+        "pay-amount-source",
+        vec![
+            ("function", function),
+            ("callee", callee),
+            ("old", old),
+            ("new", new_values),
+        ],
+    );
+}
+
+fn enclosing_qualname(node: Node<'_>, side: Side<'_>) -> String {
+    side.idx
+        .enclosing(node, kinds::FUNCTION_DEFINITION)
+        .map(|f| facts::qualname(f, side.src))
+        .unwrap_or_default()
+}
+
+/// The same call in the old version: same callee name in the function of the same qualified
+/// name, matched by its rank among such calls.
+fn counterpart<'o>(call: Node<'_>, new: Side<'_>, old: Side<'o>) -> Option<Node<'o>> {
+    let name = syntax::callee_name(call, new.src);
+    let function = enclosing_qualname(call, new);
+    let rank = new
+        .idx
+        .all(kinds::CALL)
+        .iter()
+        .filter(|c| c.start_byte() < call.start_byte())
+        .filter(|c| syntax::callee_name(**c, new.src) == name)
+        .filter(|c| enclosing_qualname(**c, new) == function)
+        .count();
+    old.idx
+        .all(kinds::CALL)
+        .iter()
+        .filter(|c| syntax::callee_name(**c, old.src) == name)
+        .filter(|c| enclosing_qualname(**c, old) == function)
+        .nth(rank)
+        .copied()
+}
+
+/// Money arguments (by keyword, or by position when the old value was an amount-like attribute)
+/// that went from a stored entity to a value the caller supplies.
+fn moved_arguments(
+    call: Node<'_>,
+    before: Node<'_>,
+    new: Side<'_>,
+    old: Side<'_>,
+    vocab: &Vocabulary,
+) -> Vec<Moved> {
+    let mut pairs: Vec<(Node<'_>, Node<'_>)> = Vec::new();
+    for (name, value) in syntax::keyword_args(call, new.src) {
+        if !vocab.is_money_argument(name) {
+            continue;
+        }
+        if let Some(was) = syntax::keyword_arg(before, name, old.src) {
+            pairs.push((was, value));
+        }
+    }
+    let old_positional = syntax::positional_args(before);
+    for (was, value) in old_positional.iter().zip(syntax::positional_args(call)) {
+        let was_money = super::unwrap_conversion(*was, old.src)
+            .child_by_field_name("attribute")
+            .is_some_and(|a| vocab.is_money_argument(syntax::text(a, old.src)));
+        if was_money {
+            pairs.push((*was, value));
+        }
+    }
+    pairs
+        .into_iter()
+        .filter(|(was, value)| {
+            syntax::normalized(*was, old.src) != syntax::normalized(*value, new.src)
+        })
+        .filter(|(was, _)| is_stored(*was, before, old, vocab))
+        .filter(|(_, value)| is_supplied(*value, call, new, vocab))
+        .map(|(was, value)| Moved {
+            old: syntax::normalized(was, old.src),
+            new: syntax::normalized(value, new.src),
+            line: syntax::lines(value).1,
+        })
+        .collect()
+}
+
+/// `order.amount`, `self.invoice.total`, or an attribute of something the function loaded
+/// (`p = Payment.objects.get(...)`, `p = repo.get_payment(...)`).
+fn is_stored(value: Node<'_>, call: Node<'_>, side: Side<'_>, vocab: &Vocabulary) -> bool {
+    let value = super::unwrap_conversion(value, side.src);
+    let Some(object) = super::entity_object(value, side.src) else {
+        return false;
+    };
+    vocab.is_entity(object) || loaded_in_function(object, call, side)
+}
+
+/// `name = get_x(...)`, `name = X.objects.get(...)`, `name = await repo.load(...)` before the
+/// call, in the same function.
+fn loaded_in_function(name: &str, call: Node<'_>, side: Side<'_>) -> bool {
+    let Some(func) = side.idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
+        return false;
+    };
+    side.idx
+        .within(func, kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| a.start_byte() < call.start_byte())
+        .filter(|a| {
+            a.child_by_field_name("left")
+                .is_some_and(|l| syntax::text(l, side.src) == name)
+        })
+        .filter_map(|a| a.child_by_field_name("right"))
+        .any(|right| {
+            let right = if right.kind() == kinds::AWAIT {
+                right.named_child(0).unwrap_or(right)
+            } else {
+                right
+            };
+            right.kind() == kinds::CALL && is_loader(right, side.src)
+        })
+}
+
+fn is_loader(call: Node<'_>, src: &str) -> bool {
+    let name = syntax::callee_name(call, src);
+    let callee = syntax::callee(call, src);
+    ["get", "load", "fetch", "find", "retrieve", "select"]
+        .iter()
+        .any(|p| name.starts_with(p))
+        || callee.contains(".objects.")
+}
+
+/// A parameter of the function, request or task data, or a local taken from them; never an
+/// entity's own attribute.
+fn is_supplied(value: Node<'_>, call: Node<'_>, side: Side<'_>, vocab: &Vocabulary) -> bool {
+    let value = super::unwrap_conversion(value, side.src);
+    let Some(func) = side.idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
+        return false;
+    };
+    let params = super::parameters(func, side.src);
+    let supplied_root = |node: Node<'_>| {
+        let root = root_name(syntax::text(node, side.src));
+        !vocab.is_entity(root)
+            && (params.iter().any(|p| p == root) || INBOUND.contains(&root))
+            && !(node.kind() == kinds::ATTRIBUTE && vocab.is_entity(last_object(node, side.src)))
+    };
+    if supplied_root(value) {
+        return true;
+    }
+    // `amount = request.json["amount"]` a few lines up.
+    if value.kind() != kinds::IDENTIFIER {
+        return false;
+    }
+    let name = syntax::text(value, side.src);
+    side.idx
+        .within(func, kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| a.start_byte() < call.start_byte())
+        .filter(|a| {
+            a.child_by_field_name("left")
+                .is_some_and(|l| syntax::text(l, side.src) == name)
+        })
+        .filter_map(|a| a.child_by_field_name("right"))
+        .any(|right| {
+            let right = super::unwrap_conversion(right, side.src);
+            right.kind() != kinds::IDENTIFIER && supplied_root(right)
+        })
+}
+
+/// `request` in `request.json["amount"]`, `amount` in `amount`.
+fn root_name(text: &str) -> &str {
+    let end = text
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(text.len());
+    text.get(..end).unwrap_or("")
+}
+
+fn last_object<'s>(attribute: Node<'_>, src: &'s str) -> &'s str {
+    super::entity_object(attribute, src).unwrap_or("")
+}

@@ -1,0 +1,86 @@
+//! Payment-operation rules: what is charged, and when the code starts believing it was.
+
+pub mod charge_amount_source_changed;
+pub mod success_recorded_before_result;
+
+use tree_sitter::Node;
+
+use crate::config::Vocabulary;
+use crate::python::{kinds, syntax};
+
+/// Whether a call moves money: its name is a payment operation (`create_charge`, `refund`,
+/// `capture`), or it creates/confirms/captures on a payment object (`stripe.PaymentIntent.create`,
+/// `stripe.Refund.create`).
+pub(crate) fn is_payment_call(call: Node<'_>, src: &str, vocab: &Vocabulary) -> bool {
+    let name = syntax::callee_name(call, src);
+    if vocab.is_payment_operation(name) {
+        return true;
+    }
+    if !matches!(name, "create" | "confirm" | "capture" | "execute") {
+        return false;
+    }
+    let Some(receiver) = syntax::receiver(call).map(|r| syntax::text(r, src)) else {
+        return false;
+    };
+    let last = snake(receiver.rsplit('.').next().unwrap_or(receiver));
+    last.contains("payment") || vocab.is_payment_operation(&last)
+}
+
+/// `PaymentIntent` → `payment_intent`.
+fn snake(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+/// The names a function's parameters bind, `self`/`cls` left out; `*args`/`**kwargs` by name.
+pub(crate) fn parameters(func: Node<'_>, src: &str) -> Vec<String> {
+    let Some(params) = func.child_by_field_name("parameters") else {
+        return Vec::new();
+    };
+    let mut cursor = params.walk();
+    params
+        .named_children(&mut cursor)
+        .filter(|p| p.kind() != kinds::COMMENT)
+        .map(|p| {
+            let text = syntax::text(p, src);
+            let name = text.split([':', '=']).next().unwrap_or("");
+            name.trim().trim_start_matches('*').trim().to_string()
+        })
+        .filter(|n| !n.is_empty() && n != "self" && n != "cls")
+        .collect()
+}
+
+/// The object an entity attribute is read from or written to, as a bare name: `order` for
+/// `order.amount`, `invoice` for `self.invoice.total`.
+pub(crate) fn entity_object<'s>(attribute: Node<'_>, src: &'s str) -> Option<&'s str> {
+    if attribute.kind() != kinds::ATTRIBUTE {
+        return None;
+    }
+    let object = syntax::text(attribute.child_by_field_name("object")?, src);
+    Some(object.rsplit('.').next().unwrap_or(object))
+}
+
+/// `int(x)`, `Decimal(x)`, `str(x)`: the value they convert.
+pub(crate) fn unwrap_conversion<'t>(node: Node<'t>, src: &str) -> Node<'t> {
+    let mut node = node;
+    for _ in 0..3 {
+        if node.kind() != kinds::CALL {
+            break;
+        }
+        let name = syntax::callee_name(node, src);
+        if !matches!(name, "int" | "float" | "str" | "Decimal" | "round" | "abs") {
+            break;
+        }
+        match syntax::positional_args(node).first() {
+            Some(inner) => node = *inner,
+            None => break,
+        }
+    }
+    node
+}
