@@ -115,3 +115,53 @@ fn fixed_seeds_have_no_blocker_and_no_important_finding() {
         }
     }
 }
+
+/// The idem and http families on the seed: the key race, the decode, the Redis call outside
+/// `try` (reported once, in the paying function) and the scalar timeout, in both modes.
+#[test]
+fn seed_idem_and_http_findings() {
+    let repo = repo_settings(&fixture("seed/head"));
+    for settings in [Settings::diff_only(), repo] {
+        let review = review(&seed_diff(), &settings);
+        let client = "app/payments/client.py";
+        for (rule, lines, severity) in [
+            ("IDEM001", (49, 55), "blocker"),
+            ("IDEM002", (52, 52), "important"),
+            ("IDEM003", (22, 22), "important"),
+            ("HTTP001", (20, 20), "important"),
+        ] {
+            assert!(
+                has(&review, rule, client, Some(lines), severity),
+                "{rule}: {:#?}",
+                places(&review)
+            );
+        }
+        // Only the paying function hears about the Redis outage, not the helper's own calls.
+        assert!(
+            !review
+                .findings
+                .iter()
+                .any(|f| f.rule == "IDEM003" && f.lines != Some((22, 22)))
+        );
+        // httpx has a default timeout: no HTTP002 on the seed.
+        assert!(!review.findings.iter().any(|f| f.rule == "HTTP002"));
+        let timeout = review
+            .findings
+            .iter()
+            .find(|f| f.rule == "HTTP001")
+            .map(|f| payreview::report::resolve(f, Lang::En).message)
+            .unwrap_or_default();
+        assert!(timeout.contains("line 30"), "{timeout}");
+        for id in [
+            "idem-gateway-contract",
+            "idem-cache-config",
+            "idem-repeat-charges",
+        ] {
+            assert!(
+                review.questions.iter().any(|q| q.id == id),
+                "{id}: {:?}",
+                review.questions
+            );
+        }
+    }
+}

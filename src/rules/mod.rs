@@ -9,6 +9,8 @@ pub mod facts;
 
 mod diff_header;
 mod err;
+mod http;
+pub(crate) mod idem;
 
 use std::sync::OnceLock;
 
@@ -47,6 +49,11 @@ pub static ALL: &[&Rule] = &[
     &diff_header::index_hash_mismatch::RULE,
     &diff_header::diff_does_not_apply::RULE,
     &err::broad_except_returns_none::RULE,
+    &http::scalar_timeout::RULE,
+    &http::http_call_without_timeout::RULE,
+    &idem::cache_check_then_set::RULE,
+    &idem::decode_cached_value::RULE,
+    &idem::cache_outside_try_on_payment_path::RULE,
 ];
 
 pub fn find(id: &str) -> Option<&'static Rule> {
