@@ -165,3 +165,28 @@ fn seed_idem_and_http_findings() {
         }
     }
 }
+
+/// The seed with the review's fixes applied (uuid5 key; `SET NX` + `isinstance` + explicit
+/// fail-closed `try`; `httpx.Timeout`) gives the idem and http families nothing to say.
+#[test]
+fn seed_idem_and_http_silent_on_the_fixed_seeds() {
+    for dir in ["seed-fixed", "seed-fixed-nx"] {
+        let diff = read(&format!("{dir}/pr.diff"));
+        let repo = repo_settings(&fixture(&format!("{dir}/head")));
+        for settings in [Settings::diff_only(), repo] {
+            let review = review(&diff, &settings);
+            assert!(
+                !review
+                    .findings
+                    .iter()
+                    .any(|f| f.rule.starts_with("IDEM") || f.rule.starts_with("HTTP")),
+                "{dir}: {:#?}",
+                places(&review)
+            );
+            assert!(
+                !review.questions.iter().any(|q| q.id.starts_with("idem-")),
+                "{dir}"
+            );
+        }
+    }
+}
