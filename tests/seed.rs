@@ -151,7 +151,7 @@ fn seed_err_exhausted_retries_contract_and_traceback() {
                 .iter()
                 .any(|f| f.rule == "ERR004" && f.lines.is_some_and(|(a, _)| a < 41))
         );
-        assert!(review.questions.iter().any(|q| q.id == "err-task-retry"));
+        assert!(review.questions.iter().any(|q| q.id == "task-config"));
     }
 }
 
@@ -170,5 +170,76 @@ fn seed_pay_amount_source_and_early_status() {
             places(&review)
         );
         assert!(review.questions.iter().any(|q| q.id == "pay-amount-source"));
+    }
+}
+
+#[test]
+fn seed_idem_and_http_findings() {
+    let repo = repo_settings(&fixture("seed/head"));
+    for settings in [Settings::diff_only(), repo] {
+        let review = review(&seed_diff(), &settings);
+        let client = "app/payments/client.py";
+        for (rule, lines, severity) in [
+            ("IDEM001", (49, 55), "blocker"),
+            ("IDEM002", (52, 52), "important"),
+            ("IDEM003", (22, 22), "important"),
+            ("HTTP001", (20, 20), "important"),
+        ] {
+            assert!(
+                has(&review, rule, client, Some(lines), severity),
+                "{rule}: {:#?}",
+                places(&review)
+            );
+        }
+        // Only the paying function hears about the Redis outage, not the helper's own calls.
+        assert!(
+            !review
+                .findings
+                .iter()
+                .any(|f| f.rule == "IDEM003" && f.lines != Some((22, 22)))
+        );
+        // httpx has a default timeout: no HTTP002 on the seed.
+        assert!(!review.findings.iter().any(|f| f.rule == "HTTP002"));
+        let timeout = review
+            .findings
+            .iter()
+            .find(|f| f.rule == "HTTP001")
+            .map(|f| payreview::report::resolve(f, Lang::En).message)
+            .unwrap_or_default();
+        assert!(timeout.contains("line 30"), "{timeout}");
+        for id in [
+            "idem-gateway-contract",
+            "idem-cache-config",
+            "idem-repeat-charges",
+        ] {
+            assert!(
+                review.questions.iter().any(|q| q.id == id),
+                "{id}: {:?}",
+                review.questions
+            );
+        }
+    }
+}
+
+#[test]
+fn seed_idem_and_http_silent_on_the_fixed_seeds() {
+    for dir in ["seed-fixed", "seed-fixed-nx"] {
+        let diff = read(&format!("{dir}/pr.diff"));
+        let repo = repo_settings(&fixture(&format!("{dir}/head")));
+        for settings in [Settings::diff_only(), repo] {
+            let review = review(&diff, &settings);
+            assert!(
+                !review
+                    .findings
+                    .iter()
+                    .any(|f| f.rule.starts_with("IDEM") || f.rule.starts_with("HTTP")),
+                "{dir}: {:#?}",
+                places(&review)
+            );
+            assert!(
+                !review.questions.iter().any(|q| q.id.starts_with("idem-")),
+                "{dir}"
+            );
+        }
     }
 }

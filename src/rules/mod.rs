@@ -9,6 +9,8 @@ pub mod facts;
 
 mod diff_header;
 mod err;
+mod http;
+pub(crate) mod idem;
 mod pay;
 mod retry;
 mod sup;
@@ -56,6 +58,11 @@ pub static ALL: &[&Rule] = &[
     &err::retries_exhausted_return_none::RULE,
     &err::error_contract_changed::RULE,
     &err::traceback_lost::RULE,
+    &http::scalar_timeout::RULE,
+    &http::http_call_without_timeout::RULE,
+    &idem::cache_check_then_set::RULE,
+    &idem::decode_cached_value::RULE,
+    &idem::cache_outside_try_on_payment_path::RULE,
     &pay::charge_amount_source_changed::RULE,
     &pay::success_recorded_before_result::RULE,
     &retry::sleep_after_last_attempt::RULE,

@@ -1,0 +1,50 @@
+//! HTTP002 http-call-without-timeout: a payment HTTP call made with a library whose default is
+//! to wait (requests, `urllib.request.urlopen`, aiohttp's five minutes) and no `timeout`.
+use super::{HttpCall, Lib};
+use crate::python::syntax;
+use crate::rules::{Check, Ctx, Rule};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "HTTP002",
+    doc: include_str!("../../../rules/http/HTTP002.md"),
+    check: Check::Tree(check),
+};
+
+fn check(cx: &mut Ctx<'_>) {
+    if cx.facts.is_some_and(|f| f.is_test) {
+        return;
+    }
+    for call in super::http_calls(cx) {
+        if call.constructor || !waits_forever(cx, &call) || !super::on_money_path(cx, call.node) {
+            continue;
+        }
+        let src = cx.src();
+        let callee = syntax::callee(call.node, src).to_string();
+        let lines = syntax::lines(call.node);
+        let note = match call.lib {
+            Lib::Aiohttp => "aiohttp",
+            Lib::Urllib => "urllib",
+            _ => "requests",
+        };
+        cx.report_lines(&RULE, lines, callee.clone())
+            .arg("call", callee)
+            .note(note);
+    }
+}
+
+/// Whether the call has no timeout of its own and its library's default does not bound it.
+fn waits_forever(cx: &Ctx<'_>, call: &HttpCall<'_>) -> bool {
+    let src = cx.src();
+    if syntax::keyword_arg(call.node, "timeout", src).is_some() || syntax::has_dict_splat(call.node)
+    {
+        return false;
+    }
+    match call.lib {
+        // httpx defaults to 5 seconds.
+        Lib::Httpx => false,
+        Lib::Requests => true,
+        // `urlopen(url, data, timeout)`.
+        Lib::Urllib => syntax::positional_args(call.node).len() < 3,
+        Lib::Aiohttp => !call.client_timeout,
+    }
+}

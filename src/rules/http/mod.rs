@@ -1,0 +1,187 @@
+//! The http family: how payment code calls HTTP (httpx, requests, aiohttp, urllib) and how long
+//! it lets a call hang. This module recognises the calls and client objects; rules live one per
+//! file beside it.
+
+pub(crate) mod http_call_without_timeout;
+pub(crate) mod scalar_timeout;
+
+use tree_sitter::Node;
+
+use crate::python::{kinds, syntax};
+use crate::rules::Ctx;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lib {
+    Httpx,
+    Requests,
+    Aiohttp,
+    Urllib,
+}
+
+/// An HTTP call, or the construction of a client that holds a default timeout.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HttpCall<'t> {
+    pub node: Node<'t>,
+    pub lib: Lib,
+    /// `httpx.Client(...)`, `aiohttp.ClientSession(...)`: settings, not a request.
+    pub constructor: bool,
+    /// The client it is made on was built with `timeout=` (session-level default).
+    pub client_timeout: bool,
+}
+
+const VERBS: &[&str] = &[
+    "get", "post", "put", "patch", "delete", "head", "options", "request", "stream", "send",
+];
+
+/// Which library a dotted callee comes from, through the file's imports
+/// (`import requests as rq`, `from httpx import post`).
+fn lib_of(callee: &str, cx: &Ctx<'_>) -> Option<Lib> {
+    let root = callee.split('.').next().unwrap_or(callee);
+    let target = cx.facts.and_then(|f| f.import_target(root)).unwrap_or(root);
+    let target_root = target.split('.').next().unwrap_or(target);
+    match target_root {
+        "httpx" => Some(Lib::Httpx),
+        "requests" => Some(Lib::Requests),
+        "aiohttp" => Some(Lib::Aiohttp),
+        "urllib" => Some(Lib::Urllib),
+        _ => None,
+    }
+}
+
+/// A client constructor and its library: `httpx.Client`, `httpx.AsyncClient`,
+/// `requests.Session`, `aiohttp.ClientSession`.
+fn constructor(call: Node<'_>, cx: &Ctx<'_>) -> Option<Lib> {
+    let src = cx.src();
+    let callee = syntax::callee(call, src);
+    let name = syntax::callee_name(call, src);
+    let lib = lib_of(callee, cx)?;
+    let known = match lib {
+        Lib::Httpx => matches!(name, "Client" | "AsyncClient"),
+        Lib::Requests => matches!(name, "Session" | "session"),
+        Lib::Aiohttp => name == "ClientSession",
+        Lib::Urllib => false,
+    };
+    known.then_some(lib)
+}
+
+/// Clients the file builds: the last name they are bound to (`self.session` → `session`,
+/// `async with httpx.AsyncClient() as client`), their library and whether `timeout=` was given.
+fn clients(cx: &Ctx<'_>) -> Vec<(String, Lib, bool)> {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut bind = |target: Node<'_>, value: Node<'_>| {
+        let value = crate::rules::idem::strip_await(value);
+        if value.kind() != kinds::CALL {
+            return;
+        }
+        if let Some(lib) = constructor(value, cx) {
+            let text = syntax::text(target, src);
+            let name = text.rsplit('.').next().unwrap_or(text).trim();
+            let timeout = syntax::keyword_arg(value, "timeout", src).is_some();
+            out.push((name.to_string(), lib, timeout));
+        }
+    };
+    for &a in idx.all(kinds::ASSIGNMENT) {
+        if let (Some(l), Some(r)) = (
+            a.child_by_field_name("left"),
+            a.child_by_field_name("right"),
+        ) {
+            bind(l, r);
+        }
+    }
+    for &with in idx.all(kinds::WITH_STATEMENT) {
+        for (value, alias) in with_items(with) {
+            bind(alias, value);
+        }
+    }
+    out
+}
+
+/// `(value, alias)` of each `with value as alias` item.
+fn with_items(with: Node<'_>) -> Vec<(Node<'_>, Node<'_>)> {
+    let mut out = Vec::new();
+    let mut cursor = with.walk();
+    for clause in with.named_children(&mut cursor) {
+        if clause.kind() != "with_clause" {
+            continue;
+        }
+        let mut inner = clause.walk();
+        for item in clause.named_children(&mut inner) {
+            let Some(pattern) = item
+                .child_by_field_name("value")
+                .filter(|v| v.kind() == kinds::AS_PATTERN)
+            else {
+                continue;
+            };
+            if let (Some(value), Some(alias)) =
+                (pattern.named_child(0), pattern.child_by_field_name("alias"))
+            {
+                out.push((value, alias));
+            }
+        }
+    }
+    out
+}
+
+/// Every HTTP call and client construction of the file.
+pub(crate) fn http_calls<'t>(cx: &Ctx<'t>) -> Vec<HttpCall<'t>> {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return Vec::new();
+    };
+    let clients = clients(cx);
+    let mut out = Vec::new();
+    for &call in idx.all(kinds::CALL) {
+        let callee = syntax::callee(call, src);
+        let name = syntax::callee_name(call, src);
+        let recognised = if let Some(lib) = constructor(call, cx) {
+            Some((lib, true, false))
+        } else if name == "urlopen" && lib_of(callee, cx) == Some(Lib::Urllib) {
+            Some((Lib::Urllib, false, false))
+        } else if !VERBS.contains(&name) {
+            None
+        } else if let Some(recv) = crate::rules::facts::receiver_name(call, src)
+            && let Some((_, lib, timeout)) = clients.iter().find(|(n, _, _)| n == recv)
+        {
+            Some((*lib, false, *timeout))
+        } else {
+            lib_of(callee, cx)
+                .filter(|l| matches!(l, Lib::Httpx | Lib::Requests))
+                .map(|l| (l, false, false))
+        };
+        if let Some((lib, constructor, client_timeout)) = recognised {
+            out.push(HttpCall {
+                node: call,
+                lib,
+                constructor,
+                client_timeout,
+            });
+        }
+    }
+    out
+}
+
+/// Whether the call is on the money path: its function is (see `idem::on_money_path`), or its
+/// URL names a payment resource (`/v1/charges`, `/refunds`).
+pub(crate) fn on_money_path(cx: &Ctx<'_>, call: Node<'_>) -> bool {
+    let function = crate::rules::idem::function_facts(cx, call);
+    if crate::rules::idem::on_money_path(cx, function) {
+        return true;
+    }
+    let src = cx.src();
+    let url = syntax::positional_args(call)
+        .first()
+        .or(syntax::keyword_arg(call, "url", src).as_ref())
+        .map(|u| syntax::text(*u, src).to_ascii_lowercase())
+        .unwrap_or_default();
+    url.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .map(|w| w.strip_suffix('s').unwrap_or(w))
+        .any(|w| {
+            cx.vocab.is_payment_operation(w)
+                || matches!(
+                    w,
+                    "payment" | "billing" | "checkout" | "invoice" | "payment_intent"
+                )
+        })
+}

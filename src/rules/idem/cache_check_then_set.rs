@@ -1,0 +1,199 @@
+//! IDEM001 cache-check-then-set: a cache key is read, then written by a separate command
+//! (`get` … `set` without `nx=True`, Django's `get_or_set`), so two concurrent attempts both see
+//! nothing and both write.
+use tree_sitter::Node;
+
+use super::{CacheCall, Op};
+use crate::python::{kinds, syntax};
+use crate::review::Severity;
+use crate::rules::{Check, Ctx, Rule};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "IDEM001",
+    doc: include_str!("../../../rules/idem/IDEM001.md"),
+    check: Check::Tree(check),
+};
+
+/// Values that can only be a freshly minted token: caching one per entity is key minting.
+const FRESH_VALUES: &[&str] = &[
+    "uuid4",
+    "uuid1",
+    "token_hex",
+    "token_urlsafe",
+    "token_bytes",
+    "urandom",
+];
+
+fn check(cx: &mut Ctx<'_>) {
+    let Some(idx) = cx.index() else {
+        return;
+    };
+    let mut scopes: Vec<Option<Node<'_>>> = vec![None];
+    scopes.extend(idx.all(kinds::FUNCTION_DEFINITION).iter().map(|f| Some(*f)));
+    for scope in scopes {
+        let calls: Vec<CacheCall<'_>> = match scope {
+            Some(func) => idx.within(func, kinds::CALL),
+            None => idx.all(kinds::CALL),
+        }
+        .iter()
+        .filter(|c| super::owned_by(idx, **c, scope))
+        .filter_map(|c| super::cache_call(*c, cx))
+        .collect();
+        if let Some((read, write)) = check_then_set(&calls) {
+            report(cx, scope, &read, &write);
+        } else if let Some(call) = calls.iter().find(|c| c.op == Op::GetOrSet) {
+            report(cx, scope, call, call);
+        }
+    }
+}
+
+/// The first plain write preceded by a read of the same key.
+fn check_then_set<'t>(calls: &[CacheCall<'t>]) -> Option<(CacheCall<'t>, CacheCall<'t>)> {
+    calls
+        .iter()
+        .filter(|c| c.op == Op::Write)
+        .find_map(|write| {
+            calls
+                .iter()
+                .filter(|c| c.op == Op::Read && c.node.end_byte() <= write.node.start_byte())
+                .find(|read| read.same_key(write))
+                .map(|read| (read.clone(), write.clone()))
+        })
+}
+
+fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write: &CacheCall<'_>) {
+    let src = cx.src();
+    let lines = match scope {
+        Some(func) => syntax::lines(func),
+        None => (syntax::lines(read.node).0, syntax::lines(write.node).1),
+    };
+    let function = scope.and_then(|f| super::facts_of(cx, f));
+    let idempotency = speaks_of_idempotency(cx, read, write, function.map(|f| f.name.as_str()));
+    let money = super::on_money_path(cx, function);
+    let http = function.is_some_and(|f| super::reaches_http(cx, f));
+    let fresh = FRESH_VALUES
+        .iter()
+        .any(|w| written_value(cx, write).contains(w));
+    let pays_here = function.is_some_and(|f| f.payment || f.http);
+    let guard = pays_here && guards(cx, scope, read);
+    let severity = if (idempotency || fresh) && (money || http) || guard {
+        Severity::Blocker
+    } else if money || idempotency {
+        Severity::Important
+    } else {
+        Severity::Nit
+    };
+    let header = src.to_ascii_lowercase().contains("idempotency-key");
+    let key = format!("{} {} {}", read.resolved_key, read.method, write.method);
+    let finding = cx
+        .report_lines(&RULE, lines, key)
+        .arg("key", read.key.clone())
+        .arg("read", syntax::callee(read.node, src).to_string())
+        .arg("write", syntax::callee(write.node, src).to_string())
+        .arg("read_line", syntax::lines(read.node).0.to_string())
+        .arg("write_line", syntax::lines(write.node).0.to_string())
+        .severity(severity);
+    let kind = if read.op == Op::GetOrSet {
+        "get_or_set"
+    } else if guard {
+        "guard"
+    } else if severity == Severity::Blocker {
+        "mint"
+    } else {
+        "overwrite"
+    };
+    finding.note(kind);
+    if severity == Severity::Blocker {
+        finding.note("eviction");
+    }
+    // Ask only when the change wrote the read or the write: an old race is not this PR's.
+    let new_code = [read.node, write.node].iter().any(|n| {
+        let (a, b) = syntax::lines(*n);
+        cx.touches_added(a, b)
+    });
+    if !new_code || cx.side != crate::source::Side::New || severity != Severity::Blocker {
+        return;
+    }
+    if header {
+        cx.ask("idem-gateway-contract", Vec::new());
+    }
+    cx.ask("idem-cache-config", Vec::new());
+    cx.ask("idem-repeat-charges", Vec::new());
+}
+
+/// Whether the key, the names around it or the function's callers say idempotency/dedup/lock.
+fn speaks_of_idempotency(
+    cx: &Ctx<'_>,
+    read: &CacheCall<'_>,
+    write: &CacheCall<'_>,
+    function: Option<&str>,
+) -> bool {
+    let src = cx.src();
+    let mut texts = vec![
+        read.key.clone(),
+        read.resolved_key.clone(),
+        write.key.clone(),
+    ];
+    texts.extend(super::bound_name(read.node, src).map(str::to_string));
+    if let Some(name) = function {
+        texts.push(name.to_string());
+        texts.extend(
+            super::callers(cx, name, 1)
+                .into_iter()
+                .filter_map(|(_, binding)| binding.map(str::to_string)),
+        );
+    }
+    texts.iter().any(|t| super::is_idempotency_text(t))
+}
+
+/// The value a write stores, with a local variable resolved (`key` → `str(uuid.uuid4())`).
+fn written_value(cx: &Ctx<'_>, write: &CacheCall<'_>) -> String {
+    let src = cx.src();
+    let position = match write.method.as_str() {
+        "setex" | "psetex" | "hset" => 2,
+        _ => 1,
+    };
+    let value = syntax::positional_args(write.node)
+        .get(position)
+        .copied()
+        .or_else(|| syntax::keyword_arg(write.node, "value", src));
+    value.map_or_else(String::new, |v| {
+        let text = syntax::normalized(v, src);
+        super::resolve(cx, write.node, &text)
+    })
+}
+
+/// Whether the read decides, with an `if` that returns or raises, that the rest of the
+/// function (its payment) is skipped: a dedup guard in front of the payment call.
+fn guards(cx: &Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>) -> bool {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return false;
+    };
+    let Some(func) = scope else {
+        return false;
+    };
+    let binding = super::bound_name(read.node, src);
+    idx.within(func, kinds::IF_STATEMENT).iter().any(|stmt| {
+        let Some(condition) = stmt.child_by_field_name("condition") else {
+            return false;
+        };
+        let tests_read = condition.start_byte() <= read.node.start_byte()
+            && read.node.end_byte() <= condition.end_byte()
+            || binding.is_some_and(|b| {
+                condition.start_byte() > read.node.end_byte()
+                    && syntax::text(condition, src)
+                        .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                        .any(|w| w == b)
+            });
+        tests_read
+            && stmt
+                .child_by_field_name("consequence")
+                .and_then(|b| syntax::statements(b).last().copied())
+                .is_some_and(|last| {
+                    matches!(
+                        last.kind(),
+                        kinds::RETURN_STATEMENT | kinds::RAISE_STATEMENT
+                    )
+                })
+    })
+}

@@ -1,0 +1,91 @@
+//! IDEM003 cache-outside-try-on-payment-path: a function that makes the payment/HTTP call also
+//! reaches the cache (directly or through a helper of the change) outside any `try`, so a cache
+//! outage escapes from the payment call as a connection error nobody decided on.
+use tree_sitter::Node;
+
+use crate::python::{NodeIndex, kinds, syntax};
+use crate::rules::facts::{self, Target};
+use crate::rules::{Check, Ctx, Rule};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "IDEM003",
+    doc: include_str!("../../../rules/idem/IDEM003.md"),
+    check: Check::Tree(check),
+};
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), Some(file)) = (cx.index(), cx.facts) else {
+        return;
+    };
+    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        let Some(paying) = super::facts_of(cx, func) else {
+            continue;
+        };
+        // An HTTP call counts only on the money path: a receipt fetch next to a cache is not a
+        // payment.
+        let pays = paying.payment || paying.http && super::on_money_path(cx, Some(paying));
+        if !pays || file.is_test {
+            continue;
+        }
+        let first = idx
+            .within(func, kinds::CALL)
+            .iter()
+            .filter(|c| super::owned_by(idx, **c, Some(func)))
+            .filter(|c| !inside_try(idx, **c, func))
+            .find_map(|c| cache_access(cx, *c, &paying.name).map(|via| (*c, via)));
+        let Some((call, via)) = first else {
+            continue;
+        };
+        let callee = syntax::callee(call, cx.src()).to_string();
+        let function = paying.qualname.clone();
+        let finding = cx
+            .report(&RULE, call)
+            .arg("call", callee)
+            .arg("function", function);
+        if let Some(helper) = via {
+            finding.arg("helper", helper).note("via");
+        }
+    }
+}
+
+/// `Some(None)` for a direct cache call, `Some(Some(helper))` for a call of a function of the
+/// change that reaches a cache without paying itself.
+fn cache_access(cx: &Ctx<'_>, call: Node<'_>, caller: &str) -> Option<Option<String>> {
+    let src = cx.src();
+    let file = cx.facts?;
+    if super::cache_call(call, cx).is_some()
+        || facts::classify_call(call, src, file, cx.vocab) == Target::Cache
+    {
+        return Some(None);
+    }
+    let name = syntax::callee_name(call, src);
+    if name.is_empty() || name == caller {
+        return None;
+    }
+    let side = cx.side;
+    let reaches_cache = cx.change.reaches(side, name, 2, &|f| f.cache);
+    let pays = cx.change.reaches(side, name, 2, &|f| f.http || f.payment);
+    (reaches_cache && !pays).then(|| Some(name.to_string()))
+}
+
+/// Whether `node` sits in the body of a `try` (inside `func`) that has an `except` clause.
+fn inside_try(idx: &NodeIndex<'_>, node: Node<'_>, func: Node<'_>) -> bool {
+    let mut current = idx.enclosing(node, kinds::TRY_STATEMENT);
+    while let Some(stmt) = current {
+        if stmt.start_byte() < func.start_byte() {
+            return false;
+        }
+        let in_body = stmt.child_by_field_name("body").is_some_and(|b| {
+            b.start_byte() <= node.start_byte() && node.end_byte() <= b.end_byte()
+        });
+        let mut cursor = stmt.walk();
+        let handles = stmt
+            .named_children(&mut cursor)
+            .any(|c| c.kind() == kinds::EXCEPT_CLAUSE || c.kind() == kinds::EXCEPT_GROUP_CLAUSE);
+        if in_body && handles {
+            return true;
+        }
+        current = idx.enclosing(stmt, kinds::TRY_STATEMENT);
+    }
+    false
+}

@@ -1,0 +1,106 @@
+//! IDEM002 decode-cached-value: `.decode()` on what a Redis read returned, which is `bytes` or
+//! `str` depending on the client's `decode_responses`, with no `isinstance` guard.
+use tree_sitter::Node;
+
+use super::Op;
+use crate::python::{kinds, syntax};
+use crate::review::Severity;
+use crate::rules::{Check, Ctx, Rule};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "IDEM002",
+    doc: include_str!("../../../rules/idem/IDEM002.md"),
+    check: Check::Tree(check),
+};
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    for &call in idx.all(kinds::CALL) {
+        if syntax::callee_name(call, src) != "decode" {
+            continue;
+        }
+        let Some(recv) = syntax::receiver(call).map(unwrap_parens) else {
+            continue;
+        };
+        let read = match recv.kind() {
+            kinds::IDENTIFIER => read_into(cx, call, syntax::text(recv, src)),
+            _ => raw_read(cx, super::strip_await(recv)),
+        };
+        let Some(read) = read else {
+            continue;
+        };
+        let expr = call
+            .child_by_field_name("function")
+            .map_or_else(String::new, |f| syntax::normalized(f, src));
+        let function = super::function_facts(cx, call);
+        let on_path = super::on_money_path(cx, function)
+            || function.is_some_and(|f| super::reaches_http(cx, f));
+        let read_line = syntax::lines(read).0.to_string();
+        let finding = cx
+            .report(&RULE, call)
+            .arg("expr", expr)
+            .arg("read_line", read_line);
+        if on_path {
+            finding.note("retry");
+        } else {
+            finding.severity(Severity::Nit);
+        }
+        let (first, last) = syntax::lines(call);
+        if on_path && cx.side == crate::source::Side::New && cx.touches_added(first, last) {
+            cx.ask("idem-cache-config", Vec::new());
+        }
+    }
+}
+
+fn unwrap_parens(node: Node<'_>) -> Node<'_> {
+    if node.kind() == kinds::PARENTHESIZED_EXPRESSION {
+        node.named_child(0).unwrap_or(node)
+    } else {
+        node
+    }
+}
+
+/// A read of a raw (non-Django) cache: its result's type follows the client's configuration.
+fn raw_read<'t>(cx: &Ctx<'_>, node: Node<'t>) -> Option<Node<'t>> {
+    if node.kind() != kinds::CALL {
+        return None;
+    }
+    let call = super::cache_call(node, cx)?;
+    (matches!(call.op, Op::Read) && !call.django && call.method.contains("get")).then_some(node)
+}
+
+/// The cache read last assigned to `name` before `at` in the same function, unless the
+/// function checks the value's type (`isinstance(name, bytes)`).
+fn read_into<'t>(cx: &Ctx<'t>, at: Node<'_>, name: &str) -> Option<Node<'t>> {
+    let (idx, src) = (cx.index()?, cx.src());
+    let func = idx.enclosing(at, kinds::FUNCTION_DEFINITION);
+    let scope_calls = match func {
+        Some(f) => idx.within(f, kinds::CALL),
+        None => idx.all(kinds::CALL),
+    };
+    let guarded = scope_calls.iter().any(|c| {
+        syntax::callee(*c, src) == "isinstance"
+            && syntax::positional_args(*c)
+                .first()
+                .is_some_and(|a| syntax::text(*a, src) == name)
+    });
+    if guarded {
+        return None;
+    }
+    let assignments = match func {
+        Some(f) => idx.within(f, kinds::ASSIGNMENT),
+        None => idx.all(kinds::ASSIGNMENT),
+    };
+    let right = assignments
+        .iter()
+        .filter(|a| a.end_byte() <= at.start_byte())
+        .filter(|a| {
+            a.child_by_field_name("left")
+                .is_some_and(|l| syntax::text(l, src) == name)
+        })
+        .filter_map(|a| a.child_by_field_name("right"))
+        .next_back()?;
+    raw_read(cx, super::strip_await(right))
+}

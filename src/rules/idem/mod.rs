@@ -1,0 +1,332 @@
+//! The idem family: idempotency keys and other check-then-set state kept in a cache (redis-py,
+//! `redis.asyncio`, Django's cache). This module recognises cache calls and says whether code is
+//! on the money path; the rules live one per file beside it.
+
+pub(crate) mod cache_check_then_set;
+pub(crate) mod cache_outside_try_on_payment_path;
+pub(crate) mod decode_cached_value;
+
+use std::collections::BTreeSet;
+
+use tree_sitter::Node;
+
+use crate::python::{NodeIndex, kinds, syntax};
+use crate::rules::Ctx;
+use crate::rules::facts::{self, FunctionFacts};
+
+/// What a cache call does to its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Read,
+    /// A plain write: it overwrites whatever another worker stored in between.
+    Write,
+    /// `set(..., nx=True)`, `setnx`, `hsetnx`, Django's `add`: only one writer wins.
+    AtomicWrite,
+    /// Django's `get_or_set`: a read, a write and a read again.
+    GetOrSet,
+}
+
+/// A call on a cache client.
+#[derive(Debug, Clone)]
+pub(crate) struct CacheCall<'t> {
+    pub node: Node<'t>,
+    pub method: String,
+    pub op: Op,
+    /// The key as written, whitespace-normalised (`f"idemp:{order_id}"`, `key`).
+    pub key: String,
+    /// The key with a local variable replaced by the expression assigned to it.
+    pub resolved_key: String,
+    /// The receiver is Django's cache (values are pickled objects, never raw bytes).
+    pub django: bool,
+}
+
+impl CacheCall<'_> {
+    /// Whether two calls name the same key (as written, or through the variable holding it).
+    pub fn same_key(&self, other: &CacheCall<'_>) -> bool {
+        !self.key.is_empty()
+            && (self.key == other.key
+                || self.resolved_key == other.resolved_key
+                || self.key == other.resolved_key
+                || self.resolved_key == other.key)
+    }
+}
+
+const READS: &[&str] = &["get", "hget", "exists", "hexists", "getex"];
+const WRITES: &[&str] = &["set", "setex", "psetex", "hset", "getset"];
+const ATOMIC_WRITES: &[&str] = &["setnx", "hsetnx", "add"];
+/// Methods whose key is a hash name plus a field.
+const HASH_METHODS: &[&str] = &["hget", "hexists", "hset", "hsetnx"];
+
+/// Recognises a call on a cache client and reads its key.
+pub(crate) fn cache_call<'t>(call: Node<'t>, cx: &Ctx<'_>) -> Option<CacheCall<'t>> {
+    let src = cx.src();
+    let method = syntax::callee_name(call, src);
+    let op = if READS.contains(&method) {
+        Op::Read
+    } else if method == "set" && sets_nx(call, src) || ATOMIC_WRITES.contains(&method) {
+        Op::AtomicWrite
+    } else if WRITES.contains(&method) {
+        Op::Write
+    } else if method == "get_or_set" {
+        Op::GetOrSet
+    } else {
+        return None;
+    };
+    let django = cache_receiver(call, cx)?;
+    let key = key_of(call, method, src)?;
+    let resolved_key = resolve(cx, call, &key);
+    Some(CacheCall {
+        node: call,
+        method: method.to_string(),
+        op,
+        key,
+        resolved_key,
+        django,
+    })
+}
+
+/// `nx=True`, or `True` in `set`'s fifth position (`name, value, ex, px, nx`).
+fn sets_nx(call: Node<'_>, src: &str) -> bool {
+    let truthy = |n: Node<'_>| n.kind() == kinds::TRUE;
+    syntax::keyword_arg(call, "nx", src).is_some_and(truthy)
+        || syntax::positional_args(call)
+            .get(4)
+            .copied()
+            .is_some_and(truthy)
+}
+
+fn key_of(call: Node<'_>, method: &str, src: &str) -> Option<String> {
+    let args = syntax::positional_args(call);
+    let first = args
+        .first()
+        .copied()
+        .or_else(|| syntax::keyword_arg(call, "name", src))
+        .or_else(|| syntax::keyword_arg(call, "key", src))?;
+    let mut key = syntax::normalized(first, src);
+    if HASH_METHODS.contains(&method)
+        && let Some(field) = args.get(1)
+    {
+        key = format!("{key}, {}", syntax::normalized(*field, src));
+    }
+    Some(key)
+}
+
+/// Whether the call's receiver is a cache client; `Some(true)` for Django's cache.
+fn cache_receiver(call: Node<'_>, cx: &Ctx<'_>) -> Option<bool> {
+    let src = cx.src();
+    let facts = cx.facts?;
+    let recv = syntax::receiver(call)?;
+    let full = syntax::text(recv, src);
+    let last = facts::receiver_name(call, src)?;
+    let django_import = facts
+        .imports
+        .iter()
+        .any(|i| i.target.starts_with("django.core.cache"));
+    if full.starts_with("caches[") || full.starts_with("caches.") {
+        return Some(true);
+    }
+    if is_value_name(cx, call, last) {
+        return None;
+    }
+    if facts::is_cache_name(last, facts, cx.vocab) {
+        let django = facts
+            .import_target(last)
+            .is_some_and(|t| t.starts_with("django"))
+            || django_import && last == "cache";
+        return Some(django);
+    }
+    client_aliases(cx)
+        .iter()
+        .find(|(name, _)| name == last)
+        .map(|(_, django)| *django)
+}
+
+/// A name bound from a cache read (`cached = r.get(k)`) is a value, not a client, though its
+/// name says "cache".
+fn is_value_name(cx: &Ctx<'_>, call: Node<'_>, name: &str) -> bool {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return false;
+    };
+    let scope = idx.enclosing(call, kinds::FUNCTION_DEFINITION);
+    assignments_in(idx, scope).iter().any(|a| {
+        a.child_by_field_name("left")
+            .is_some_and(|l| syntax::text(l, src) == name)
+            && a.child_by_field_name("right")
+                .map(strip_await)
+                .is_some_and(|r| r.kind() == kinds::CALL && syntax::callee_name(r, src) == "get")
+    })
+}
+
+/// Names given to a cache client the code obtained itself: `r = redis.Redis(...)`,
+/// `conn = get_redis_connection()`, `store = caches["default"]`; `true` for Django's.
+fn client_aliases(cx: &Ctx<'_>) -> Vec<(String, bool)> {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for &a in idx.all(kinds::ASSIGNMENT) {
+        let (Some(left), Some(right)) = (
+            a.child_by_field_name("left"),
+            a.child_by_field_name("right").map(strip_await),
+        ) else {
+            continue;
+        };
+        let made_by = match right.kind() {
+            kinds::CALL => syntax::callee(right, src),
+            kinds::SUBSCRIPT => syntax::text(right, src),
+            _ => continue,
+        };
+        let lower = made_by.to_ascii_lowercase();
+        if lower.contains("redis") || lower.contains("cache") {
+            let text = syntax::text(left, src);
+            let name = text.rsplit('.').next().unwrap_or(text);
+            out.push((name.to_string(), lower.starts_with("caches")));
+        }
+    }
+    out
+}
+
+/// The assignments of one function (or of the whole module when `scope` is `None`).
+fn assignments_in<'t>(idx: &'t NodeIndex<'t>, scope: Option<Node<'_>>) -> &'t [Node<'t>] {
+    match scope {
+        Some(func) => idx.within(func, kinds::ASSIGNMENT),
+        None => idx.all(kinds::ASSIGNMENT),
+    }
+}
+
+/// `x` of `await x`, or the node itself.
+pub(crate) fn strip_await(node: Node<'_>) -> Node<'_> {
+    if node.kind() == kinds::AWAIT {
+        node.named_child(0).unwrap_or(node)
+    } else {
+        node
+    }
+}
+
+/// The key text with a local variable replaced by the last expression assigned to it before
+/// `at` in the same function.
+pub(crate) fn resolve(cx: &Ctx<'_>, at: Node<'_>, text: &str) -> String {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return text.to_string();
+    };
+    let Some(func) = idx.enclosing(at, kinds::FUNCTION_DEFINITION) else {
+        return text.to_string();
+    };
+    idx.within(func, kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| a.end_byte() <= at.start_byte())
+        .filter(|a| {
+            a.child_by_field_name("left")
+                .is_some_and(|l| l.kind() == kinds::IDENTIFIER && syntax::text(l, src) == text)
+        })
+        .filter_map(|a| a.child_by_field_name("right"))
+        .next_back()
+        .map_or_else(|| text.to_string(), |r| syntax::normalized(r, src))
+}
+
+/// `x` in `x = call(...)` or `x = await call(...)`.
+pub(crate) fn bound_name<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let mut value = call;
+    if let Some(parent) = value.parent()
+        && parent.kind() == kinds::AWAIT
+    {
+        value = parent;
+    }
+    let assignment = value.parent().filter(|p| p.kind() == kinds::ASSIGNMENT)?;
+    if assignment.child_by_field_name("right")?.id() != value.id() {
+        return None;
+    }
+    let left = assignment.child_by_field_name("left")?;
+    (left.kind() == kinds::IDENTIFIER).then(|| syntax::text(left, src))
+}
+
+/// Whether `node` belongs to `func` itself, not to a function nested in it.
+pub(crate) fn owned_by(idx: &NodeIndex<'_>, node: Node<'_>, func: Option<Node<'_>>) -> bool {
+    idx.enclosing(node, kinds::FUNCTION_DEFINITION)
+        .map(|f| f.id())
+        == func.map(|f| f.id())
+}
+
+/// Functions of the change (this side) that call `name`, and the functions calling those, up
+/// to `depth` levels; with the binding each call site gives the result.
+pub(crate) fn callers<'c>(
+    cx: &Ctx<'c>,
+    name: &str,
+    depth: usize,
+) -> Vec<(&'c FunctionFacts, Option<&'c str>)> {
+    let mut out = Vec::new();
+    let mut frontier = vec![name.to_string()];
+    let mut seen = BTreeSet::new();
+    for _ in 0..depth {
+        let mut next = Vec::new();
+        for callee in frontier.drain(..) {
+            if !seen.insert(callee.clone()) {
+                continue;
+            }
+            for file in cx.change.side(cx.side) {
+                for site in file.calls.iter().filter(|c| c.name == callee) {
+                    if let Some(func) = file.function(&site.function) {
+                        next.push(func.name.clone());
+                        out.push((func, site.binding.as_deref()));
+                    }
+                }
+            }
+        }
+        frontier = next;
+    }
+    out
+}
+
+/// Whether a function moves money: the module is about payments, its name is a payment
+/// operation, it calls one (directly or two calls deep), or a caller in the change does.
+/// Narrower than `Ctx::on_payment_path`, which counts any cache or HTTP call: a tariff cache
+/// that talks to Redis is not a payment.
+pub(crate) fn on_money_path(cx: &Ctx<'_>, func: Option<&FunctionFacts>) -> bool {
+    if cx.facts.is_some_and(|f| f.payment_module) {
+        return true;
+    }
+    let Some(func) = func else {
+        return false;
+    };
+    let pays = |f: &FunctionFacts| f.payment || cx.vocab.is_payment_operation(&f.name);
+    pays(func)
+        || cx.change.reaches(cx.side, &func.name, 2, &|f| f.payment)
+        || callers(cx, &func.name, 2).iter().any(|(f, _)| pays(f))
+}
+
+/// Whether the function, what it calls or what calls it (in the change) talks HTTP.
+pub(crate) fn reaches_http(cx: &Ctx<'_>, func: &FunctionFacts) -> bool {
+    func.http
+        || cx.change.reaches(cx.side, &func.name, 2, &|f| f.http)
+        || callers(cx, &func.name, 2).iter().any(|(f, _)| f.http)
+}
+
+/// Whether a name or text speaks of an idempotency, dedup or lock key.
+pub(crate) fn is_idempotency_text(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    [
+        "idem",
+        "dedup",
+        "nonce",
+        "request_id",
+        "requestid",
+        "request-id",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
+        || lower
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|w| matches!(w, "lock" | "locks" | "locked" | "mutex"))
+}
+
+/// The facts of the function enclosing `node`.
+pub(crate) fn function_facts<'c>(cx: &Ctx<'c>, node: Node<'_>) -> Option<&'c FunctionFacts> {
+    let idx = cx.index()?;
+    let func = idx.enclosing(node, kinds::FUNCTION_DEFINITION)?;
+    cx.facts?.function(&facts::qualname(func, cx.src()))
+}
+
+/// The facts of a function node.
+pub(crate) fn facts_of<'c>(cx: &Ctx<'c>, func: Node<'_>) -> Option<&'c FunctionFacts> {
+    cx.facts?.function(&facts::qualname(func, cx.src()))
+}
