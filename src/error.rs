@@ -63,10 +63,6 @@ pub enum Error {
     #[diagnostic(code(payreview::usage), help("`payreview rules` lists them"))]
     UnknownRule { id: String },
 
-    #[error("--format {format} is not available yet")]
-    #[diagnostic(code(payreview::usage), help("use --format json or --format text"))]
-    FormatNotYet { format: String },
-
     #[error("{message}")]
     #[diagnostic(code(payreview::usage))]
     Usage { message: String },

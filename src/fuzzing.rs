@@ -2,7 +2,7 @@
 //! arbitrary bytes, so that emitters meet every rule with hostile paths and arguments.
 
 use crate::config::Format;
-use crate::review::{Finding, Question, Review, ReviewError, Severity};
+use crate::review::{Finding, Review, ReviewError, Severity};
 
 /// Every output format.
 pub const FORMATS: &[Format] = &[
@@ -76,9 +76,7 @@ pub fn review_from_bytes(data: &[u8]) -> Review {
     }
     Review {
         findings,
-        questions: Vec::<Question>::new(),
-        files: Vec::new(),
         errors,
-        suppressions: Vec::new(),
+        ..Review::default()
     }
 }

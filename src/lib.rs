@@ -107,14 +107,17 @@ fn run_review(settings: &Settings, input: &Input, out: &mut dyn Write) -> Result
     let bytes = read_input(settings, input)?;
     let review = review_diff(&bytes, settings)?;
     let mut rendered = Vec::new();
-    report::render(&review, settings.format, settings.lang, &mut rendered).map_err(
-        |e| match e {
-            report::RenderError::NotYet(format) => Error::FormatNotYet {
-                format: format!("{format:?}").to_lowercase(),
-            },
-            report::RenderError::Io(e) => Error::Write(e),
-        },
-    )?;
+    let options = report::Options {
+        color: settings.output.is_none() && color_wanted(),
+    };
+    report::render_with(
+        &review,
+        settings.format,
+        settings.lang,
+        options,
+        &mut rendered,
+    )
+    .map_err(|report::RenderError::Io(e)| Error::Write(e))?;
     match &settings.output {
         Some(path) => write_atomically(path, &rendered)?,
         None => out.write_all(&rendered).map_err(Error::Write)?,
@@ -125,6 +128,12 @@ fn run_review(settings: &Settings, input: &Input, out: &mut dyn Write) -> Result
         .zip(review.worst())
         .is_some_and(|(threshold, worst)| worst >= threshold);
     Ok(Outcome(if failed { exit::FINDINGS } else { exit::CLEAN }))
+}
+
+/// Colour only on a terminal, and never when `NO_COLOR` is set to anything (no-color.org).
+fn color_wanted() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
 }
 
 fn read_input(settings: &Settings, input: &Input) -> Result<Vec<u8>, Error> {

@@ -108,13 +108,85 @@ fn unknown_flag_is_a_usage_error() {
 }
 
 #[test]
-fn formats_not_built_yet_say_so_with_exit_2() {
+fn every_format_renders_from_the_command_line() {
+    for format in ["text", "json", "markdown", "sarif", "github"] {
+        for lang in ["en", "ru"] {
+            let o = payreview(
+                &[
+                    "review",
+                    "-",
+                    "--diff-only",
+                    "--format",
+                    format,
+                    "--lang",
+                    lang,
+                ],
+                Some(&read("seed/pr.diff")),
+            );
+            assert_eq!(o.status.code(), Some(1), "{format} {lang}: {}", stderr(&o));
+            assert!(!stdout(&o).is_empty(), "{format} {lang}");
+            assert!(!stdout(&o).contains('\u{1b}'), "NO_COLOR: no escape codes");
+        }
+    }
+}
+
+#[test]
+fn sarif_to_a_file_then_markdown_to_stdout() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sarif = dir.path().join("x.sarif");
+    let description = fixture("seed/description.en.md");
     let o = payreview(
-        &["review", "-", "--diff-only", "--format", "sarif"],
+        &[
+            "review",
+            "-",
+            "--diff-only",
+            "--format",
+            "sarif",
+            "--output",
+            sarif.to_str().expect("utf-8"),
+        ],
         Some(&read("seed/pr.diff")),
     );
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("not available yet"), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty());
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sarif).expect("written")).expect("JSON");
+    assert_eq!(written["version"], "2.1.0");
+    let o = payreview(
+        &[
+            "review",
+            "-",
+            "--diff-only",
+            "--format",
+            "markdown",
+            "--description",
+            description.to_str().expect("utf-8"),
+        ],
+        Some(&read("seed/pr.diff")),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let md = stdout(&o);
+    assert!(md.contains("### 1. Verdict"), "{md}");
+    assert!(md.contains("**Merge after fixes.**"), "{md}");
+    assert!(md.contains("Check against the description"), "{md}");
+}
+
+#[test]
+fn payreview_lang_sets_the_language() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_payreview"));
+    let o = cmd
+        .args([
+            "review",
+            "fixtures/seed/pr.diff",
+            "--diff-only",
+            "--format",
+            "markdown",
+        ])
+        .current_dir(root())
+        .env("PAYREVIEW_LANG", "ru")
+        .output()
+        .expect("binary runs");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("### 1. Вердикт"));
 }
 
 #[test]

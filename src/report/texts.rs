@@ -11,48 +11,97 @@ pub struct Resolved {
     pub title: String,
     pub message: String,
     pub suggestion: Option<String>,
+    /// The catalogue's test sketch: the test that would have caught it.
+    pub test: Option<String>,
 }
+
+/// Fills a catalogue template with a finding's arguments.
+pub type Filler = fn(&str, &[(&str, String)]) -> String;
 
 /// The title, message (with its notes) and suggestion of a finding.
 pub fn resolve(finding: &Finding, lang: Lang) -> Resolved {
+    resolve_with(finding, lang, fill, fill)
+}
+
+/// `resolve` with the filling of one-line texts (title, message) and of multi-line texts
+/// (suggestion, test) chosen by the emitter: Markdown escapes what comes from the PR.
+pub fn resolve_with(finding: &Finding, lang: Lang, line: Filler, block: Filler) -> Resolved {
     let Some(entry) = rules::entry(finding.rule) else {
         return Resolved {
             name: finding.rule.to_string(),
             title: finding.rule.to_string(),
             message: String::new(),
             suggestion: None,
+            test: None,
         };
     };
     let meta = &entry.meta;
-    let mut message = fill(meta.message.get(lang), &finding.args);
+    let mut message = line(meta.message.get(lang), &finding.args);
     if !message.ends_with(['.', '!', '?']) {
         message.push('.');
     }
     for note in &finding.notes {
         if let Some(text) = meta.notes.get(*note) {
             message.push(' ');
-            message.push_str(&fill(text.get(lang), &finding.args));
+            message.push_str(&line(text.get(lang), &finding.args));
         }
     }
     Resolved {
         name: meta.name.clone(),
-        title: fill(meta.title.get(lang), &finding.args),
+        title: line(meta.title.get(lang), &finding.args),
         message,
         suggestion: meta
             .suggestion
             .as_ref()
-            .map(|s| fill(s.get(lang), &finding.args)),
+            .map(|s| block(s.get(lang), &finding.args)),
+        test: meta
+            .test
+            .as_ref()
+            .map(|t| block(t.get(lang), &finding.args)),
     }
 }
 
 /// The text of a question.
 pub fn question_text(question: &Question, lang: Lang) -> String {
+    question_text_with(question, lang, fill)
+}
+
+/// `question_text` with the emitter's filling.
+pub fn question_text_with(question: &Question, lang: Lang, line: Filler) -> String {
     rules::question(question.id)
         .map(|q| {
             let text = rules::catalogue::optional_segments(q.get(lang), &question.args);
-            fill(&text, &question.args)
+            line(&text, &question.args)
         })
         .unwrap_or_else(|| question.id.to_string())
+}
+
+/// The short form of a question, for the verdict's list of unknowns: the question's `short`
+/// text in `rules/questions.toml` when it has one, otherwise its first sentence.
+pub fn question_short_with(question: &Question, lang: Lang, line: Filler) -> String {
+    #[derive(serde::Deserialize)]
+    struct Short {
+        short: Option<rules::catalogue::Texts>,
+    }
+    static SHORTS: std::sync::OnceLock<std::collections::BTreeMap<String, Short>> =
+        std::sync::OnceLock::new();
+    let shorts = SHORTS.get_or_init(|| toml::from_str(rules::QUESTIONS_TOML).unwrap_or_default());
+    if let Some(short) = shorts.get(question.id).and_then(|s| s.short.as_ref()) {
+        let text = rules::catalogue::optional_segments(short.get(lang), &question.args);
+        return line(&text, &question.args);
+    }
+    first_sentence(&question_text_with(question, lang, line))
+}
+
+/// Up to the first `?` or `. ` (a question's own sentence, without its sub-points).
+fn first_sentence(text: &str) -> String {
+    let end = text
+        .char_indices()
+        .find(|&(i, c)| {
+            c == '?' || (c == '.' && text.get(i + 1..).is_some_and(|r| r.starts_with(' ')))
+        })
+        .map_or(text.len(), |(i, c)| i + c.len_utf8());
+    text.get(..end).unwrap_or(text).trim().to_string()
 }
 
 pub fn severity_word(severity: Severity, lang: Lang) -> &'static str {

@@ -10,7 +10,7 @@ pub mod suppress;
 pub use model::*;
 pub use suppress::Suppression;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rayon::prelude::*;
 
@@ -107,7 +107,57 @@ pub fn review(patch: &Patch, settings: &Settings) -> Review {
     }
     let mut review = finish(findings, questions, errors, &files);
     review.suppressions = suppressions;
+    review.sources = sources(&prepared);
+    review.changed_functions = changed_functions(&prepared, &change);
+    review.description = settings.description.clone();
     review
+}
+
+/// The new-side text of each parsed file, for snippets and line hashes in the reports.
+fn sources(prepared: &[Prepared<'_>]) -> BTreeMap<String, SourceFile> {
+    prepared
+        .iter()
+        .filter(|p| p.new.is_some())
+        .filter_map(|p| {
+            let version = p.versions.new.as_ref()?;
+            Some((
+                p.patch.path().to_string(),
+                SourceFile {
+                    text: version.text.clone(),
+                    partial: version.partial,
+                    added: p.versions.lines.added().to_vec(),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// Functions whose lines the change adds to (new side) or removes from (old side).
+fn changed_functions(
+    prepared: &[Prepared<'_>],
+    change: &ChangeSet,
+) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for (p, facts) in prepared.iter().zip(&change.files) {
+        let lines = &p.versions.lines;
+        let new = facts
+            .new
+            .iter()
+            .flat_map(|f| &f.functions)
+            .filter(|f| lines.touches_added(f.lines.0, f.lines.1));
+        let old = facts
+            .old
+            .iter()
+            .flat_map(|f| &f.functions)
+            .filter(|f| lines.touches_removed(f.lines.0, f.lines.1));
+        let mut names: Vec<String> = new.chain(old).map(|f| f.qualname.clone()).collect();
+        names.sort();
+        names.dedup();
+        if !names.is_empty() {
+            out.insert(p.patch.path().to_string(), names);
+        }
+    }
+    out
 }
 
 fn prepare<'p>(patch: &'p FilePatch, settings: &Settings) -> Prepared<'p> {
@@ -307,7 +357,7 @@ fn finish(
         questions,
         files,
         errors,
-        suppressions: Vec::new(),
+        ..Review::default()
     }
 }
 

@@ -1,6 +1,8 @@
 //! What a review is: findings, questions, a verdict, the files it read and what went wrong.
 //! Emitters read this; rules produce `Finding`s; nothing here knows about trees or diffs.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// How much a finding matters, in the order reviewers weigh them.
@@ -97,8 +99,29 @@ impl Decision {
     }
 }
 
+/// The new-side text of a reviewed file, for the emitters that show code (snippets, SARIF line
+/// hashes): they never rebuild it from the diff themselves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceFile {
+    pub text: String,
+    /// Built from the hunks alone: lines the diff does not show are blank. Line numbers are real,
+    /// but a hash over neighbouring lines would not match the real file.
+    pub partial: bool,
+    /// New-side lines the change added, ascending.
+    pub added: Vec<u32>,
+}
+
+impl SourceFile {
+    /// The first added line in `first..=last`: where a result about that range is anchored, so
+    /// that code scanning shows it on the pull request's diff.
+    pub fn first_added_in(&self, first: u32, last: u32) -> Option<u32> {
+        let at = self.added.partition_point(|&l| l < first);
+        self.added.get(at).copied().filter(|&l| l <= last)
+    }
+}
+
 /// The whole review, sorted and ready to render.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Review {
     pub findings: Vec<Finding>,
     pub questions: Vec<Question>,
@@ -106,6 +129,12 @@ pub struct Review {
     pub errors: Vec<ReviewError>,
     /// Suppression comments found in the touched files, and whether each was used.
     pub suppressions: Vec<super::Suppression>,
+    /// New-side text of every reviewed Python file, by path.
+    pub sources: BTreeMap<String, SourceFile>,
+    /// Qualified names of the functions each file's change touches (either side), by path.
+    pub changed_functions: BTreeMap<String, Vec<String>>,
+    /// The pull request's description (`--description`), to check the change against.
+    pub description: Option<String>,
 }
 
 impl Review {
