@@ -243,3 +243,84 @@ fn seed_idem_and_http_silent_on_the_fixed_seeds() {
         }
     }
 }
+
+/// The retry family's comments on the seed: the same in both modes (client.py is whole in the
+/// diff).
+fn assert_seed_retry(review: &payreview::review::Review) {
+    let client = "app/payments/client.py";
+    for (rule, lines, severity) in [
+        ("RETRY001", (39, 39), "important"),
+        ("RETRY002", (34, 34), "important"),
+        ("RETRY004", (12, 12), "nit"),
+        ("RETRY004", (13, 13), "nit"),
+        ("RETRY004", (54, 54), "nit"),
+    ] {
+        assert!(
+            has(review, rule, client, Some(lines), severity),
+            "{rule} {lines:?}: {:#?}",
+            places(review)
+        );
+    }
+    // No async code in the seed.
+    assert!(!review.findings.iter().any(|f| f.rule == "RETRY003"));
+    let sleep = review
+        .findings
+        .iter()
+        .find(|f| f.rule == "RETRY001")
+        .map(|f| payreview::report::resolve(f, Lang::En).message)
+        .unwrap_or_default();
+    assert!(sleep.contains("3 × 15 s + 2 + 4 + 8 ≈ 59 s"), "{sleep}");
+    assert!(sleep.contains("soft_time_limit"), "{sleep}");
+    let asked: Vec<&str> = review.questions.iter().map(|q| q.id).collect();
+    assert!(asked.contains(&"retry-task-limits"), "{asked:?}");
+    assert!(asked.contains(&"retry-async-callers"), "{asked:?}");
+}
+
+#[test]
+fn seed_retry_diff_only() {
+    assert_seed_retry(&review(&seed_diff(), &Settings::diff_only()));
+}
+
+#[test]
+fn seed_retry_repository_mode() {
+    assert_seed_retry(&review(&seed_diff(), &repo_settings(&fixture("seed/head"))));
+}
+
+#[test]
+fn seed_test_family_repository_mode() {
+    let review = review(&seed_diff(), &repo_settings(&fixture("seed/head")));
+    let tests = "tests/test_payments.py";
+    assert!(
+        has(&review, "TEST001", tests, Some((14, 23)), "important"),
+        "{:#?}",
+        places(&review)
+    );
+    assert!(has(&review, "TEST002", tests, Some((26, 38)), "important"));
+    // The retry test patches `redis_client`: it does not reach Redis.
+    assert!(
+        !review
+            .findings
+            .iter()
+            .any(|f| f.rule == "TEST001" && f.lines == Some((26, 38)))
+    );
+}
+
+#[test]
+fn seed_test_family_diff_only() {
+    let review = review(&seed_diff(), &Settings::diff_only());
+    let tests = "tests/test_payments.py";
+    // The diff shows only the end of the old test (its `def` comes from the hunk header), so
+    // the finding covers what is shown of it: lines 20-23 of 14-23.
+    assert!(
+        has(&review, "TEST001", tests, Some((20, 23)), "important"),
+        "{:#?}",
+        places(&review)
+    );
+    assert!(has(&review, "TEST002", tests, Some((26, 38)), "important"));
+    assert!(
+        !review
+            .findings
+            .iter()
+            .any(|f| f.rule == "TEST001" && f.lines == Some((26, 38)))
+    );
+}

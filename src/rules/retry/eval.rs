@@ -108,8 +108,7 @@ impl<'t> Env<'t, '_> {
             .within(func, kinds::ASSIGNMENT)
             .iter()
             .filter(|a| a.start_byte() < at.start_byte())
-            .filter(|a| assigned_name(**a, self.src) == Some(name))
-            .last()?
+            .rfind(|a| assigned_name(**a, self.src) == Some(name))?
             .child_by_field_name("right")
     }
 }

@@ -197,6 +197,14 @@ fn check(cx: &mut Ctx<'_>) {
             let missing: Vec<String> = required
                 .iter()
                 .filter(|r| !considered.iter().any(|c| covers(lib, c, r)))
+                // `requests.ConnectionError` already says `requests.ConnectTimeout`.
+                .filter(|r| {
+                    !required.iter().any(|m| {
+                        m != *r
+                            && covers(lib, m, r)
+                            && !considered.iter().any(|c| covers(lib, c, m))
+                    })
+                })
                 .map(|r| format!("`{}.{r}`", lib.module))
                 .collect();
             if missing.is_empty() {

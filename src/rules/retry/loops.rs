@@ -158,11 +158,10 @@ fn while_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<Retr
         .within(func, kinds::ASSIGNMENT)
         .iter()
         .filter(|a| a.end_byte() <= node.start_byte())
-        .filter(|a| {
+        .rfind(|a| {
             a.child_by_field_name("left")
                 .is_some_and(|l| syntax::text(l, src) == counter)
         })
-        .last()
         .and_then(|a| a.child_by_field_name("right"))
         .and_then(|r| env.eval(r));
     let end = env.eval(limit);

@@ -182,19 +182,27 @@ fn report(cx: &mut Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) {
     let call = syntax::text(sleep, src).to_string();
     let fresh = cx.touches_added(syntax::lines(l.node).0, syntax::lines(l.node).1);
     let finding = cx.report(&RULE, sleep).arg("sleep", call);
+    // An awaited sleep holds no worker; the Celery time limits are about sync code.
+    let is_async = syntax::is_async(l.func);
     if let Some(b) = &budget {
+        let budget_note = match (b.with_timeout, is_async) {
+            (false, _) => "sleeps",
+            (true, false) => "budget",
+            (true, true) => "budget_async",
+        };
         finding
             .arg("last", eval::seconds(b.last_sleep))
             .arg("worst", b.formula.clone())
             .note("last")
-            .note(if b.with_timeout { "budget" } else { "sleeps" });
+            .note(budget_note);
     }
-    if on_path {
+    if on_path && !is_async {
         finding.note("limits");
-    } else {
+    }
+    if !on_path {
         finding.severity(Severity::Nit);
     }
-    if !on_path || !fresh || cx.side != crate::source::Side::New {
+    if !on_path || is_async || !fresh || cx.side != crate::source::Side::New {
         return;
     }
     let worst = budget
