@@ -384,7 +384,7 @@ fn hostile_review() -> Review {
     };
     let findings = vec![
         finding("ERR001", Severity::Blocker, Some((3, 5))),
-        finding("DIFF003", Severity::Important, Some((4, 4))),
+        finding("DIFF003", Severity::Blocker, Some((4, 4))),
         finding("DIFF001", Severity::Important, None),
         finding("ERR001", Severity::Nit, Some((20, 21))),
     ];

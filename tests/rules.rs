@@ -6,7 +6,9 @@
 //!   several separated by commas. It is met by a finding of that rule whose new-side line range
 //!   holds the marked line. `# expect-file: ID` anywhere marks a finding about the whole file.
 //! - Every finding must be met by a mark: a fixture says everything the review should say.
-//! - `ok_*.diff` fixtures carry no marks: nothing may be reported on them.
+//! - `ok_*.diff` fixtures are correct code and carry no marks: nothing may be reported on them.
+//! - `ok_*` and `neg_*` fixtures in a rule's folder (`…/IDEM001/`) are negatives of that rule: it
+//!   must not fire there. A `neg_*` fixture may hold other rules' findings, marked as usual.
 //! - A folder `<name>.repo/` beside `<name>.diff` makes it a repository-mode review of that folder.
 mod common;
 
@@ -109,6 +111,21 @@ fn check(fixture: &Path) -> Result<String, String> {
         return Err(format!("{name}: ok_ fixtures carry no marks"));
     }
     let mut problems = Vec::new();
+    let folder_rule = fixture
+        .parent()
+        .and_then(|d| d.file_name())
+        .map(|d| d.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name.starts_with("ok_") || name.starts_with("neg_") {
+        if expected.iter().any(|m| m.rule == folder_rule) {
+            problems.push(format!(
+                "{name} is a negative of {folder_rule} but marks it"
+            ));
+        }
+        if review.findings.iter().any(|f| f.rule == folder_rule) {
+            problems.push(format!("{folder_rule} fires on its own negative fixture"));
+        }
+    }
     for mark in &expected {
         let met = review.findings.iter().any(|f| {
             f.rule == mark.rule

@@ -272,7 +272,7 @@ fn assert_seed_retry(review: &payreview::review::Review) {
     assert!(sleep.contains("3 × 15 s + 2 + 4 + 8 ≈ 59 s"), "{sleep}");
     assert!(sleep.contains("soft_time_limit"), "{sleep}");
     let asked: Vec<&str> = review.questions.iter().map(|q| q.id).collect();
-    assert!(asked.contains(&"retry-task-limits"), "{asked:?}");
+    assert!(asked.contains(&"task-config"), "{asked:?}");
     assert!(asked.contains(&"retry-async-callers"), "{asked:?}");
 }
 

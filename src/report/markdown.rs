@@ -80,7 +80,8 @@ fn words(lang: Lang) -> &'static Words {
     }
 }
 
-/// Findings at one place: same path, overlapping lines (or the same file, for file-level ones).
+/// Findings at one place: same path, overlapping lines (or the same file, for file-level ones),
+/// same severity.
 struct Comment<'r> {
     path: &'r str,
     lines: Option<(u32, u32)>,
@@ -337,14 +338,20 @@ fn comments(review: &Review, lang: Lang) -> Vec<Comment<'_>> {
     let mut groups: Vec<Comment<'_>> = Vec::new();
     for finding in sorted {
         let texts = resolve_with(finding, lang, markup::fill_line, markup::fill_block);
-        let joins = groups.last_mut().filter(|g| {
-            g.path == finding.path
-                && match (g.lines, finding.lines) {
-                    (Some((_, end)), Some((start, _))) => start <= end,
-                    (None, None) => true,
-                    _ => false,
-                }
-        });
+        // One comment per place and weight: the race and the eviction risk of one key join,
+        // but a nit inside a blocker's lines keeps its own comment, as a reviewer writes them.
+        let joins = groups
+            .iter_mut()
+            .rev()
+            .take_while(|g| g.path == finding.path)
+            .find(|g| {
+                g.severity == finding.severity
+                    && match (g.lines, finding.lines) {
+                        (Some((_, end)), Some((start, _))) => start <= end,
+                        (None, None) => true,
+                        _ => false,
+                    }
+            });
         match joins {
             Some(group) => {
                 group.lines = group

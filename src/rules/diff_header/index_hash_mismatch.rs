@@ -48,8 +48,9 @@ fn check(cx: &mut Ctx<'_>) {
         let actual = blob_id(text.as_bytes());
         let claimed = claimed.to_ascii_lowercase();
         if claimed.len() < 4 || !actual.starts_with(&claimed) {
+            // Language-neutral, so the catalogue text can frame it in either language.
             wrong.push(format!(
-                "{side} `{claimed}` (the file hashes to `{}`)",
+                "{side}: `{claimed}` → `{}`",
                 actual.get(..claimed.len().clamp(7, 40)).unwrap_or(&actual)
             ));
         }
