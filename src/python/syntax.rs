@@ -243,6 +243,36 @@ pub fn ancestor<'t>(node: Node<'t>, kind: &str) -> Option<Node<'t>> {
     None
 }
 
+/// The parameter `name` of `func` that has a default (`timeout: float = 15.0`).
+pub fn defaulted_parameter<'t>(func: Node<'t>, name: &str, src: &str) -> Option<Node<'t>> {
+    let params = func.child_by_field_name("parameters")?;
+    let mut cursor = params.walk();
+    params.named_children(&mut cursor).find(|p| {
+        matches!(
+            p.kind(),
+            kinds::DEFAULT_PARAMETER | kinds::TYPED_DEFAULT_PARAMETER
+        ) && p
+            .child_by_field_name("name")
+            .is_some_and(|n| text(n, src) == name)
+    })
+}
+
+/// `x` in `x = call(...)` or `x = await call(...)`.
+pub fn bound_name<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let mut value = call;
+    if let Some(parent) = value.parent()
+        && parent.kind() == kinds::AWAIT
+    {
+        value = parent;
+    }
+    let assignment = value.parent().filter(|p| p.kind() == kinds::ASSIGNMENT)?;
+    if assignment.child_by_field_name("right")?.id() != value.id() {
+        return None;
+    }
+    let left = assignment.child_by_field_name("left")?;
+    (left.kind() == kinds::IDENTIFIER).then(|| text(left, src))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

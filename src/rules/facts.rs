@@ -422,7 +422,7 @@ pub fn classify_call(call: Node<'_>, src: &str, file: &FileFacts, vocab: &Vocabu
 fn call_site(call: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> CallSite {
     let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION);
     let line = syntax::lines(call).0;
-    let binding = bound_name(call, src);
+    let binding = syntax::bound_name(call, src).map(str::to_string);
     let (mut deref_line, mut checked) = (None, false);
     if let (Some(func), Some(name)) = (func, binding.as_deref()) {
         let after = call.end_byte();
@@ -452,22 +452,6 @@ fn call_site(call: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> CallSite {
         deref_line,
         checked,
     }
-}
-
-/// `x` in `x = call(...)` or `x = await call(...)`.
-fn bound_name(call: Node<'_>, src: &str) -> Option<String> {
-    let mut value = call;
-    if let Some(parent) = value.parent()
-        && parent.kind() == kinds::AWAIT
-    {
-        value = parent;
-    }
-    let assignment = value.parent().filter(|p| p.kind() == kinds::ASSIGNMENT)?;
-    if assignment.child_by_field_name("right")?.id() != value.id() {
-        return None;
-    }
-    let left = assignment.child_by_field_name("left")?;
-    (left.kind() == kinds::IDENTIFIER).then(|| syntax::text(left, src).to_string())
 }
 
 #[cfg(test)]

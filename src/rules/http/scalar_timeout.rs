@@ -141,18 +141,8 @@ fn is_number(node: Node<'_>, src: &str) -> bool {
 
 /// The parameter `name` of the function enclosing `at`, with its default value.
 fn parameter_default<'t>(cx: &Ctx<'t>, at: Node<'_>, name: &str) -> Option<(Node<'t>, Node<'t>)> {
-    let (idx, src) = (cx.index()?, cx.src());
-    let func = idx.enclosing(at, kinds::FUNCTION_DEFINITION)?;
-    let params = func.child_by_field_name("parameters")?;
-    let mut cursor = params.walk();
-    let found = params.named_children(&mut cursor).find(|p| {
-        matches!(
-            p.kind(),
-            kinds::DEFAULT_PARAMETER | kinds::TYPED_DEFAULT_PARAMETER
-        ) && p
-            .child_by_field_name("name")
-            .is_some_and(|n| syntax::text(n, src) == name)
-    })?;
+    let func = cx.index()?.enclosing(at, kinds::FUNCTION_DEFINITION)?;
+    let found = syntax::defaulted_parameter(func, name, cx.src())?;
     Some((found, found.child_by_field_name("value")?))
 }
 

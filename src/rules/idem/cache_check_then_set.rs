@@ -134,7 +134,7 @@ fn speaks_of_idempotency(
         read.resolved_key.clone(),
         write.key.clone(),
     ];
-    texts.extend(super::bound_name(read.node, src).map(str::to_string));
+    texts.extend(syntax::bound_name(read.node, src).map(str::to_string));
     if let Some(name) = function {
         texts.push(name.to_string());
         texts.extend(
@@ -172,7 +172,7 @@ fn guards(cx: &Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>) -> bool {
     let Some(func) = scope else {
         return false;
     };
-    let binding = super::bound_name(read.node, src);
+    let binding = syntax::bound_name(read.node, src);
     idx.within(func, kinds::IF_STATEMENT).iter().any(|stmt| {
         let Some(condition) = stmt.child_by_field_name("condition") else {
             return false;

@@ -224,22 +224,6 @@ pub(crate) fn resolve(cx: &Ctx<'_>, at: Node<'_>, text: &str) -> String {
         .map_or_else(|| text.to_string(), |r| syntax::normalized(r, src))
 }
 
-/// `x` in `x = call(...)` or `x = await call(...)`.
-pub(crate) fn bound_name<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
-    let mut value = call;
-    if let Some(parent) = value.parent()
-        && parent.kind() == kinds::AWAIT
-    {
-        value = parent;
-    }
-    let assignment = value.parent().filter(|p| p.kind() == kinds::ASSIGNMENT)?;
-    if assignment.child_by_field_name("right")?.id() != value.id() {
-        return None;
-    }
-    let left = assignment.child_by_field_name("left")?;
-    (left.kind() == kinds::IDENTIFIER).then(|| syntax::text(left, src))
-}
-
 /// Whether `node` belongs to `func` itself, not to a function nested in it.
 pub(crate) fn owned_by(idx: &NodeIndex<'_>, node: Node<'_>, func: Option<Node<'_>>) -> bool {
     idx.enclosing(node, kinds::FUNCTION_DEFINITION)

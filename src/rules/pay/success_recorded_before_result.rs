@@ -200,28 +200,17 @@ fn unchecked_call_before<'t>(
     if !may_fail_quietly {
         return None;
     }
-    let binding = bound_name(call, src);
+    let binding = syntax::bound_name(call, src);
     let checked = earlier.iter().skip(position + 1).any(|s| {
         let text = syntax::text(*s, src);
         let tests = matches!(s.kind(), kinds::IF_STATEMENT | "assert_statement");
         tests
-            && binding.as_deref().is_some_and(|b| {
+            && binding.is_some_and(|b| {
                 text.split(|c: char| !c.is_alphanumeric() && c != '_')
                     .any(|w| w == b)
             })
     });
     (!checked).then_some(call)
-}
-
-/// `result` in `result = charge(...)` / `result = await charge(...)`.
-fn bound_name(call: Node<'_>, src: &str) -> Option<String> {
-    let mut value = call;
-    if let Some(parent) = value.parent().filter(|p| p.kind() == kinds::AWAIT) {
-        value = parent;
-    }
-    let assignment = value.parent().filter(|p| p.kind() == kinds::ASSIGNMENT)?;
-    let left = assignment.child_by_field_name("left")?;
-    Some(syntax::text(left, src).to_string())
 }
 
 /// The statement after `stmt` in its block that persists the entity: `save_order(order)`,

@@ -120,17 +120,7 @@ fn assigned_name<'s>(assignment: Node<'_>, src: &'s str) -> Option<&'s str> {
 
 /// The default of parameter `name` of `func` (`timeout: float = 15.0` gives `15.0`).
 pub fn parameter_default<'t>(func: Node<'t>, name: &str, src: &str) -> Option<Node<'t>> {
-    let params = func.child_by_field_name("parameters")?;
-    let mut cursor = params.walk();
-    let found = params.named_children(&mut cursor).find(|p| {
-        matches!(
-            p.kind(),
-            kinds::DEFAULT_PARAMETER | kinds::TYPED_DEFAULT_PARAMETER
-        ) && p
-            .child_by_field_name("name")
-            .is_some_and(|n| syntax::text(n, src) == name)
-    })?;
-    found.child_by_field_name("value")
+    syntax::defaulted_parameter(func, name, src)?.child_by_field_name("value")
 }
 
 /// `NAME = value` at module level: the value of the last such assignment.
