@@ -9,10 +9,18 @@ use crate::error::Error;
 use crate::review::Lang;
 use crate::source::{Repo, Workspace, git};
 
+/// The version with the size of the rule catalogue it carries.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (rule catalogue ",
+    env!("CARGO_PKG_VERSION"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "payreview",
-    version,
+    version = VERSION,
     about = "Reviews pull-request diffs of Python services for payment-safety bugs",
     long_about = "Reviews pull-request diffs of Python services for payment-safety bugs: \
                   double charges, wrong amounts, orders marked paid that were never paid.\n\n\
@@ -29,7 +37,11 @@ pub enum Command {
     /// Review a diff (a file, `-` for standard input, or the work tree against --base).
     Review(ReviewArgs),
     /// List the rules.
-    Rules,
+    Rules {
+        /// `text` (a table) or `json` (id, name, severity, title of each rule).
+        #[arg(long, value_enum, default_value = "text")]
+        format: RulesFormat,
+    },
     /// Print the configuration in force (file, rules, vocabulary) as TOML.
     Config {
         /// The repository whose configuration to read (default: the git work tree around the
@@ -57,6 +69,12 @@ pub enum DebugCommand {
     Patch { diff: PathBuf },
     /// The tree-sitter tree of a Python file.
     Tree { file: PathBuf },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RulesFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

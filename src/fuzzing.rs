@@ -11,6 +11,7 @@ pub const FORMATS: &[Format] = &[
     Format::Markdown,
     Format::Sarif,
     Format::Github,
+    Format::Gitlab,
 ];
 
 const SEVERITIES: [Severity; 4] = [

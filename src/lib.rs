@@ -71,6 +71,12 @@ where
     match cli.command {
         Command::Review(args) => {
             let (settings, input) = args.settings()?;
+            if !args.diff_only && matches!(settings.workspace, source::Workspace::DiffOnly) {
+                eprintln!(
+                    "payreview: not inside a git work tree, so the files cannot be read; reviewing \
+                     from the diff alone (pass --repo DIR to read them, or --diff-only to say so)"
+                );
+            }
             run_review(&settings, &input, out)
         }
         Command::Config { repo, config } => {
@@ -90,8 +96,12 @@ where
             out.write_all(text.as_bytes()).map_err(Error::Write)?;
             Ok(Outcome(exit::CLEAN))
         }
-        Command::Rules => {
-            report::rules_table(out).map_err(Error::Write)?;
+        Command::Rules { format } => {
+            match format {
+                cli::RulesFormat::Text => report::rules_table(out),
+                cli::RulesFormat::Json => report::rules_json(out),
+            }
+            .map_err(Error::Write)?;
             Ok(Outcome(exit::CLEAN))
         }
         Command::Rule { id, lang } => {
@@ -106,6 +116,9 @@ where
 fn run_review(settings: &Settings, input: &Input, out: &mut dyn Write) -> Result<Outcome, Error> {
     let bytes = read_input(settings, input)?;
     let review = review_diff(&bytes, settings)?;
+    if !review.files.iter().any(|f| review::is_python(&f.path)) {
+        eprintln!("payreview: the diff touches no Python files; nothing to review");
+    }
     let mut rendered = Vec::new();
     let options = report::Options {
         color: settings.output.is_none() && color_wanted(),

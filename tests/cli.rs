@@ -330,3 +330,39 @@ fn pre_commit_hook_reviews_the_staged_change() {
     assert!(args.contains(&"--staged"));
     assert!(hooks.contains("pass_filenames: false"));
 }
+
+#[test]
+fn a_diff_without_python_files_says_so_and_exits_0() {
+    let diff = "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-old\n+new\n";
+    let o = payreview(
+        &["review", "-", "--diff-only", "--format", "json"],
+        Some(diff.as_bytes()),
+    );
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("touches no Python files"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn outside_a_repository_the_fallback_is_explained() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let o = Command::new(env!("CARGO_BIN_EXE_payreview"))
+        .args([
+            "review",
+            fixture("seed/pr.diff").to_str().expect("utf-8"),
+            "--format",
+            "json",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .expect("binary runs");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("reviewing from the diff alone"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -343,3 +343,55 @@ fn staged_reviews_the_index_not_the_work_tree() {
         [("ERR001".to_string(), "blocker".to_string())]
     );
 }
+
+/// A payment operation under a house name: PAY001 knows it only once the configuration says so.
+#[test]
+fn custom_payment_operations_make_pay001_fire_on_a_renamed_function() {
+    let diff = "diff --git a/app/orders/flow.py b/app/orders/flow.py\n--- a/app/orders/flow.py\n+++ b/app/orders/flow.py\n@@ -1,4 +1,4 @@\n def settle_order(order_id, amount):\n     order = get_order(order_id)\n-    ledger.post_entry(order.id, order.amount)\n+    ledger.post_entry(order.id, amount)\n     return order\n";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let args = [
+        "review",
+        "-",
+        "--diff-only",
+        "--format",
+        "json",
+        "--fail-on",
+        "never",
+    ];
+    let o = run(dir.path(), &args, Some(diff));
+    assert!(rules_of(&text(&o.stdout)).is_empty(), "{}", text(&o.stdout));
+    write(
+        dir.path(),
+        "payreview.toml",
+        "payment-operations = [\"post_entry\"]\n",
+    );
+    let o = run(dir.path(), &args, Some(diff));
+    assert_eq!(
+        rules_of(&text(&o.stdout)),
+        [("PAY001".to_string(), "blocker".to_string())]
+    );
+}
+
+#[test]
+fn rules_lists_as_json() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let o = run(dir.path(), &["rules", "--format", "json"], None);
+    let rows: serde_json::Value = serde_json::from_str(&text(&o.stdout)).expect("JSON");
+    let rows = rows.as_array().expect("array");
+    assert_eq!(rows.len(), payreview::rules::ALL.len());
+    for row in rows {
+        let keys: Vec<&str> = row
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys.len(), 4, "{keys:?}");
+        for key in ["id", "name", "severity", "title"] {
+            assert!(
+                row[key].as_str().is_some_and(|v| !v.is_empty()),
+                "{key} in {row}"
+            );
+        }
+    }
+}

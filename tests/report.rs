@@ -557,3 +557,42 @@ fn text_without_colour_has_no_escape_codes() {
             .is_some_and(|l| l.starts_with("Merge after fixes."))
     );
 }
+
+/// GitLab Code Quality: every finding with the fields GitLab reads, unique fingerprints.
+#[test]
+fn gitlab_code_quality_report_has_the_required_fields() {
+    let review = common::review(
+        &common::read("seed/pr.diff"),
+        &payreview::config::Settings::diff_only(),
+    );
+    let out = render(&review, Format::Gitlab, Lang::En);
+    let issues: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    let issues = issues.as_array().expect("an array of issues");
+    assert_eq!(issues.len(), review.findings.len());
+    let mut fingerprints = std::collections::BTreeSet::new();
+    for (issue, finding) in issues.iter().zip(&review.findings) {
+        assert_eq!(issue["check_name"], finding.rule);
+        assert!(issue["description"].as_str().is_some_and(|d| !d.is_empty()));
+        let severity = issue["severity"].as_str().expect("severity");
+        assert!(["info", "minor", "major", "critical", "blocker"].contains(&severity));
+        assert_eq!(issue["location"]["path"], finding.path.as_str());
+        let begin = issue["location"]["lines"]["begin"]
+            .as_u64()
+            .expect("begin line");
+        assert_eq!(begin, u64::from(finding.lines.map_or(1, |l| l.0)));
+        assert!(
+            fingerprints.insert(
+                issue["fingerprint"]
+                    .as_str()
+                    .expect("fingerprint")
+                    .to_string()
+            )
+        );
+    }
+    let err001 = issues
+        .iter()
+        .find(|i| i["check_name"] == "ERR001")
+        .expect("ERR001");
+    assert_eq!(err001["severity"], "blocker");
+    assert_eq!(err001["location"]["lines"]["begin"], 41);
+}

@@ -16,6 +16,7 @@ pub enum Format {
     Markdown,
     Sarif,
     Github,
+    Gitlab,
     Text,
 }
 

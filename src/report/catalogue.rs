@@ -61,3 +61,65 @@ pub fn rule_doc(rule: &Rule, lang: Lang, out: &mut dyn Write) -> std::io::Result
 fn strip_placeholders(text: &str) -> String {
     text.to_string()
 }
+
+/// Where a rule's rendered page lives (`docs/rules/ID.md`, generated from `rules/`).
+pub fn rule_page_uri(id: &str) -> String {
+    format!(
+        "{}/blob/main/docs/rules/{id}.md",
+        env!("CARGO_PKG_REPOSITORY")
+    )
+}
+
+/// A rule's page for `docs/rules/ID.md`: the catalogue entry in both languages, as Markdown.
+/// `tests/docs.rs` keeps the committed pages equal to this.
+pub fn rule_page(rule: &Rule) -> String {
+    let Some(entry) = rules::entry(rule.id) else {
+        return String::new();
+    };
+    let meta = &entry.meta;
+    let mut page = format!(
+        "<!-- Generated from rules/ by `UPDATE_DOCS=1 cargo test --test docs`; do not edit. -->\n# {} {}\n\n",
+        meta.id, meta.name
+    );
+    page.push_str(&format!(
+        "Default severity: **{}** · precision: {} · tags: {}\n\n",
+        meta.severity.as_str(),
+        meta.precision,
+        meta.tags.join(", ")
+    ));
+    for (lang, heading, why, bad, good) in [
+        (Lang::En, "English", "Why it matters", "Bad", "Good"),
+        (Lang::Ru, "Русский", "Почему это важно", "Плохо", "Хорошо"),
+    ] {
+        page.push_str(&format!("## {heading}\n\n**{}**\n\n", meta.title.get(lang)));
+        page.push_str(&format!("### {why}\n\n{}\n\n", entry.rationale.get(lang)));
+        if let Some(suggestion) = &meta.suggestion {
+            page.push_str(&format!("{}\n\n", suggestion.get(lang)));
+        }
+        for (label, example) in [(bad, &entry.bad), (good, &entry.good)] {
+            page.push_str(&format!(
+                "### {label}\n\n```{}\n{}```\n\n",
+                example.lang, example.code
+            ));
+        }
+    }
+    page.trim_end().to_string() + "\n"
+}
+
+/// `payreview rules --format json`: id, name, severity and title of every rule.
+pub fn rules_json(out: &mut dyn Write) -> std::io::Result<()> {
+    let rows: Vec<serde_json::Value> = rules::ALL
+        .iter()
+        .filter_map(|r| rules::entry(r.id))
+        .map(|e| {
+            serde_json::json!({
+                "id": e.meta.id,
+                "name": e.meta.name,
+                "severity": e.meta.severity.as_str(),
+                "title": e.meta.title.en,
+            })
+        })
+        .collect();
+    serde_json::to_writer_pretty(&mut *out, &rows)?;
+    out.write_all(b"\n")
+}

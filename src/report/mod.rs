@@ -7,6 +7,7 @@ mod catalogue;
 mod description;
 mod fingerprint;
 mod github;
+mod gitlab;
 mod json;
 mod markdown;
 mod markup;
@@ -14,7 +15,7 @@ mod sarif;
 mod text;
 mod texts;
 
-pub use catalogue::{rule_doc, rules_table};
+pub use catalogue::{rule_doc, rule_page, rule_page_uri, rules_json, rules_table};
 pub use description::{DescriptionCheck, Unmentioned, check as check_description};
 pub use fingerprint::line_hashes;
 pub use github::{data as github_data, property as github_property};
@@ -59,6 +60,7 @@ pub fn render_with(
         Format::Markdown => markdown::render(review, lang, out)?,
         Format::Sarif => sarif::render(review, lang, out)?,
         Format::Github => github::render(review, lang, out)?,
+        Format::Gitlab => gitlab::render(review, lang, out)?,
     }
     Ok(())
 }

@@ -111,6 +111,7 @@ fn rule(entry: &Entry, lang: Lang) -> Value {
             "text": help_text(rationale, suggestion),
             "markdown": help_markdown(entry, lang),
         },
+        "helpUri": crate::report::rule_page_uri(&meta.id),
         "defaultConfiguration": {"level": level(meta.severity)},
         "properties": properties,
     })
@@ -190,7 +191,7 @@ fn result(
 /// Rule, file, enclosing function and normalised code: what the finding is about, not where it
 /// is, so a line added above it does not make it a new alert. Without a key (a rule that
 /// reports lines, not a node) the whitespace-free text of its first line stands in.
-fn own_fingerprint(f: &Finding, source: Option<&SourceFile>) -> String {
+pub(super) fn own_fingerprint(f: &Finding, source: Option<&SourceFile>) -> String {
     let key = if f.key.is_empty() {
         f.lines
             .and_then(|(start, _)| {
