@@ -171,7 +171,7 @@ fn read_input(settings: &Settings, input: &Input) -> Result<Vec<u8>, Error> {
                 return Err(Error::BaseWithoutRepo { rev: rev.clone() });
             };
             let base = source::git::merge_base(repo.root(), rev)?;
-            Ok(source::git::diff(repo.root(), &base)?)
+            Ok(source::git::diff(repo.root(), &base, false)?)
         }
         Input::Staged => {
             let source::Workspace::Repository { repo, .. } = &settings.workspace else {
@@ -179,7 +179,7 @@ fn read_input(settings: &Settings, input: &Input) -> Result<Vec<u8>, Error> {
                     rev: "--staged".to_string(),
                 });
             };
-            Ok(source::git::diff_staged(repo.root())?)
+            Ok(source::git::diff(repo.root(), "HEAD", true)?)
         }
     }
 }

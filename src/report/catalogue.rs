@@ -18,7 +18,7 @@ pub fn rules_table(out: &mut dyn Write) -> std::io::Result<()> {
             meta.id,
             meta.name,
             meta.severity.as_str(),
-            strip_placeholders(&meta.title.en)
+            meta.title.en
         )?;
     }
     Ok(())
@@ -39,27 +39,15 @@ pub fn rule_doc(rule: &Rule, lang: Lang, out: &mut dyn Write) -> std::io::Result
             "серьёзность по умолчанию",
         ),
     };
-    writeln!(
-        out,
-        "{} {}: {}",
-        meta.id,
-        meta.name,
-        strip_placeholders(meta.title.get(lang))
-    )?;
+    writeln!(out, "{} {}: {}", meta.id, meta.name, meta.title.get(lang))?;
     writeln!(out, "{severity}: {}\n", meta.severity.as_str())?;
     writeln!(out, "{why}:\n{}\n", entry.rationale.get(lang))?;
     writeln!(out, "{bad}:\n{}", entry.bad.code)?;
     writeln!(out, "{good}:\n{}", entry.good.code)?;
     if let Some(suggestion) = &meta.suggestion {
-        writeln!(out, "{}", strip_placeholders(suggestion.get(lang)))?;
+        writeln!(out, "{}", suggestion.get(lang))?;
     }
     Ok(())
-}
-
-/// Catalogue texts may hold `{placeholders}` filled per finding; out of context they stay as
-/// written, which reads as "the flagged code goes here".
-fn strip_placeholders(text: &str) -> String {
-    text.to_string()
 }
 
 /// Where a rule's rendered page lives (`docs/rules/ID.md`, generated from `rules/`).

@@ -52,37 +52,13 @@ pub fn merge_base(root: &Path, rev: &str) -> Result<String, GitError> {
     Ok(String::from_utf8_lossy(&out).trim().to_string())
 }
 
-/// The diff of the work tree against `rev`, in the form payreview parses.
-pub fn diff(root: &Path, rev: &str) -> Result<Vec<u8>, GitError> {
-    git(
-        root,
-        &[
-            "-c",
-            "core.quotepath=on",
-            "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "--full-index",
-            rev,
-            "--",
-        ],
-    )
-}
-
-/// The staged change: the index against HEAD.
-pub fn diff_staged(root: &Path) -> Result<Vec<u8>, GitError> {
-    git(
-        root,
-        &[
-            "-c",
-            "core.quotepath=on",
-            "diff",
-            "--cached",
-            "--no-color",
-            "--no-ext-diff",
-            "--full-index",
-            "HEAD",
-            "--",
-        ],
-    )
+/// The diff of the work tree against `rev` (or, `staged`, of the index against it), in the form
+/// payreview parses: full blob ids, C-quoted paths, no colour or external tools.
+pub fn diff(root: &Path, rev: &str, staged: bool) -> Result<Vec<u8>, GitError> {
+    let mut args = vec!["-c", "core.quotepath=on", "diff"];
+    if staged {
+        args.push("--cached");
+    }
+    args.extend(["--no-color", "--no-ext-diff", "--full-index", rev, "--"]);
+    git(root, &args)
 }
