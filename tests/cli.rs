@@ -7,23 +7,7 @@ use clap::Parser;
 use common::*;
 
 fn payreview(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_payreview"))
-        .args(args)
-        .current_dir(root())
-        .env_remove("PAYREVIEW_LANG")
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("binary runs");
-    if let Some(input) = stdin {
-        // The process may exit (a usage error) before it reads its input: a closed pipe is fine.
-        let _ = child.stdin.take().expect("stdin").write_all(input);
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().expect("binary exits")
+    run_binary(&root(), args, stdin)
 }
 
 fn stdout(o: &Output) -> String {

@@ -7,27 +7,7 @@ use std::process::{Command, Output};
 use common::*;
 
 fn run(dir: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_payreview"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("PAYREVIEW_LANG")
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("binary runs");
-    if let Some(input) = stdin {
-        // The process may exit (a usage error) before it reads its input: a closed pipe is fine.
-        let _ = child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes());
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().expect("exits")
+    run_binary(dir, args, stdin.map(str::as_bytes))
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -84,3 +84,24 @@ pub fn has(
         f.rule == rule && f.path == path && f.lines == lines && f.severity.as_str() == severity
     })
 }
+
+/// Runs the built binary in `dir` with `args`, feeding `stdin`; English, no colour.
+pub fn run_binary(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_payreview"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("PAYREVIEW_LANG")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    if let Some(input) = stdin {
+        // The process may exit (a usage error) before it reads its input: a closed pipe is fine.
+        let _ = child.stdin.take().expect("stdin").write_all(input);
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().expect("binary exits")
+}
