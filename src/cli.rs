@@ -9,18 +9,24 @@ use crate::error::Error;
 use crate::review::Lang;
 use crate::source::{Repo, Workspace, git};
 
-/// The version with the size of the rule catalogue it carries.
-const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (rule catalogue ",
-    env!("CARGO_PKG_VERSION"),
-    ")"
-);
+/// `--version`: the program's version and the release of the rule catalogue it carries, which
+/// says more about what a review will find than the program's own.
+pub fn version() -> &'static str {
+    static VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    VERSION.get_or_init(|| {
+        format!(
+            "{} (rule catalogue {}, {} rules)",
+            env!("CARGO_PKG_VERSION"),
+            crate::rules::catalogue_release().version,
+            crate::rules::ALL.len()
+        )
+    })
+}
 
 #[derive(Debug, Parser)]
 #[command(
     name = "payreview",
-    version = VERSION,
+    version,
     about = "Reviews pull-request diffs of Python services for payment-safety bugs",
     long_about = "Reviews pull-request diffs of Python services for payment-safety bugs: \
                   double charges, wrong amounts, orders marked paid that were never paid.\n\n\
@@ -30,6 +36,10 @@ const VERSION: &str = concat!(
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Print only the report: no remarks and no progress bar on standard error (errors still
+    /// are).
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -57,6 +67,11 @@ pub enum Command {
         id: String,
         #[arg(long, value_enum, env = "PAYREVIEW_LANG", default_value = "en")]
         lang: LangArg,
+    },
+    /// Print a shell completion script: `payreview completions bash > /etc/bash_completion.d/payreview`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
     /// Show what the parsers saw (for rule authors).
     #[command(hide = true, subcommand)]

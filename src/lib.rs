@@ -12,6 +12,7 @@ pub mod error;
 pub mod exit;
 #[doc(hidden)]
 pub mod fuzzing;
+mod progress;
 pub mod python;
 pub mod report;
 pub mod review;
@@ -24,7 +25,7 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::Path;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use cli::{Cli, Command, DebugCommand, Input};
 use config::Settings;
@@ -52,7 +53,11 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let parsed = Cli::command()
+        .version(cli::version())
+        .try_get_matches_from(args)
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -68,16 +73,22 @@ where
             return Ok(Outcome(code));
         }
     };
+    let quiet = cli.quiet;
     match cli.command {
         Command::Review(args) => {
             let (settings, input) = args.settings()?;
             if !args.diff_only && matches!(settings.workspace, source::Workspace::DiffOnly) {
-                eprintln!(
-                    "payreview: not inside a git work tree, so the files cannot be read; reviewing \
-                     from the diff alone (pass --repo DIR to read them, or --diff-only to say so)"
+                note(
+                    quiet,
+                    "not inside a git work tree, so the files cannot be read; reviewing from the \
+                     diff alone (pass --repo DIR to read them, or --diff-only to say so)",
                 );
             }
-            run_review(&settings, &input, out)
+            run_review(&settings, &input, quiet, out)
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "payreview", out);
+            Ok(Outcome(exit::CLEAN))
         }
         Command::Config { repo, config } => {
             let root = repo
@@ -113,11 +124,27 @@ where
     }
 }
 
-fn run_review(settings: &Settings, input: &Input, out: &mut dyn Write) -> Result<Outcome, Error> {
+/// A remark on standard error for the person at the terminal; `--quiet` silences it.
+fn note(quiet: bool, text: &str) {
+    if !quiet {
+        eprintln!("payreview: {text}");
+    }
+}
+
+fn run_review(
+    settings: &Settings,
+    input: &Input,
+    quiet: bool,
+    out: &mut dyn Write,
+) -> Result<Outcome, Error> {
     let bytes = read_input(settings, input)?;
-    let review = review_diff(&bytes, settings)?;
+    let patch = diff::parse_patch(&bytes)?;
+    let files = patch.files.len().min(settings.max_files);
+    let bar = progress::bar(files, quiet);
+    let review = review::review_observed(&patch, settings, &|| bar.inc(1));
+    bar.finish_and_clear();
     if !review.files.iter().any(|f| review::is_python(&f.path)) {
-        eprintln!("payreview: the diff touches no Python files; nothing to review");
+        note(quiet, "the diff touches no Python files; nothing to review");
     }
     let mut rendered = Vec::new();
     let options = report::Options {

@@ -153,3 +153,34 @@ fn questions_file_parses() {
     let parsed: Result<toml::Table, _> = toml::from_str(rules::QUESTIONS_TOML);
     assert!(parsed.is_ok(), "{parsed:?}");
 }
+
+/// The digest in rules/catalogue.toml is the one of the entries compiled in: changing a rule's
+/// entry or a question fails here until the catalogue's release is looked at (and its version
+/// bumped). `UPDATE_CATALOGUE=1` rewrites the digest; the version stays for a person to set.
+#[test]
+fn the_catalogue_release_matches_its_entries() {
+    let release = rules::catalogue_release();
+    let digest = rules::catalogue_digest();
+    if release.digest != digest && std::env::var_os("UPDATE_CATALOGUE").is_some() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("rules/catalogue.toml");
+        let text = std::fs::read_to_string(&path).expect("catalogue.toml");
+        let updated = text.replace(
+            &format!("digest = \"{}\"", release.digest),
+            &format!("digest = \"{digest}\""),
+        );
+        std::fs::write(&path, updated).expect("write catalogue.toml");
+        return;
+    }
+    assert_eq!(
+        release.digest, digest,
+        "the rule catalogue changed since release {}: bump `version` in rules/catalogue.toml and \
+         rerun with UPDATE_CATALOGUE=1 to record the new digest",
+        release.version
+    );
+    let parts: Vec<&str> = release.version.split('.').collect();
+    assert!(
+        parts.len() == 3 && parts.iter().all(|p| p.parse::<u32>().is_ok()),
+        "version {} is not YEAR.MONTH.DAY",
+        release.version
+    );
+}

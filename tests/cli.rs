@@ -350,3 +350,84 @@ fn outside_a_repository_the_fallback_is_explained() {
         stderr(&o)
     );
 }
+
+#[test]
+fn quiet_keeps_the_report_and_drops_the_remarks() {
+    let diff = "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-old\n+new\n";
+    let args = ["review", "-", "--diff-only", "--format", "json"];
+    let loud = payreview(&args, Some(diff.as_bytes()));
+    let quiet = payreview(&[&args[..], &["--quiet"]].concat(), Some(diff.as_bytes()));
+    assert!(stderr(&loud).contains("touches no Python files"));
+    assert_eq!(stderr(&quiet), "");
+    assert_eq!(quiet.status.code(), Some(0));
+    assert_eq!(
+        quiet.stdout, loud.stdout,
+        "--quiet must not change the report"
+    );
+    // The flag is global: it is accepted before the subcommand too.
+    let before = payreview(
+        &["-q", "review", "-", "--diff-only", "--format", "json"],
+        Some(diff.as_bytes()),
+    );
+    assert_eq!(stderr(&before), "");
+}
+
+#[test]
+fn no_progress_bar_when_standard_error_is_not_a_terminal() {
+    // Sixty files: past the bar's threshold, so only the missing terminal keeps it away.
+    let diff: String = (0..60)
+        .map(|i| added_file_diff(&format!("pkg/m{i}.py"), "def f():\n    return 1\n"))
+        .collect();
+    let o = payreview(
+        &["review", "-", "--diff-only", "--format", "json"],
+        Some(diff.as_bytes()),
+    );
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(stderr(&o), "");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(report["files"].as_array().map(Vec::len), Some(60));
+}
+
+#[test]
+fn version_names_the_rule_catalogue_release() {
+    let o = payreview(&["--version"], None);
+    assert_eq!(o.status.code(), Some(0));
+    let release = payreview::rules::catalogue_release();
+    assert_eq!(
+        stdout(&o).trim(),
+        format!(
+            "payreview {} (rule catalogue {}, {} rules)",
+            env!("CARGO_PKG_VERSION"),
+            release.version,
+            payreview::rules::ALL.len()
+        )
+    );
+    assert_ne!(release.version, "unknown", "rules/catalogue.toml parses");
+}
+
+#[test]
+fn completions_are_generated_for_each_shell() {
+    for (shell, marker) in [
+        ("bash", "complete -F _payreview"),
+        ("zsh", "#compdef payreview"),
+        ("fish", "complete -c payreview"),
+    ] {
+        let o = payreview(&["completions", shell], None);
+        assert_eq!(o.status.code(), Some(0), "{shell}: {}", stderr(&o));
+        let script = stdout(&o);
+        assert!(script.contains(marker), "{shell}: no {marker:?}");
+        // The scripts know the subcommands and the review flags (fish spells `--base` `-l base`).
+        for word in [
+            "review",
+            "rules",
+            "base",
+            "staged",
+            "fail-on",
+            "description",
+        ] {
+            assert!(script.contains(word), "{shell}: {word} missing");
+        }
+    }
+    let o = payreview(&["completions", "tcsh"], None);
+    assert_eq!(o.status.code(), Some(2));
+}

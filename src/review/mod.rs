@@ -37,6 +37,16 @@ pub fn is_python(path: &str) -> bool {
 
 /// Reviews a parsed diff.
 pub fn review(patch: &Patch, settings: &Settings) -> Review {
+    review_observed(patch, settings, &|| {})
+}
+
+/// Reviews a parsed diff, calling `file_done` once for each file read and parsed (from any
+/// thread), so a caller can show progress.
+pub fn review_observed(
+    patch: &Patch,
+    settings: &Settings,
+    file_done: &(dyn Fn() + Sync),
+) -> Review {
     let mut errors = Vec::new();
     let files: Vec<&FilePatch> = patch.files.iter().take(settings.max_files).collect();
     if patch.files.len() > settings.max_files {
@@ -51,7 +61,11 @@ pub fn review(patch: &Patch, settings: &Settings) -> Review {
     }
     let prepared: Vec<Prepared<'_>> = files
         .par_iter()
-        .map(|file| prepare(file, settings))
+        .map(|file| {
+            let prepared = prepare(file, settings);
+            file_done();
+            prepared
+        })
         .collect();
     let change = ChangeSet {
         files: prepared

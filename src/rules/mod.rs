@@ -286,3 +286,44 @@ pub fn question(id: &str) -> Option<&'static catalogue::Texts> {
 
 /// Questions to the author, by id; `tests/catalogue.rs` parses it and checks every id used.
 pub const QUESTIONS_TOML: &str = include_str!("../../rules/questions.toml");
+
+/// `rules/catalogue.toml`: the catalogue's version, as `payreview --version` prints it.
+pub const CATALOGUE_TOML: &str = include_str!("../../rules/catalogue.toml");
+
+/// The catalogue's release: its version and the digest of the entries it was released with.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogueRelease {
+    pub version: String,
+    pub digest: String,
+}
+
+/// The release recorded in `rules/catalogue.toml`; `tests/catalogue.rs` keeps its digest equal to
+/// `catalogue_digest()`, so an entry cannot change without the version being looked at.
+pub fn catalogue_release() -> &'static CatalogueRelease {
+    static RELEASE: OnceLock<CatalogueRelease> = OnceLock::new();
+    RELEASE.get_or_init(|| {
+        toml::from_str(CATALOGUE_TOML).unwrap_or_else(|_| CatalogueRelease {
+            version: "unknown".to_string(),
+            digest: String::new(),
+        })
+    })
+}
+
+/// SHA-1 over every rule's entry (in id order) and the questions: what the catalogue says now.
+pub fn catalogue_digest() -> String {
+    use sha1::{Digest, Sha1};
+    let mut hasher = Sha1::new();
+    for rule in ALL {
+        hasher.update(rule.id.as_bytes());
+        hasher.update([0]);
+        hasher.update(rule.doc.as_bytes());
+        hasher.update([0]);
+    }
+    hasher.update(QUESTIONS_TOML.as_bytes());
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
