@@ -173,6 +173,9 @@ pub struct ReviewArgs {
     /// Review at most this many files of the diff.
     #[arg(long, value_name = "N", default_value_t = config::DEFAULT_MAX_FILES)]
     pub max_files: usize,
+    /// Refuse a diff larger than this (exit status 2) instead of reading it all into memory.
+    #[arg(long, value_name = "BYTES", default_value_t = config::DEFAULT_MAX_DIFF_BYTES)]
+    pub max_diff_bytes: u64,
     #[command(flatten)]
     pub config: ConfigArgs,
 }
@@ -236,6 +239,7 @@ impl ReviewArgs {
             description,
             max_file_bytes: self.max_file_bytes,
             max_files: self.max_files.max(1),
+            max_diff_bytes: self.max_diff_bytes,
             ..Settings::diff_only()
         };
         let root = settings.root().or_else(|| std::env::current_dir().ok());

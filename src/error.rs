@@ -26,6 +26,13 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    #[error("the diff from {path} is larger than {limit} bytes (--max-diff-bytes)")]
+    #[diagnostic(
+        code(payreview::input),
+        help("review a narrower range of commits, or raise the cap with --max-diff-bytes")
+    )]
+    DiffTooLarge { path: PathBuf, limit: u64 },
+
     #[error("no diff to review")]
     #[diagnostic(
         code(payreview::usage),

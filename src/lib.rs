@@ -177,28 +177,49 @@ fn color_wanted() -> bool {
 }
 
 fn read_input(settings: &Settings, input: &Input) -> Result<Vec<u8>, Error> {
-    match input {
-        Input::File(path) => std::fs::read(path).map_err(|source| Error::ReadInput {
-            path: path.clone(),
-            source,
-        }),
-        Input::Stdin => {
-            let mut buf = Vec::new();
-            std::io::stdin()
-                .lock()
-                .read_to_end(&mut buf)
-                .map_err(|source| Error::ReadInput {
-                    path: "-".into(),
-                    source,
-                })?;
-            Ok(buf)
+    let limit = settings.max_diff_bytes;
+    let too_large = |path: &Path| Error::DiffTooLarge {
+        path: path.to_path_buf(),
+        limit,
+    };
+    let capped = |path: &Path, reader: &mut dyn Read| {
+        let mut buf = Vec::new();
+        reader
+            .take(limit.saturating_add(1))
+            .read_to_end(&mut buf)
+            .map_err(|source| Error::ReadInput {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        if buf.len() as u64 > limit {
+            return Err(too_large(path));
         }
+        Ok(buf)
+    };
+    let from_git = |bytes: Vec<u8>, what: &str| {
+        if bytes.len() as u64 > limit {
+            return Err(too_large(Path::new(what)));
+        }
+        Ok(bytes)
+    };
+    match input {
+        Input::File(path) => {
+            let mut file = std::fs::File::open(path).map_err(|source| Error::ReadInput {
+                path: path.clone(),
+                source,
+            })?;
+            capped(path, &mut file)
+        }
+        Input::Stdin => capped(Path::new("-"), &mut std::io::stdin().lock()),
         Input::Git(rev) => {
             let source::Workspace::Repository { repo, .. } = &settings.workspace else {
                 return Err(Error::BaseWithoutRepo { rev: rev.clone() });
             };
             let base = source::git::merge_base(repo.root(), rev)?;
-            Ok(source::git::diff(repo.root(), &base, false)?)
+            from_git(
+                source::git::diff(repo.root(), &base, false)?,
+                &format!("git diff {base}"),
+            )
         }
         Input::Staged => {
             let source::Workspace::Repository { repo, .. } = &settings.workspace else {
@@ -206,7 +227,10 @@ fn read_input(settings: &Settings, input: &Input) -> Result<Vec<u8>, Error> {
                     rev: "--staged".to_string(),
                 });
             };
-            Ok(source::git::diff(repo.root(), "HEAD", true)?)
+            from_git(
+                source::git::diff(repo.root(), "HEAD", true)?,
+                "git diff --cached",
+            )
         }
     }
 }

@@ -431,3 +431,32 @@ fn completions_are_generated_for_each_shell() {
     let o = payreview(&["completions", "tcsh"], None);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn a_diff_over_max_diff_bytes_is_refused_with_exit_2() {
+    let diff = std::fs::read(fixture("seed/pr.diff")).expect("seed diff");
+    let size = diff.len().to_string();
+    let smaller = (diff.len() - 1).to_string();
+    let path = fixture("seed/pr.diff");
+    let path = path.to_str().expect("utf-8");
+    // Exactly at the cap: reviewed (the seed has blockers, so 1).
+    let at = payreview(
+        &["review", path, "--diff-only", "--max-diff-bytes", &size],
+        None,
+    );
+    assert_eq!(at.status.code(), Some(1), "{}", stderr(&at));
+    // One byte over, from a file and from standard input: refused, naming the cap.
+    for (input, stdin) in [(path, None), ("-", Some(diff.as_slice()))] {
+        let over = payreview(
+            &["review", input, "--diff-only", "--max-diff-bytes", &smaller],
+            stdin,
+        );
+        assert_eq!(over.status.code(), Some(2));
+        assert!(over.stdout.is_empty());
+        assert!(
+            stderr(&over).contains(&format!("is larger than {smaller} bytes")),
+            "{}",
+            stderr(&over)
+        );
+    }
+}

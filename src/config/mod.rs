@@ -183,6 +183,8 @@ pub struct Settings {
     pub vocabulary: Vocabulary,
     pub max_file_bytes: u64,
     pub max_files: usize,
+    /// A diff larger than this is refused before it is parsed.
+    pub max_diff_bytes: u64,
     pub rules: RuleFilter,
     pub exclude: Exclude,
     /// The configuration file in force, if any.
@@ -202,6 +204,7 @@ impl Settings {
             vocabulary: Vocabulary::default(),
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             max_files: DEFAULT_MAX_FILES,
+            max_diff_bytes: DEFAULT_MAX_DIFF_BYTES,
             rules: RuleFilter::default(),
             exclude: Exclude::default(),
             config_source: None,
@@ -285,6 +288,9 @@ impl Settings {
 
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 pub const DEFAULT_MAX_FILES: usize = 20_000;
+/// Room for the largest pull requests anyone reviews (a 200 MB vendoring diff reviews in about
+/// 1.3 GB of memory, see BENCHMARKS.md) while a runaway `git diff` fails fast.
+pub const DEFAULT_MAX_DIFF_BYTES: u64 = 256 * 1024 * 1024;
 
 #[cfg(test)]
 mod tests {

@@ -157,9 +157,25 @@ impl ParsedFile {
         self.tree().root_node()
     }
 
-    /// Count of `ERROR` nodes: how much of the file tree-sitter could not make sense of.
-    pub fn error_count(&self) -> usize {
-        self.index().all(kinds::ERROR).len()
+    /// Line (1-based) of the first syntax error, if the file does not parse cleanly: an `ERROR`
+    /// node or a token tree-sitter had to invent (`MISSING`). Follows only the branch that holds
+    /// the error, so a clean file costs nothing and a broken one one path down the tree.
+    pub fn first_syntax_error(&self) -> Option<u32> {
+        let mut node = self.root();
+        if !node.has_error() {
+            return None;
+        }
+        loop {
+            if node.is_error() || node.is_missing() {
+                break;
+            }
+            let mut cursor = node.walk();
+            let Some(child) = node.children(&mut cursor).find(|c| c.has_error()) else {
+                break;
+            };
+            node = child;
+        }
+        Some(u32::try_from(node.start_position().row).map_or(u32::MAX, |r| r.saturating_add(1)))
     }
 }
 
@@ -169,6 +185,25 @@ mod tests {
 
     fn parsed(src: &str) -> ParsedFile {
         ParsedFile::parse(src.to_string()).expect("the python grammar loads (every parse test)")
+    }
+
+    #[test]
+    fn first_syntax_error_names_the_line() {
+        assert_eq!(
+            parsed("def f():\n    return 1\n").first_syntax_error(),
+            None
+        );
+        assert_eq!(
+            parsed("x = 1\n\ny = = 2\nz = 3\n").first_syntax_error(),
+            Some(3)
+        );
+        // A missing colon.
+        assert_eq!(
+            parsed("x = 1\nif x\n    y = 2\n").first_syntax_error(),
+            Some(2)
+        );
+        // A token the parser had to invent: the closing bracket.
+        assert_eq!(parsed("a = 1\nb = f(1, 2\n").first_syntax_error(), Some(2));
     }
 
     #[test]

@@ -216,18 +216,36 @@ fn prepare<'p>(patch: &'p FilePatch, settings: &Settings) -> Prepared<'p> {
         path: path.to_string(),
         message: message.clone(),
     }));
+    // The cap on file size holds for text rebuilt from the diff too (a 50 MB line), so that no
+    // single file decides how much memory a review takes.
+    let oversized = |version: &Option<source::Version>| {
+        version
+            .as_ref()
+            .filter(|v| v.text.len() as u64 > settings.max_file_bytes)
+            .map(|v| v.text.len())
+    };
     let parse = |side: Side| {
         let version = match side {
-            Side::Old => versions.old.as_ref(),
-            Side::New => versions.new.as_ref(),
-        }?;
-        python
-            .then(|| ParsedFile::parse(version.text.clone()))
-            .flatten()
+            Side::Old => &versions.old,
+            Side::New => &versions.new,
+        };
+        if !python || oversized(version).is_some() {
+            return None;
+        }
+        ParsedFile::parse(version.as_ref()?.text.clone())
     };
     let (old, new) = (parse(Side::Old), parse(Side::New));
     for (side, version, parsed) in [("old", &versions.old, &old), ("new", &versions.new, &new)] {
-        if python && version.is_some() && parsed.is_none() {
+        if let Some(len) = oversized(version).filter(|_| python) {
+            errors.push(ReviewError {
+                path: path.to_string(),
+                message: format!(
+                    "the {side} version is {len} bytes, over the {}-byte cap (--max-file-bytes); \
+                     its rules did not run",
+                    settings.max_file_bytes
+                ),
+            });
+        } else if python && version.is_some() && parsed.is_none() {
             errors.push(ReviewError {
                 path: path.to_string(),
                 message: format!(
@@ -236,6 +254,21 @@ fn prepare<'p>(patch: &'p FilePatch, settings: &Settings) -> Prepared<'p> {
                 ),
             });
         }
+    }
+    // Only a complete new version: one rebuilt from hunks has gaps that are not the author's.
+    let complete_new = versions.new.as_ref().is_some_and(|v| !v.partial);
+    if let Some(line) = new
+        .as_ref()
+        .filter(|_| complete_new)
+        .and_then(ParsedFile::first_syntax_error)
+    {
+        errors.push(ReviewError {
+            path: path.to_string(),
+            message: format!(
+                "the new version does not parse as Python 3 (first error at line {line}); rules \
+                 saw only the code the parser could make sense of"
+            ),
+        });
     }
     Prepared {
         patch,
