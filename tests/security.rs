@@ -160,3 +160,22 @@ fn a_file_of_deeply_nested_blocks_does_not_overflow_the_stack() {
     let review = review(diff.as_bytes(), &payreview::config::Settings::diff_only());
     assert_eq!(review.files.len(), 1);
 }
+
+#[test]
+fn dropping_trees_to_bound_memory_changes_nothing_in_the_review() {
+    // With no room for trees, every file is parsed twice (facts, then rules) instead of once.
+    let diff = read("seed/pr.diff");
+    let render = |settings: &payreview::config::Settings| {
+        json(&review(&diff, settings), payreview::review::Lang::En)
+    };
+    for mut settings in [
+        repo_settings(&fixture("seed/head")),
+        payreview::config::Settings::diff_only(),
+    ] {
+        let kept = render(&settings);
+        settings.kept_source_bytes = 0;
+        let dropped = render(&settings);
+        assert!(kept.contains("IDEM001"), "the seed has findings to compare");
+        assert_eq!(kept, dropped);
+    }
+}

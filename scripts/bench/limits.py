@@ -17,7 +17,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.join(ROOT, "target", "release", "payreview")
 
-# Payment-like code, so that the rules have something to do and findings are really made.
+# Payment-like code, so that the rules have something to do and findings are really made: one
+# such function per file, the rest ordinary code, as in a large vendoring or generated-code PR.
 FUNCTION = '''
 def charge_{n}(client, order, cache):
     key = cache.get("idem:{n}:" + str(order.id))
@@ -39,6 +40,20 @@ def charge_{n}(client, order, cache):
 '''
 
 
+ORDINARY = '''
+def transform_{n}(rows, factor=1.5):
+    """Scale the numeric columns of rows."""
+    out = []
+    for row in rows:
+        item = dict(row)
+        for key, value in row.items():
+            if isinstance(value, (int, float)):
+                item[key] = value * factor
+        out.append(item)
+    return sorted(out, key=lambda r: r.get("id", 0))
+'''
+
+
 def added_file(path, text):
     lines = text.splitlines()
     head = f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
@@ -46,9 +61,11 @@ def added_file(path, text):
 
 
 def write_huge(path, target_bytes):
-    """About `target_bytes` of diff: files of ~100 KB of new payment code each."""
-    body = "import time\nimport uuid\n\nimport httpx\n" + "".join(
-        FUNCTION.format(n=n) for n in range(160)
+    """About `target_bytes` of diff: files of ~100 KB of new code each."""
+    body = (
+        "import time\nimport uuid\n\nimport httpx\n"
+        + FUNCTION.format(n=0)
+        + "".join(ORDINARY.format(n=n) for n in range(300))
     )
     written, i = 0, 0
     with open(path, "w") as out:

@@ -185,6 +185,11 @@ pub struct Settings {
     pub max_files: usize,
     /// A diff larger than this is refused before it is parsed.
     pub max_diff_bytes: u64,
+    /// Source bytes whose trees a review keeps from the facts pass to the rules pass (a tree
+    /// takes some ten times its source). Past it, a file's trees are dropped as soon as its facts
+    /// are gathered and rebuilt for its rules, one file per thread at a time: a second parse for
+    /// a very large change, in exchange for memory that stops growing with it.
+    pub kept_source_bytes: u64,
     pub rules: RuleFilter,
     pub exclude: Exclude,
     /// The configuration file in force, if any.
@@ -205,6 +210,7 @@ impl Settings {
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             max_files: DEFAULT_MAX_FILES,
             max_diff_bytes: DEFAULT_MAX_DIFF_BYTES,
+            kept_source_bytes: 8 * 1024 * 1024,
             rules: RuleFilter::default(),
             exclude: Exclude::default(),
             config_source: None,

@@ -11,6 +11,7 @@ pub use model::*;
 pub use suppress::Suppression;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
@@ -25,9 +26,32 @@ use crate::source::{self, FileVersions, Side};
 struct Prepared<'p> {
     patch: &'p FilePatch,
     versions: FileVersions,
-    old: Option<ParsedFile>,
-    new: Option<ParsedFile>,
+    old: Parse,
+    new: Parse,
     errors: Vec<ReviewError>,
+}
+
+/// One version's tree between the facts pass and the rules pass.
+enum Parse {
+    /// Not Python, absent on this side, over the size cap, or past the parse budget.
+    None,
+    Kept(ParsedFile),
+    /// Parsed and its facts gathered, then dropped to bound memory; parsed again for the rules.
+    Dropped,
+}
+
+impl Parse {
+    fn exists(&self) -> bool {
+        !matches!(self, Parse::None)
+    }
+
+    /// The kept tree, or `again`, the one parsed anew for the rules.
+    fn tree<'a>(&'a self, again: Option<&'a ParsedFile>) -> Option<&'a ParsedFile> {
+        match self {
+            Parse::Kept(f) => Some(f),
+            _ => again,
+        }
+    }
 }
 
 /// Whether payreview reads a file as Python.
@@ -59,34 +83,33 @@ pub fn review_observed(
             ),
         });
     }
-    let prepared: Vec<Prepared<'_>> = files
+    // Which files keep their trees depends on thread timing; the review does not: a dropped tree
+    // is parsed again from the same text.
+    let kept_bytes = AtomicU64::new(0);
+    let (prepared, facts): (Vec<Prepared<'_>>, Vec<FileChange>) = files
         .par_iter()
         .map(|file| {
-            let prepared = prepare(file, settings);
+            let prepared = prepare(file, settings, &kept_bytes);
             file_done();
             prepared
         })
-        .collect();
-    let change = ChangeSet {
-        files: prepared
-            .par_iter()
-            .map(|p| FileChange {
-                path: p.patch.path().to_string(),
-                old: p
-                    .old
-                    .as_ref()
-                    .map(|f| facts::gather(p.patch.path(), f, &settings.vocabulary)),
-                new: p
-                    .new
-                    .as_ref()
-                    .map(|f| facts::gather(p.patch.path(), f, &settings.vocabulary)),
-            })
-            .collect(),
-    };
+        .unzip();
+    let change = ChangeSet::new(facts);
     let results: Vec<(Vec<Finding>, Vec<Question>)> = prepared
         .par_iter()
         .zip(change.files.par_iter())
-        .map(|(p, facts)| run_rules(p, facts, &change, settings))
+        .map(|(p, facts)| {
+            let reparse = |parse: &Parse, side: Side| match parse {
+                Parse::Dropped => ParsedFile::parse(p.versions.side(side)?.text.clone()),
+                _ => None,
+            };
+            let (old_again, new_again) = (reparse(&p.old, Side::Old), reparse(&p.new, Side::New));
+            let trees = (
+                p.old.tree(old_again.as_ref()),
+                p.new.tree(new_again.as_ref()),
+            );
+            run_rules(p, trees, facts, &change, settings)
+        })
         .collect();
     let mut findings = Vec::new();
     let mut questions = Vec::new();
@@ -99,7 +122,13 @@ pub fn review_observed(
     }
     let mut suppressions: Vec<Suppression> = prepared
         .iter()
-        .filter_map(|p| Some(suppress::scan(p.patch.path(), p.new.as_ref()?.text())))
+        .filter(|p| p.new.exists())
+        .filter_map(|p| {
+            Some(suppress::scan(
+                p.patch.path(),
+                &p.versions.new.as_ref()?.text,
+            ))
+        })
         .flatten()
         .collect();
     let mut findings = suppress::apply(findings, &mut suppressions);
@@ -121,17 +150,20 @@ pub fn review_observed(
     }
     let mut review = finish(findings, questions, errors, &files);
     review.suppressions = suppressions;
-    review.sources = sources(&prepared);
+    review.sources = sources(&prepared, &review.findings);
     review.changed_functions = changed_functions(&prepared, &change);
     review.description = settings.description.clone();
     review
 }
 
-/// The new-side text of each parsed file, for snippets and line hashes in the reports.
-fn sources(prepared: &[Prepared<'_>]) -> BTreeMap<String, SourceFile> {
+/// The new-side text of each parsed file with findings, for snippets and line hashes in the
+/// reports (only those: a large change would otherwise carry all its text to the end).
+fn sources(prepared: &[Prepared<'_>], findings: &[Finding]) -> BTreeMap<String, SourceFile> {
+    let with_findings: std::collections::BTreeSet<&str> =
+        findings.iter().map(|f| f.path.as_str()).collect();
     prepared
         .iter()
-        .filter(|p| p.new.is_some())
+        .filter(|p| p.new.exists() && with_findings.contains(p.patch.path()))
         .filter_map(|p| {
             let version = p.versions.new.as_ref()?;
             Some((
@@ -174,7 +206,11 @@ fn changed_functions(
     out
 }
 
-fn prepare<'p>(patch: &'p FilePatch, settings: &Settings) -> Prepared<'p> {
+fn prepare<'p>(
+    patch: &'p FilePatch,
+    settings: &Settings,
+    kept_bytes: &AtomicU64,
+) -> (Prepared<'p>, FileChange) {
     let path = patch.path();
     let mut errors = Vec::new();
     if patch.lossy {
@@ -270,35 +306,51 @@ fn prepare<'p>(patch: &'p FilePatch, settings: &Settings) -> Prepared<'p> {
             ),
         });
     }
-    Prepared {
+    let gather = |parsed: &Option<ParsedFile>| {
+        parsed
+            .as_ref()
+            .map(|f| facts::gather(path, f, &settings.vocabulary))
+    };
+    let facts = FileChange {
+        path: path.to_string(),
+        old: gather(&old),
+        new: gather(&new),
+    };
+    let size = [&old, &new]
+        .iter()
+        .filter_map(|p| p.as_ref())
+        .map(|p| p.text().len() as u64)
+        .sum::<u64>();
+    let keep = kept_bytes.fetch_add(size, Ordering::Relaxed) + size <= settings.kept_source_bytes;
+    if !keep {
+        kept_bytes.fetch_sub(size, Ordering::Relaxed);
+    }
+    let hold = |parsed: Option<ParsedFile>| match parsed {
+        None => Parse::None,
+        Some(f) if keep => Parse::Kept(f),
+        Some(_) => Parse::Dropped,
+    };
+    let prepared = Prepared {
         patch,
         versions,
-        old,
-        new,
+        old: hold(old),
+        new: hold(new),
         errors,
-    }
+    };
+    (prepared, facts)
 }
 
 fn run_rules(
     p: &Prepared<'_>,
+    (old_tree, new_tree): (Option<&ParsedFile>, Option<&ParsedFile>),
     facts: &FileChange,
     change: &ChangeSet,
     settings: &Settings,
 ) -> (Vec<Finding>, Vec<Question>) {
     let ctx = |side: Side| {
         let (file, other, facts_here, facts_other) = match side {
-            Side::Old => (
-                p.old.as_ref(),
-                p.new.as_ref(),
-                facts.old.as_ref(),
-                facts.new.as_ref(),
-            ),
-            Side::New => (
-                p.new.as_ref(),
-                p.old.as_ref(),
-                facts.new.as_ref(),
-                facts.old.as_ref(),
-            ),
+            Side::Old => (old_tree, new_tree, facts.old.as_ref(), facts.new.as_ref()),
+            Side::New => (new_tree, old_tree, facts.new.as_ref(), facts.old.as_ref()),
         };
         Ctx {
             side,

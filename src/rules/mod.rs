@@ -16,6 +16,7 @@ mod retry;
 mod sup;
 mod testing;
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use tree_sitter::Node;
@@ -26,7 +27,7 @@ use crate::python::{NodeIndex, ParsedFile, kinds, syntax};
 use crate::review::{Finding, Question, Severity};
 use crate::source::{FileVersions, Side};
 use catalogue::Entry;
-use facts::{FileFacts, FunctionFacts};
+use facts::{CallSite, FileFacts, FunctionFacts};
 
 /// How a rule is run.
 #[derive(Clone, Copy)]
@@ -101,6 +102,17 @@ pub fn default_severity(id: &str) -> Severity {
 #[derive(Debug, Default)]
 pub struct ChangeSet {
     pub files: Vec<FileChange>,
+    /// Functions and call sites by name, per side (old, new): rules of every file ask "who is
+    /// called X", and a scan of the whole change per question is quadratic in a large change.
+    names: [OnceLock<Names>; 2],
+}
+
+#[derive(Debug, Default)]
+struct Names {
+    /// `(file, function)` indices, in file order then source order.
+    functions: HashMap<String, Vec<(usize, usize)>>,
+    /// `(file, call)` indices, likewise.
+    calls: HashMap<String, Vec<(usize, usize)>>,
 }
 
 #[derive(Debug, Default)]
@@ -110,23 +122,101 @@ pub struct FileChange {
     pub new: Option<FileFacts>,
 }
 
+impl FileChange {
+    pub fn side(&self, side: Side) -> Option<&FileFacts> {
+        match side {
+            Side::Old => self.old.as_ref(),
+            Side::New => self.new.as_ref(),
+        }
+    }
+}
+
 impl ChangeSet {
+    pub fn new(files: Vec<FileChange>) -> Self {
+        ChangeSet {
+            files,
+            names: Default::default(),
+        }
+    }
+
     pub fn side(&self, side: Side) -> impl Iterator<Item = &FileFacts> {
-        self.files.iter().filter_map(move |f| match side {
-            Side::Old => f.old.as_ref(),
-            Side::New => f.new.as_ref(),
+        self.files.iter().filter_map(move |f| f.side(side))
+    }
+
+    fn names(&self, side: Side) -> &Names {
+        let slot = match side {
+            Side::Old => &self.names[0],
+            Side::New => &self.names[1],
+        };
+        slot.get_or_init(|| {
+            let mut names = Names::default();
+            for (i, file) in self.files.iter().enumerate() {
+                let Some(facts) = file.side(side) else {
+                    continue;
+                };
+                for (j, func) in facts.functions.iter().enumerate() {
+                    names
+                        .functions
+                        .entry(func.name.clone())
+                        .or_default()
+                        .push((i, j));
+                }
+                for (j, call) in facts.calls.iter().enumerate() {
+                    names
+                        .calls
+                        .entry(call.name.clone())
+                        .or_default()
+                        .push((i, j));
+                }
+            }
+            names
         })
+    }
+
+    /// Functions called `name` anywhere in the change, on one side, with the file change that
+    /// holds them (for its other side).
+    pub fn definitions<'a>(
+        &'a self,
+        side: Side,
+        name: &str,
+    ) -> impl Iterator<Item = (&'a FileChange, &'a FileFacts, &'a FunctionFacts)> {
+        self.names(side)
+            .functions
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter_map(move |&(i, j)| {
+                let change = &self.files[i];
+                let facts = change.side(side)?;
+                Some((change, facts, facts.functions.get(j)?))
+            })
     }
 
     /// Functions called `name` anywhere in the change, on one side.
     pub fn functions_named<'a>(
         &'a self,
         side: Side,
-        name: &'a str,
+        name: &str,
     ) -> impl Iterator<Item = (&'a FileFacts, &'a FunctionFacts)> {
-        self.side(side)
-            .flat_map(move |f| f.functions.iter().map(move |func| (f, func)))
-            .filter(move |(_, func)| func.name == name)
+        self.definitions(side, name)
+            .map(|(_, file, func)| (file, func))
+    }
+
+    /// Calls of `name` anywhere in the change, on one side.
+    pub fn calls_named<'a>(
+        &'a self,
+        side: Side,
+        name: &str,
+    ) -> impl Iterator<Item = (&'a FileFacts, &'a CallSite)> {
+        self.names(side)
+            .calls
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter_map(move |&(i, j)| {
+                let facts = self.files[i].side(side)?;
+                Some((facts, facts.calls.get(j)?))
+            })
     }
 
     /// Whether calling `name` can reach something `pred` recognises, directly or through the

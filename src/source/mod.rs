@@ -68,6 +68,15 @@ pub struct FileVersions {
     pub notes: Vec<String>,
 }
 
+impl FileVersions {
+    pub fn side(&self, side: Side) -> Option<&Version> {
+        match side {
+            Side::Old => self.old.as_ref(),
+            Side::New => self.new.as_ref(),
+        }
+    }
+}
+
 /// Where to read files from.
 #[derive(Debug, Clone)]
 pub enum Workspace {

@@ -99,8 +99,7 @@ fn handler_returns_none(clause: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>) -
 /// A call of `name` elsewhere in the change whose result is read without a check.
 fn dereferencing_caller(cx: &Ctx<'_>, name: &str) -> Option<(String, u32)> {
     cx.change
-        .side(cx.side)
-        .flat_map(|f| f.calls.iter().map(move |c| (f, c)))
-        .find(|(_, c)| c.name == name && c.deref_line.is_some() && !c.checked)
+        .calls_named(cx.side, name)
+        .find(|(_, c)| c.deref_line.is_some() && !c.checked)
         .and_then(|(f, c)| Some((f.path.clone(), c.deref_line?)))
 }

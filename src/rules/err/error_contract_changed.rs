@@ -3,6 +3,7 @@
 use crate::review::Severity;
 use crate::rules::facts::{CallSite, FileFacts, FunctionFacts};
 use crate::rules::{Check, Ctx, Rule};
+use crate::source::Side;
 
 pub(crate) static RULE: Rule = Rule {
     id: "ERR003",
@@ -25,7 +26,20 @@ fn check(cx: &mut Ctx<'_>) {
         // callers.
         return;
     };
-    let changed = changed_functions(cx);
+    // Only the names this file calls can matter: ask the change about those, not about every
+    // function it holds.
+    let mut names: Vec<&str> = here
+        .calls
+        .iter()
+        .filter(|c| !c.checked && c.deref_line.is_some())
+        .map(|c| c.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let changed: Vec<Changed> = names
+        .into_iter()
+        .flat_map(|name| changed_functions(cx, name))
+        .collect();
     for callee in &changed {
         let sites: Vec<&CallSite> = here
             .calls
@@ -56,26 +70,29 @@ fn check(cx: &mut Ctx<'_>) {
     }
 }
 
-fn changed_functions(cx: &Ctx<'_>) -> Vec<Changed> {
+/// Functions called `name` whose new version may return `None` where the old one could not.
+fn changed_functions(cx: &Ctx<'_>, name: &str) -> Vec<Changed> {
     let mut out = Vec::new();
-    for file in &cx.change.files {
-        let (Some(old), Some(new)) = (file.old.as_ref(), file.new.as_ref()) else {
+    for (file, new, func) in cx.change.definitions(Side::New, name) {
+        if !func.may_return_none() {
+            continue;
+        }
+        let Some(before) = file
+            .old
+            .as_ref()
+            .and_then(|old| old.function(&func.qualname))
+        else {
             continue;
         };
-        for func in new.functions.iter().filter(|f| f.may_return_none()) {
-            let Some(before) = old.function(&func.qualname) else {
-                continue;
-            };
-            if before.may_return_none() || !before.none_returns.is_empty() {
-                continue;
-            }
-            out.push(Changed {
-                name: func.name.clone(),
-                qualname: func.qualname.clone(),
-                returns_none_at: format!("{}:{}", new.path, none_lines(func)),
-                on_path: on_path(new, func),
-            });
+        if before.may_return_none() || !before.none_returns.is_empty() {
+            continue;
         }
+        out.push(Changed {
+            name: func.name.clone(),
+            qualname: func.qualname.clone(),
+            returns_none_at: format!("{}:{}", new.path, none_lines(func)),
+            on_path: on_path(new, func),
+        });
     }
     out
 }

@@ -21,9 +21,8 @@ pub(crate) fn owned_by(node: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>) -> b
 /// read (`path:line`).
 pub(crate) fn dereferencing_caller(cx: &Ctx<'_>, name: &str) -> Option<String> {
     cx.change
-        .side(cx.side)
-        .flat_map(|f| f.calls.iter().map(move |c| (f, c)))
-        .find(|(_, c)| c.name == name && c.deref_line.is_some() && !c.checked)
+        .calls_named(cx.side, name)
+        .find(|(_, c)| c.deref_line.is_some() && !c.checked)
         .and_then(|(f, c)| Some(format!("{}:{}", f.path, c.deref_line?)))
 }
 

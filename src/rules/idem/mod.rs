@@ -247,12 +247,10 @@ pub(crate) fn callers<'c>(
             if !seen.insert(callee.clone()) {
                 continue;
             }
-            for file in cx.change.side(cx.side) {
-                for site in file.calls.iter().filter(|c| c.name == callee) {
-                    if let Some(func) = file.function(&site.function) {
-                        next.push(func.name.clone());
-                        out.push((func, site.binding.as_deref()));
-                    }
+            for (file, site) in cx.change.calls_named(cx.side, &callee) {
+                if let Some(func) = file.function(&site.function) {
+                    next.push(func.name.clone());
+                    out.push((func, site.binding.as_deref()));
                 }
             }
         }

@@ -224,11 +224,7 @@ pub fn reach<'c>(
             if !seen.insert(callee.clone()) {
                 continue;
             }
-            let named = change
-                .side(cx.side)
-                .flat_map(|file| file.functions.iter().map(move |func| (file, func)))
-                .filter(|(_, func)| func.name == callee);
-            for (file, func) in named {
+            for (file, func) in change.functions_named(cx.side, &callee) {
                 if file.is_test {
                     continue;
                 }
