@@ -86,7 +86,9 @@ fn review_example(example: &catalogue::Example) -> Review {
         _ => example.code.clone(),
     };
     if example.repo.is_empty() {
-        return review(diff.as_bytes(), &Settings::diff_only());
+        let mut settings = Settings::diff_only();
+        settings.description = example.description.clone();
+        return review(diff.as_bytes(), &settings);
     }
     let dir = tempfile::tempdir().expect("temp dir");
     for (path, text) in &example.repo {
@@ -94,7 +96,9 @@ fn review_example(example: &catalogue::Example) -> Review {
         std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
         std::fs::write(file, text).expect("write repo file");
     }
-    review(diff.as_bytes(), &repo_settings(dir.path()))
+    let mut settings = repo_settings(dir.path());
+    settings.description = example.description.clone();
+    review(diff.as_bytes(), &settings)
 }
 
 #[test]
@@ -180,7 +184,7 @@ fn the_catalogue_release_matches_its_entries() {
     let parts: Vec<&str> = release.version.split('.').collect();
     assert!(
         parts.len() == 3 && parts.iter().all(|p| p.parse::<u32>().is_ok()),
-        "version {} is not YEAR.MONTH.DAY",
+        "version {} is not YEAR.MONTH.N",
         release.version
     );
 }

@@ -294,9 +294,10 @@ impl Settings {
 
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 pub const DEFAULT_MAX_FILES: usize = 20_000;
-/// Room for the largest pull requests anyone reviews (a 200 MB vendoring diff reviews in about
-/// 1.3 GB of memory, see BENCHMARKS.md) while a runaway `git diff` fails fast.
-pub const DEFAULT_MAX_DIFF_BYTES: u64 = 256 * 1024 * 1024;
+/// Peak memory grows with the diff (about 14 times its size for a diff of new code, see
+/// BENCHMARKS.md): 64 MiB keeps a review under about 1 GB, room for any pull request a person
+/// reads, while a runaway `git diff` fails fast with a clear error.
+pub const DEFAULT_MAX_DIFF_BYTES: u64 = 64 * 1024 * 1024;
 
 #[cfg(test)]
 mod tests {

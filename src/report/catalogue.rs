@@ -42,8 +42,12 @@ pub fn rule_doc(rule: &Rule, lang: Lang, out: &mut dyn Write) -> std::io::Result
     writeln!(out, "{} {}: {}", meta.id, meta.name, meta.title.get(lang))?;
     writeln!(out, "{severity}: {}\n", meta.severity.as_str())?;
     writeln!(out, "{why}:\n{}\n", entry.rationale.get(lang))?;
-    writeln!(out, "{bad}:\n{}", entry.bad.code)?;
-    writeln!(out, "{good}:\n{}", entry.good.code)?;
+    for (label, example) in [(bad, &entry.bad), (good, &entry.good)] {
+        writeln!(out, "{label}:")?;
+        for (_, code) in example.shown() {
+            writeln!(out, "{code}")?;
+        }
+    }
     if let Some(suggestion) = &meta.suggestion {
         writeln!(out, "{}", suggestion.get(lang))?;
     }
@@ -85,10 +89,10 @@ pub fn rule_page(rule: &Rule) -> String {
             page.push_str(&format!("{}\n\n", suggestion.get(lang)));
         }
         for (label, example) in [(bad, &entry.bad), (good, &entry.good)] {
-            page.push_str(&format!(
-                "### {label}\n\n```{}\n{}```\n\n",
-                example.lang, example.code
-            ));
+            page.push_str(&format!("### {label}\n\n"));
+            for (lang, code) in example.shown() {
+                page.push_str(&format!("```{lang}\n{code}```\n\n"));
+            }
         }
     }
     page.trim_end().to_string() + "\n"

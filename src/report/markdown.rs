@@ -6,12 +6,12 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use super::description::{self, DescriptionCheck};
 use super::markup;
 use super::texts::{
     Resolved, plural_ru, question_short_with, question_text_with, resolve_with, severity_word,
     verdict_words,
 };
+use crate::review::description::{self, DescriptionCheck};
 use crate::review::{Finding, Lang, Review, Severity};
 use crate::rules;
 
@@ -285,6 +285,20 @@ fn description_check(doc: &mut String, review: &Review, lang: Lang, check: &Desc
                 Lang::Ru => write!(item, " Оно противоречит фразе «{}».", markup::prose(claim)),
             };
         }
+        // What makes an undeclared change a blocker (it changes the charged amount) belongs
+        // here, where the reader meets the change.
+        let undeclared = review
+            .findings
+            .iter()
+            .find(|f| f.rule == "SCOPE001" && f.path == file.path);
+        if let Some(finding) = undeclared.filter(|f| f.notes.contains(&"amount")) {
+            let note = rules::entry(finding.rule)
+                .and_then(|e| e.meta.notes.get("amount"))
+                .map(|t| markup::fill_line(t.get(lang), &finding.args));
+            if let Some(note) = note {
+                let _ = write!(item, " {note}");
+            }
+        }
         items.push(item);
     }
     for (path, function) in &check.functions {
@@ -321,7 +335,17 @@ fn description_check(doc: &mut String, review: &Review, lang: Lang, check: &Desc
 /// Findings about where the diff came from (DIFF001…): the verdict's check against the
 /// description discusses them, as the seed does.
 fn is_provenance(finding: &Finding) -> bool {
-    rules::entry(finding.rule).is_some_and(|e| e.meta.tags.iter().any(|t| t == "provenance"))
+    has_tag(finding, "provenance")
+}
+
+/// Findings the check against the description states in full (provenance, and SCOPE001's
+/// undeclared changes, which are its unmentioned files): their comment only refers to it.
+fn in_check(finding: &Finding) -> bool {
+    is_provenance(finding) || has_tag(finding, "description")
+}
+
+fn has_tag(finding: &Finding, tag: &str) -> bool {
+    rules::entry(finding.rule).is_some_and(|e| e.meta.tags.iter().any(|t| t == tag))
 }
 
 /// Findings grouped by place, ordered blockers first, then by path and line.
@@ -439,7 +463,7 @@ fn one_comment(doc: &mut String, lang: Lang, has_check: bool, comment: &Comment<
     );
     let mut referred = false;
     for (n, (finding, texts)) in comment.findings.iter().enumerate() {
-        if has_check && is_provenance(finding) {
+        if has_check && in_check(finding) {
             if !referred {
                 let _ = writeln!(doc, "{}\n", w.see_check);
                 referred = true;

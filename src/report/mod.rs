@@ -4,7 +4,6 @@
 //! (`rules/`) in the requested language, and show code only from the review's `sources`.
 
 mod catalogue;
-mod description;
 mod fingerprint;
 mod github;
 mod gitlab;
@@ -15,8 +14,8 @@ mod sarif;
 mod text;
 mod texts;
 
+pub use crate::review::description::{DescriptionCheck, Unmentioned, check as check_description};
 pub use catalogue::{rule_doc, rule_page, rule_page_uri, rules_json, rules_table};
-pub use description::{DescriptionCheck, Unmentioned, check as check_description};
 pub use fingerprint::line_hashes;
 pub use github::{data as github_data, property as github_property};
 pub use sarif::FINGERPRINT_KEY;

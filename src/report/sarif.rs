@@ -130,12 +130,20 @@ fn help_markdown(entry: &Entry, lang: Lang) -> String {
         Lang::Ru => ("Плохо", "Хорошо"),
     };
     let meta = &entry.meta;
+    let fenced = |example: &crate::rules::catalogue::Example| {
+        example
+            .shown()
+            .into_iter()
+            .map(|(lang, code)| markup::fenced(lang, code))
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    };
     let mut text = format!(
         "**{}**\n\n{}\n\n#### {bad}\n\n{}\n\n#### {good}\n\n{}",
         meta.title.get(lang),
         entry.rationale.get(lang),
-        markup::fenced(&entry.bad.lang, &entry.bad.code),
-        markup::fenced(&entry.good.lang, &entry.good.code),
+        fenced(&entry.bad),
+        fenced(&entry.good),
     );
     if let Some(s) = &meta.suggestion {
         text.push_str("\n\n");

@@ -36,6 +36,13 @@ pub fn resolve_with(finding: &Finding, lang: Lang, line: Filler, block: Filler) 
         };
     };
     let meta = &entry.meta;
+    // `[[arg|text]]` keeps `text` only when the rule gave `arg`, in every text of the entry.
+    let line = |template: &str, args: &[(&str, String)]| {
+        line(&rules::catalogue::optional_segments(template, args), args)
+    };
+    let block = |template: &str, args: &[(&str, String)]| {
+        block(&rules::catalogue::optional_segments(template, args), args)
+    };
     let mut message = line(meta.message.get(lang), &finding.args);
     if !message.ends_with(['.', '!', '?']) {
         message.push('.');

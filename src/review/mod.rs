@@ -4,6 +4,7 @@
 //! Output is byte-for-byte the same whatever the thread count: files are processed with an
 //! order-preserving parallel map and everything is sorted before it leaves.
 
+pub mod description;
 mod model;
 pub mod suppress;
 
@@ -153,6 +154,16 @@ pub fn review_observed(
     review.sources = sources(&prepared, &review.findings);
     review.changed_functions = changed_functions(&prepared, &change);
     review.description = settings.description.clone();
+    if settings.rules.enabled("SCOPE001") {
+        let mut undeclared = description::undeclared_changes(&review);
+        for f in &mut undeclared {
+            if let Some(severity) = settings.rules.severity_of(f.rule) {
+                f.severity = severity;
+            }
+        }
+        review.findings.extend(undeclared);
+        sort_findings(&mut review.findings);
+    }
     review
 }
 
@@ -427,16 +438,21 @@ fn only_new(new: Vec<Finding>, old: Vec<Finding>, versions: &FileVersions) -> Ve
     kept
 }
 
+/// By place, then rule; one finding per rule and place.
+fn sort_findings(findings: &mut Vec<Finding>) {
+    findings.sort_by(|a, b| {
+        (&a.path, a.lines, a.rule, &a.key).cmp(&(&b.path, b.lines, b.rule, &b.key))
+    });
+    findings.dedup_by(|a, b| a.rule == b.rule && a.path == b.path && a.lines == b.lines);
+}
+
 fn finish(
     mut findings: Vec<Finding>,
     mut questions: Vec<Question>,
     mut errors: Vec<ReviewError>,
     files: &[&FilePatch],
 ) -> Review {
-    findings.sort_by(|a, b| {
-        (&a.path, a.lines, a.rule, &a.key).cmp(&(&b.path, b.lines, b.rule, &b.key))
-    });
-    findings.dedup_by(|a, b| a.rule == b.rule && a.path == b.path && a.lines == b.lines);
+    sort_findings(&mut findings);
     questions.sort();
     questions.dedup();
     let questions = merge_questions(questions);

@@ -135,6 +135,20 @@ pub struct Example {
     pub code: String,
     /// ```` ```python repo=app/x.py ```` blocks: files of the repository the diff applies to.
     pub repo: Vec<(String, String)>,
+    /// A ```` ```text description ```` block: the pull request's description.
+    pub description: Option<String>,
+}
+
+impl Example {
+    /// What a reader is shown of the example, as `(language, text)` blocks: the pull request's
+    /// description first when it has one (it is what tells Bad from Good for some rules).
+    pub fn shown(&self) -> Vec<(&str, &str)> {
+        self.description
+            .iter()
+            .map(|d| ("text", d.as_str()))
+            .chain(std::iter::once((self.lang.as_str(), self.code.as_str())))
+            .collect()
+    }
 }
 
 /// The fenced code blocks of a section: `(info string, code)`.
@@ -170,7 +184,16 @@ fn example(section: &str) -> Option<Example> {
             Some((path.to_string(), code.clone()))
         })
         .collect();
-    Some(Example { lang, code, repo })
+    let description = blocks
+        .iter()
+        .find(|(info, _)| info == "text description")
+        .map(|(_, text)| text.clone());
+    Some(Example {
+        lang,
+        code,
+        repo,
+        description,
+    })
 }
 
 /// Keeps a `[[name|text]]` segment's text when `args` gives `name` a non-empty value, and drops

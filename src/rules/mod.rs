@@ -13,6 +13,7 @@ mod http;
 pub(crate) mod idem;
 mod pay;
 mod retry;
+mod scope;
 mod sup;
 mod testing;
 
@@ -70,6 +71,7 @@ pub static ALL: &[&Rule] = &[
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,
     &retry::misleading_retry_constants::RULE,
+    &scope::UNDECLARED_CHANGE,
     &sup::SUPPRESSION_WITHOUT_REASON,
     &sup::UNUSED_SUPPRESSION,
     &testing::test_reaches_live_service::RULE,

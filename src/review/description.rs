@@ -2,8 +2,64 @@
 //! functions the description does not mention, and which of its "did not touch X" statements
 //! the change contradicts. Reads only the review (paths, changed function names, description).
 
-use crate::review::Review;
+use crate::review::{Finding, Review, Severity};
 use crate::rules::facts::is_test_path;
+
+/// SCOPE001's findings: each changed, non-test Python file the description does not mention
+/// (test files ride with what they test). A blocker when the file also changes what is charged
+/// (PAY001), the seed's case: an amount change inside a retry fix. Empty without a description.
+pub fn undeclared_changes(review: &Review) -> Vec<Finding> {
+    let Some(check) = check(review) else {
+        return Vec::new();
+    };
+    let deleted = |path: &str| {
+        review
+            .files
+            .iter()
+            .any(|f| f.path == path && f.status == "deleted")
+    };
+    check
+        .files
+        .iter()
+        .filter(|f| super::is_python(&f.path) && !is_test_path(&f.path) && !deleted(&f.path))
+        .map(|file| {
+            let mut finding = Finding {
+                rule: "SCOPE001",
+                severity: crate::rules::default_severity("SCOPE001"),
+                path: file.path.clone(),
+                lines: None,
+                args: vec![("path", file.path.clone())],
+                notes: Vec::new(),
+                function: String::new(),
+                key: file.path.clone(),
+            };
+            let functions: Vec<String> = file.functions.iter().map(|f| format!("`{f}`")).collect();
+            finding.args.push(("functions", functions.join(", ")));
+            if !file.contradicts.is_empty() {
+                let claims: Vec<String> = file
+                    .contradicts
+                    .iter()
+                    .map(|c| format!("\"{c}\""))
+                    .collect();
+                finding.args.push(("contradicts", claims.join("; ")));
+                finding.notes.push("contradicts");
+            }
+            let amount = review
+                .findings
+                .iter()
+                .find(|f| f.rule == "PAY001" && f.path == file.path);
+            if let Some(amount) = amount {
+                let line = amount.lines.map_or(String::new(), |(a, _)| format!(":{a}"));
+                finding
+                    .args
+                    .push(("amount_at", format!("{}{line}", amount.path)));
+                finding.notes.push("amount");
+                finding.severity = Severity::Blocker;
+            }
+            finding
+        })
+        .collect()
+}
 
 /// A changed file the description does not mention.
 #[derive(Debug, Clone, PartialEq, Eq)]
