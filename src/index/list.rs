@@ -1,0 +1,104 @@
+//! Which files of the repository the project index reads.
+
+use std::fs;
+use std::path::Path;
+
+use crate::source::git;
+
+/// Directories that hold someone else's code or build output, never the project's own.
+const SKIPPED_DIRS: &[&str] = &[
+    "venv",
+    "env",
+    "site-packages",
+    "node_modules",
+    "vendor",
+    "third_party",
+    "build",
+    "dist",
+    "__pycache__",
+];
+
+/// The Python files under `root`, relative, sorted, at most `cap` of them (the bool says some
+/// were left out). A git work tree answers with `git ls-files`, which honours `.gitignore`.
+pub fn python_files(root: &Path, cap: usize) -> (Vec<String>, bool) {
+    let mut files = if root.join(".git").exists() || git::toplevel(root).is_some() {
+        git::ls_python_files(root).unwrap_or_else(|_| walk(root))
+    } else {
+        walk(root)
+    };
+    files.retain(|p| !p.split('/').any(skipped_dir));
+    files.sort();
+    let truncated = files.len() > cap;
+    files.truncate(cap);
+    (files, truncated)
+}
+
+fn skipped_dir(part: &str) -> bool {
+    SKIPPED_DIRS.contains(&part) || (part.starts_with('.') && part != "." && part.len() > 1)
+}
+
+/// A walk that never follows a symlink and skips hidden and vendored directories.
+fn walk(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = if rel.is_empty() {
+            root.to_path_buf()
+        } else {
+            root.join(&rel)
+        };
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            let child = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            if kind.is_dir() {
+                if !skipped_dir(&name) {
+                    stack.push(child);
+                }
+            } else if kind.is_file() && name.ends_with(".py") {
+                out.push(child);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_walk_skips_vendored_and_hidden_directories() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for rel in [
+            "app/a.py",
+            "app/b.txt",
+            ".venv/lib/x.py",
+            "venv/y.py",
+            "node_modules/z.py",
+            ".hidden/h.py",
+            "pkg/sub/c.py",
+        ] {
+            let path = dir.path().join(rel);
+            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            fs::write(path, "x = 1\n").expect("write");
+        }
+        let (files, truncated) = python_files(dir.path(), 10);
+        assert_eq!(files, ["app/a.py", "pkg/sub/c.py"]);
+        assert!(!truncated);
+        let (files, truncated) = python_files(dir.path(), 1);
+        assert_eq!(files, ["app/a.py"]);
+        assert!(truncated);
+    }
+}

@@ -1,0 +1,219 @@
+//! The project index: small facts about every Python module of the repository under review,
+//! so rules can answer what a diff does not show (which task calls the changed function, how
+//! the cache client is configured) instead of asking the author.
+//!
+//! Built at most once per review, and only in repository mode. Each file is parsed once with
+//! the shared parser and only owned facts are kept; the tree is dropped right away, so memory
+//! grows with the number of definitions, not with the size of the code.
+
+mod celery;
+mod extract;
+mod list;
+
+pub use celery::{TaskRef, exception_covers};
+pub use extract::{Assignment, Call, Decorator, Def, ModuleFacts, module_of};
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use rayon::prelude::*;
+
+use crate::python::ParsedFile;
+use crate::review::ReviewError;
+use crate::source::Repo;
+
+/// Most files the index reads: a monorepo beyond that is indexed in part (and says so).
+pub const MAX_FILES: usize = 50_000;
+
+/// How far names are followed through re-exports (`from .cache import client`).
+const MAX_IMPORT_HOPS: usize = 4;
+
+/// Facts about every Python module of the repository, sorted by path.
+#[derive(Debug, Default)]
+pub struct ProjectIndex {
+    modules: Vec<ModuleFacts>,
+    by_module: HashMap<String, usize>,
+    /// Every call by its callee's last name: (module index, call index).
+    callers: HashMap<String, Vec<(usize, usize)>>,
+}
+
+impl ProjectIndex {
+    /// Indexes the repository. `changed` holds the parsed new side of the files the review
+    /// already read (they are not read twice); `None` marks a file the change deletes.
+    pub fn build(
+        repo: &Repo,
+        changed: &BTreeMap<String, Option<&ParsedFile>>,
+    ) -> (ProjectIndex, Vec<ReviewError>) {
+        let (listed, truncated) = list::python_files(repo.root(), MAX_FILES);
+        let mut errors = Vec::new();
+        if truncated {
+            errors.push(ReviewError {
+                path: String::new(),
+                message: format!(
+                    "the repository has more than {MAX_FILES} Python files; only the first {MAX_FILES} were indexed for context"
+                ),
+            });
+        }
+        let mut paths: BTreeSet<String> = listed.into_iter().collect();
+        paths.extend(
+            changed
+                .iter()
+                .filter(|(_, parsed)| parsed.is_some())
+                .map(|(p, _)| p.clone()),
+        );
+        let paths: Vec<String> = paths.into_iter().collect();
+        let modules: Vec<ModuleFacts> = paths
+            .par_iter()
+            .filter_map(|path| match changed.get(path) {
+                Some(Some(parsed)) => Some(extract::extract(path, parsed)),
+                Some(None) => None,
+                // Unreadable, too large or not parseable in time: the index does without it.
+                None => {
+                    let text = repo.read(path).ok()?.text;
+                    let parsed = ParsedFile::parse(text)?;
+                    Some(extract::extract(path, &parsed))
+                }
+            })
+            .collect();
+        (ProjectIndex::from_modules(modules), errors)
+    }
+
+    /// An index of already extracted modules (sorted here).
+    pub fn from_modules(mut modules: Vec<ModuleFacts>) -> ProjectIndex {
+        modules.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut by_module = HashMap::new();
+        let mut callers: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
+        for (i, m) in modules.iter().enumerate() {
+            // Two files for one module (`src/app/x.py` and `app/x.py`): the first path wins.
+            by_module.entry(m.module.clone()).or_insert(i);
+            for (j, call) in m.calls.iter().enumerate() {
+                callers.entry(call.name.clone()).or_default().push((i, j));
+            }
+        }
+        ProjectIndex {
+            modules,
+            by_module,
+            callers,
+        }
+    }
+
+    pub fn modules(&self) -> &[ModuleFacts] {
+        &self.modules
+    }
+
+    pub fn module(&self, name: &str) -> Option<&ModuleFacts> {
+        self.by_module.get(name).and_then(|&i| self.modules.get(i))
+    }
+
+    pub fn file(&self, path: &str) -> Option<&ModuleFacts> {
+        self.module(&module_of(path))
+            .filter(|m| m.path == path)
+            .or_else(|| self.modules.iter().find(|m| m.path == path))
+    }
+
+    /// The module-level assignment a name of `module` stands for, following imports
+    /// (`from app.cache import redis_client as rc`) and re-exports.
+    pub fn global(&self, module: &str, name: &str) -> Option<(&ModuleFacts, &Assignment)> {
+        let (mut module, mut name) = (module.to_string(), name.to_string());
+        for _ in 0..=MAX_IMPORT_HOPS {
+            let m = self.module(&module)?;
+            if let Some(a) = m.assignment(&name) {
+                return Some((m, a));
+            }
+            let target = m.import_target(&name)?;
+            let (next_module, next_name) = target.rsplit_once('.')?;
+            (module, name) = (next_module.to_string(), next_name.to_string());
+        }
+        None
+    }
+
+    /// What an expression of `path` names, as a module-level assignment: `client`,
+    /// `cache.client` (a module imported as `cache`), `app.cache.client`.
+    pub fn resolve_expr(&self, path: &str, expr: &str) -> Option<(&ModuleFacts, &Assignment)> {
+        let here = self.file(path)?;
+        match expr.rsplit_once('.') {
+            None => self.global(&here.module, expr),
+            Some((receiver, name)) => {
+                let (first, rest) = receiver.split_once('.').unwrap_or((receiver, ""));
+                let base = here.import_target(first)?;
+                let module = if rest.is_empty() {
+                    base.to_string()
+                } else {
+                    format!("{base}.{rest}")
+                };
+                self.global(&module, name)
+            }
+        }
+    }
+
+    /// A number a module spells as a literal or as a module constant (`30`, `LIMIT`,
+    /// `5 * 60`).
+    pub fn number(&self, module: &ModuleFacts, text: &str) -> Option<f64> {
+        self.number_at(module, text, 0)
+    }
+
+    fn number_at(&self, module: &ModuleFacts, text: &str, depth: usize) -> Option<f64> {
+        if depth > MAX_IMPORT_HOPS {
+            return None;
+        }
+        let text = text.trim();
+        if let Some((a, b)) = text.split_once('*').filter(|_| !text.contains("**")) {
+            let value =
+                self.number_at(module, a, depth + 1)? * self.number_at(module, b, depth + 1)?;
+            return value.is_finite().then_some(value);
+        }
+        if let Ok(n) = text.replace('_', "").parse::<f64>() {
+            return n.is_finite().then_some(n);
+        }
+        let (m, a) = self.global(&module.module, text)?;
+        self.number_at(m, &a.value, depth + 1)
+    }
+
+    /// Calls of functions named `name`, as (calling module, call).
+    pub fn calls_of(&self, name: &str) -> impl Iterator<Item = (&ModuleFacts, &Call)> {
+        self.callers
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter_map(|&(i, j)| {
+                let m = self.modules.get(i)?;
+                Some((m, m.calls.get(j)?))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn module(path: &str, src: &str) -> ModuleFacts {
+        let file = ParsedFile::parse(src.to_string()).expect("parses");
+        extract::extract(path, &file)
+    }
+
+    #[test]
+    fn names_resolve_through_imports_and_re_exports() {
+        let index = ProjectIndex::from_modules(vec![
+            module(
+                "app/cache.py",
+                "import redis\nclient = redis.Redis(host='h', decode_responses=True)\nTTL = 60 * 60\n",
+            ),
+            module(
+                "app/__init__.py",
+                "from app.cache import client as shared\n",
+            ),
+            module(
+                "app/pay.py",
+                "import app.cache as c\nfrom app import shared as rc\nfrom app.cache import TTL\n",
+            ),
+        ]);
+        let line =
+            |r: Option<(&ModuleFacts, &Assignment)>| r.map(|(m, a)| (m.path.clone(), a.line));
+        let expected = Some(("app/cache.py".to_string(), 2));
+        assert_eq!(line(index.resolve_expr("app/pay.py", "rc")), expected);
+        assert_eq!(line(index.resolve_expr("app/pay.py", "c.client")), expected);
+        assert_eq!(line(index.resolve_expr("app/pay.py", "nothing")), None);
+        let pay = index.file("app/pay.py").expect("indexed");
+        assert_eq!(index.number(pay, "TTL"), Some(3600.0));
+        assert_eq!(index.number(pay, "1_000"), Some(1000.0));
+    }
+}
