@@ -81,6 +81,9 @@ fn plain(
         texts.title
     )?;
     writeln!(out, "  {}", texts.message)?;
+    for e in super::texts::resolve_evidence(finding, lang, crate::rules::catalogue::fill) {
+        writeln!(out, "  = {}:{} {}", e.path, e.line, e.text)?;
+    }
     if let Some(suggestion) = &texts.suggestion {
         for line in suggestion.lines() {
             writeln!(out, "  | {line}")?;
@@ -110,6 +113,9 @@ fn snippet(
     let source = source?;
     let span = line_span(&source.text, start, end)?;
     let mut help = texts.message.clone();
+    for e in super::texts::resolve_evidence(finding, lang, crate::rules::catalogue::fill) {
+        help.push_str(&format!("\n= {}:{} {}", e.path, e.line, e.text));
+    }
     if let Some(suggestion) = &texts.suggestion {
         help.push_str("\n\n");
         help.push_str(&strip_fences(suggestion));

@@ -16,6 +16,7 @@ use rayon::prelude::*;
 
 use crate::config::Settings;
 use crate::diff::{FilePatch, Patch};
+use crate::index::ProjectIndex;
 use crate::python::ParsedFile;
 use crate::rules::facts;
 use crate::rules::{self, ChangeSet, Check, Ctx, FileChange};
@@ -69,10 +70,11 @@ pub fn review(patch: &Patch, settings: &Settings) -> Review {
             })
             .collect(),
     };
+    let project = project_index(&prepared, settings, &mut errors);
     let results: Vec<(Vec<Finding>, Vec<Question>)> = prepared
         .par_iter()
         .zip(change.files.par_iter())
-        .map(|(p, facts)| run_rules(p, facts, &change, settings))
+        .map(|(p, facts)| run_rules(p, facts, &change, project.as_ref(), settings))
         .collect();
     let mut findings = Vec::new();
     let mut questions = Vec::new();
@@ -111,6 +113,32 @@ pub fn review(patch: &Patch, settings: &Settings) -> Review {
     review.changed_functions = changed_functions(&prepared, &change);
     review.description = settings.description.clone();
     review
+}
+
+/// The repository's index, in repository mode: built once, before any rule runs, from the
+/// files on disk and the new side of the touched files (already parsed, not read again).
+fn project_index(
+    prepared: &[Prepared<'_>],
+    settings: &Settings,
+    errors: &mut Vec<ReviewError>,
+) -> Option<ProjectIndex> {
+    let source::Workspace::Repository { repo, .. } = &settings.workspace else {
+        return None;
+    };
+    let mut changed = BTreeMap::new();
+    for p in prepared {
+        if let Some(old) = p.patch.old_path.as_deref()
+            && p.patch.new_path.as_deref() != Some(old)
+        {
+            changed.insert(old.to_string(), None);
+        }
+        if let Some(new) = p.patch.new_path.as_deref() {
+            changed.insert(new.to_string(), p.new.as_ref());
+        }
+    }
+    let (index, problems) = ProjectIndex::build(repo, &changed);
+    errors.extend(problems);
+    Some(index)
 }
 
 /// The new-side text of each parsed file, for snippets and line hashes in the reports.
@@ -236,6 +264,7 @@ fn run_rules(
     p: &Prepared<'_>,
     facts: &FileChange,
     change: &ChangeSet,
+    project: Option<&ProjectIndex>,
     settings: &Settings,
 ) -> (Vec<Finding>, Vec<Question>) {
     let ctx = |side: Side| {
@@ -263,6 +292,7 @@ fn run_rules(
             facts: facts_here,
             other_facts: facts_other,
             change,
+            project,
             vocab: &settings.vocabulary,
             findings: Vec::new(),
             questions: Vec::new(),

@@ -1,6 +1,7 @@
 //! ERR003 error-contract-changed: a function of the change that used to raise on failure now
 //! may return `None`, and a caller reads its result without a check.
-use crate::review::Severity;
+use crate::index::{TaskRef, exception_covers};
+use crate::review::{Finding, Severity};
 use crate::rules::facts::{CallSite, FileFacts, FunctionFacts};
 use crate::rules::{Check, Ctx, Rule};
 
@@ -12,6 +13,9 @@ pub(crate) static RULE: Rule = Rule {
 
 /// A function whose new version may return `None` where its old one could not.
 struct Changed {
+    path: String,
+    /// Exception types the new version catches that the old one let through.
+    newly_caught: Vec<String>,
     name: String,
     qualname: String,
     /// `path:line` of the first place that now gives `None`.
@@ -33,6 +37,11 @@ fn check(cx: &mut Ctx<'_>) {
             .filter(|c| c.name == callee.name && !c.checked)
             .filter(|c| c.function != callee.qualname)
             .collect();
+        let tasks = if sites.is_empty() {
+            Vec::new()
+        } else {
+            cx.tasks_reaching(&callee.path, &callee.qualname)
+        };
         for site in sites {
             let Some(deref) = site.deref_line else {
                 continue;
@@ -52,7 +61,35 @@ fn check(cx: &mut Ctx<'_>) {
             if !on_path {
                 finding.severity(Severity::Nit);
             }
+            autoretry_lost(finding, &tasks, callee);
         }
+    }
+}
+
+/// Says so when a task that reaches the callee retries on exactly what the callee now turns
+/// into `None`: the retry the task was written with no longer happens.
+fn autoretry_lost(finding: &mut Finding, tasks: &[TaskRef], callee: &Changed) {
+    for task in tasks {
+        let lost: Vec<String> = task
+            .autoretry_for()
+            .into_iter()
+            .filter(|retried| {
+                callee.newly_caught.iter().any(|caught| {
+                    exception_covers(caught, retried) || exception_covers(retried, caught)
+                })
+            })
+            .collect();
+        if lost.is_empty() {
+            continue;
+        }
+        let at = format!("{}:{}", task.path, task.decorator.line);
+        finding
+            .arg("task", task.qualname.clone())
+            .arg("task_at", at)
+            .arg("autoretry", lost.join(", "))
+            .note("autoretry")
+            .evidence(&task.path, task.decorator.line, "evidence_task", Vec::new());
+        return;
     }
 }
 
@@ -69,7 +106,15 @@ fn changed_functions(cx: &Ctx<'_>) -> Vec<Changed> {
             if before.may_return_none() || !before.none_returns.is_empty() {
                 continue;
             }
+            let newly_caught = func
+                .caught
+                .iter()
+                .filter(|t| !before.caught.iter().any(|o| exception_covers(o, t)))
+                .cloned()
+                .collect();
             out.push(Changed {
+                path: new.path.clone(),
+                newly_caught,
                 name: func.name.clone(),
                 qualname: func.qualname.clone(),
                 returns_none_at: format!("{}:{}", new.path, none_lines(func)),

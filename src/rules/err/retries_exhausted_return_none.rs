@@ -95,7 +95,11 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     } else {
         finding.severity(Severity::Nit);
     }
-    if on_path && cx.touches_added(exhausted.lines.0, exhausted.lines.1) {
+    // A task found in the repository answers the question (ERR003 and RETRY005 say what).
+    if on_path
+        && cx.touches_added(exhausted.lines.0, exhausted.lines.1)
+        && cx.tasks_reaching(cx.path, &qualname).is_empty()
+    {
         cx.ask(
             "task-config",
             vec![("function", name), ("returns_none", "yes".to_string())],
