@@ -14,6 +14,7 @@ pub use celery::{TaskRef, exception_covers};
 pub use extract::{Assignment, Call, Decorator, Def, ModuleFacts, module_of};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
@@ -26,6 +27,42 @@ pub const MAX_FILES: usize = 50_000;
 
 /// How far names are followed through re-exports (`from .cache import client`).
 const MAX_IMPORT_HOPS: usize = 4;
+
+/// The project index of one review, built the first time a rule asks for it: most changes
+/// never need it (no retry loop, no cached value, no changed contract), and then the
+/// repository is not read at all.
+pub struct LazyIndex<'p> {
+    repo: Option<&'p Repo>,
+    changed: BTreeMap<String, Option<&'p ParsedFile>>,
+    cell: OnceLock<(ProjectIndex, Vec<ReviewError>)>,
+}
+
+impl<'p> LazyIndex<'p> {
+    /// `repo` is `None` in diff-only mode: there is nothing to index.
+    pub fn new(repo: Option<&'p Repo>, changed: BTreeMap<String, Option<&'p ParsedFile>>) -> Self {
+        LazyIndex {
+            repo,
+            changed,
+            cell: OnceLock::new(),
+        }
+    }
+
+    /// The index, built on first use (concurrent callers wait for the one build).
+    pub fn get(&self) -> Option<&ProjectIndex> {
+        let repo = self.repo?;
+        Some(
+            &self
+                .cell
+                .get_or_init(|| ProjectIndex::build(repo, &self.changed))
+                .0,
+        )
+    }
+
+    /// What went wrong while indexing, if the index was built.
+    pub fn errors(&self) -> &[ReviewError] {
+        self.cell.get().map_or(&[], |(_, e)| e.as_slice())
+    }
+}
 
 /// Facts about every Python module of the repository, sorted by path.
 #[derive(Debug, Default)]

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 
 use crate::config::Settings;
 use crate::diff::{FilePatch, Patch};
-use crate::index::ProjectIndex;
+use crate::index::LazyIndex;
 use crate::python::ParsedFile;
 use crate::rules::facts;
 use crate::rules::{self, ChangeSet, Check, Ctx, FileChange};
@@ -70,12 +70,13 @@ pub fn review(patch: &Patch, settings: &Settings) -> Review {
             })
             .collect(),
     };
-    let project = project_index(&prepared, settings, &mut errors);
+    let project = project_index(&prepared, settings);
     let results: Vec<(Vec<Finding>, Vec<Question>)> = prepared
         .par_iter()
         .zip(change.files.par_iter())
-        .map(|(p, facts)| run_rules(p, facts, &change, project.as_ref(), settings))
+        .map(|(p, facts)| run_rules(p, facts, &change, &project, settings))
         .collect();
+    errors.extend(project.errors().iter().cloned());
     let mut findings = Vec::new();
     let mut questions = Vec::new();
     for (f, q) in results {
@@ -115,15 +116,13 @@ pub fn review(patch: &Patch, settings: &Settings) -> Review {
     review
 }
 
-/// The repository's index, in repository mode: built once, before any rule runs, from the
-/// files on disk and the new side of the touched files (already parsed, not read again).
-fn project_index(
-    prepared: &[Prepared<'_>],
-    settings: &Settings,
-    errors: &mut Vec<ReviewError>,
-) -> Option<ProjectIndex> {
-    let source::Workspace::Repository { repo, .. } = &settings.workspace else {
-        return None;
+/// The repository's index, in repository mode: built at most once, when a rule first needs
+/// it, from the files on disk and the new side of the touched files (already parsed, not read
+/// again; a file the change deletes or renames away is left out).
+fn project_index<'p>(prepared: &'p [Prepared<'_>], settings: &'p Settings) -> LazyIndex<'p> {
+    let repo = match &settings.workspace {
+        source::Workspace::Repository { repo, .. } => Some(repo),
+        source::Workspace::DiffOnly => None,
     };
     let mut changed = BTreeMap::new();
     for p in prepared {
@@ -136,9 +135,7 @@ fn project_index(
             changed.insert(new.to_string(), p.new.as_ref());
         }
     }
-    let (index, problems) = ProjectIndex::build(repo, &changed);
-    errors.extend(problems);
-    Some(index)
+    LazyIndex::new(repo, changed)
 }
 
 /// The new-side text of each parsed file, for snippets and line hashes in the reports.
@@ -264,7 +261,7 @@ fn run_rules(
     p: &Prepared<'_>,
     facts: &FileChange,
     change: &ChangeSet,
-    project: Option<&ProjectIndex>,
+    project: &LazyIndex<'_>,
     settings: &Settings,
 ) -> (Vec<Finding>, Vec<Question>) {
     let ctx = |side: Side| {

@@ -22,7 +22,7 @@ use tree_sitter::Node;
 
 use crate::config::Vocabulary;
 use crate::diff::FilePatch;
-use crate::index::{ProjectIndex, TaskRef};
+use crate::index::{LazyIndex, ProjectIndex, TaskRef};
 use crate::python::{NodeIndex, ParsedFile, kinds, syntax};
 use crate::review::{Finding, Question, Severity};
 use crate::source::{FileVersions, Side};
@@ -175,8 +175,9 @@ pub struct Ctx<'a> {
     pub facts: Option<&'a FileFacts>,
     pub other_facts: Option<&'a FileFacts>,
     pub change: &'a ChangeSet,
-    /// The whole repository's facts, in repository mode only: what the diff does not show.
-    pub project: Option<&'a ProjectIndex>,
+    /// The whole repository's facts (repository mode only), built on first use: what the
+    /// diff does not show.
+    pub project: &'a LazyIndex<'a>,
     pub vocab: &'a Vocabulary,
     pub(crate) findings: Vec<Finding>,
     pub(crate) questions: Vec<Question>,
@@ -245,10 +246,15 @@ impl<'a> Ctx<'a> {
         self.questions.push(Question { id, args });
     }
 
+    /// The project index, in repository mode.
+    pub fn project(&self) -> Option<&'a ProjectIndex> {
+        self.project.get()
+    }
+
     /// Background tasks (Celery and the like) that reach function `qualname` of file `path`,
     /// nearest first; empty without a repository.
     pub fn tasks_reaching(&self, path: &str, qualname: &str) -> Vec<TaskRef> {
-        let Some(project) = self.project else {
+        let Some(project) = self.project() else {
             return Vec::new();
         };
         let module = project

@@ -338,7 +338,6 @@ fn is_redis_constructor(callee: &str) -> bool {
 /// imports in the project index; `None` without an index or when the client is not a
 /// module-level redis-py construction (a factory, an attribute of `self`).
 pub(crate) fn client_site(cx: &Ctx<'_>, call: Node<'_>) -> Option<ClientSite> {
-    let project = cx.project?;
     let receiver = syntax::receiver(call)?;
     let receiver = strip_await(receiver);
     if !matches!(receiver.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE) {
@@ -348,7 +347,7 @@ pub(crate) fn client_site(cx: &Ctx<'_>, call: Node<'_>) -> Option<ClientSite> {
     if expr.starts_with("self.") || expr.starts_with("cls.") {
         return None;
     }
-    let (module, assignment) = project.resolve_expr(cx.path, expr)?;
+    let (module, assignment) = cx.project()?.resolve_expr(cx.path, expr)?;
     let callee = assignment.callee.as_deref()?;
     if !is_redis_constructor(callee) {
         return None;

@@ -17,7 +17,7 @@ pub(crate) static RULE: Rule = Rule {
 };
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), Some(project)) = (cx.index(), cx.project) else {
+    let Some(idx) = cx.index() else {
         return;
     };
     let src = cx.src();
@@ -30,6 +30,10 @@ fn check(cx: &mut Ctx<'_>) {
         }
         let Some(budget) = worst_case(cx, l) else {
             continue;
+        };
+        // Only now: the index is built on first use, and most files have no retry budget.
+        let Some(project) = cx.project() else {
+            return;
         };
         let qualname = facts::qualname(l.func, src);
         let tasks = cx.tasks_reaching(cx.path, &qualname);
