@@ -232,3 +232,109 @@ fn every_format_shows_the_evidence_and_output_is_stable() {
     let again = context_review();
     assert_eq!(json(&review, Lang::En), json(&again, Lang::En));
 }
+
+#[test]
+fn sarif_with_related_locations_follows_the_schema() {
+    let review = context_review();
+    let mut out = Vec::new();
+    report::render(&review, Format::Sarif, Lang::Ru, &mut out).expect("renders");
+    let sarif: serde_json::Value = serde_json::from_slice(&out).expect("SARIF is JSON");
+    let schema =
+        std::fs::read_to_string(root().join("tests/data/sarif-schema-2.1.0.json")).expect("schema");
+    let schema: serde_json::Value = serde_json::from_str(&schema).expect("schema is JSON");
+    let validator = jsonschema::options()
+        .build(&schema)
+        .expect("the schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(&sarif)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    let related: Vec<&serde_json::Value> = sarif["runs"][0]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter_map(|r| r.get("relatedLocations"))
+        .collect();
+    assert_eq!(
+        related.len(),
+        3,
+        "IDEM002, ERR003 and RETRY005 cite a place"
+    );
+}
+
+/// A repository around one added client module, for the shapes of clients and tasks the rules
+/// must recognise whatever they are called.
+fn added_module_review(module: &str, files: &[(&str, &str)]) -> Review {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut all = files.to_vec();
+    all.push(("app/payments/gateway.py", module));
+    for (path, text) in &all {
+        let file = dir.path().join(path);
+        std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+        std::fs::write(file, text).expect("write");
+    }
+    let diff = added_file_diff("app/payments/gateway.py", module);
+    review(diff.as_bytes(), &repo_settings(dir.path()))
+}
+
+#[test]
+fn an_async_client_imported_as_a_module_attribute_is_resolved() {
+    let module = "import httpx\n\nimport app.store as store\n\n\nasync def idempotency_key(order_id: str) -> str:\n    cached = await store.kv.get(f\"idem:{order_id}\")\n    if cached is not None:\n        return cached.decode()\n    return order_id\n\n\nasync def pay(order_id: str) -> dict:\n    key = await idempotency_key(order_id)\n    async with httpx.AsyncClient() as client:\n        response = await client.post(\"https://psp.example/pay\", headers={\"Idempotency-Key\": key}, timeout=5)\n    return response.json()\n";
+    let store = "from redis import asyncio as aioredis\n\nkv = aioredis.from_url(\"redis://cache\", decode_responses=True)\n";
+    let review = added_module_review(module, &[("app/store.py", store)]);
+    let f = finding(&review, "IDEM002").unwrap_or_else(|| panic!("{:#?}", places(&review)));
+    assert_eq!(f.severity.as_str(), "blocker", "{:#?}", places(&review));
+    assert_eq!(f.evidence[0].path, "app/store.py");
+    assert_eq!(f.evidence[0].line, 3);
+}
+
+#[test]
+fn a_bare_app_task_decorator_is_a_task_without_limits() {
+    let module = "import time\n\nimport httpx\n\n\ndef charge(order_id: str) -> dict:\n    for attempt in range(5):\n        try:\n            response = httpx.post(\"https://psp.example/charge\", json={\"order\": order_id}, timeout=30)\n            response.raise_for_status()\n            return response.json()\n        except httpx.TransportError:\n            time.sleep(2 ** attempt)\n    raise RuntimeError(\"gateway down\")\n";
+    let tasks = "from app.payments.gateway import charge\nfrom app.worker import app\n\n\n@app.task\ndef charge_task(order_id):\n    charge(order_id)\n";
+    let review = added_module_review(module, &[("app/tasks.py", tasks)]);
+    // Found, so not asked about; without limits there is nothing to exceed.
+    assert!(
+        !asked(&review).contains(&"task-config"),
+        "{:?}",
+        review.questions
+    );
+    assert!(finding(&review, "RETRY005").is_none());
+    let limited = tasks.replace("@app.task", "@app.task(time_limit=60)");
+    let review = added_module_review(module, &[("app/tasks.py", &limited)]);
+    let f = finding(&review, "RETRY005").unwrap_or_else(|| panic!("{:#?}", places(&review)));
+    // 5 × 30 s + 1 + 2 + 4 + 8 + 16 ≈ 181 s, and no idempotency key at all.
+    assert!(
+        message(f, Lang::En).contains("≈ 181 s"),
+        "{}",
+        message(f, Lang::En)
+    );
+    assert_eq!(f.severity.as_str(), "blocker");
+}
+
+#[test]
+fn a_task_decorator_from_the_configuration_is_recognised() {
+    let module = "import time\n\nimport httpx\n\n\ndef charge(order_id: str) -> dict:\n    for attempt in range(5):\n        try:\n            response = httpx.post(\"https://psp.example/charge\", json={\"order\": order_id}, timeout=30)\n            response.raise_for_status()\n            return response.json()\n        except httpx.TransportError:\n            time.sleep(2 ** attempt)\n    raise RuntimeError(\"gateway down\")\n";
+    let tasks = "from app.payments.gateway import charge\nfrom app.worker import worker\n\n\n@worker.background(time_limit=60)\ndef charge_task(order_id):\n    charge(order_id)\n";
+    let plain = added_module_review(module, &[("app/tasks.py", tasks)]);
+    assert!(finding(&plain, "RETRY005").is_none());
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (path, text) in [("app/tasks.py", tasks), ("app/payments/gateway.py", module)] {
+        let file = dir.path().join(path);
+        std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+        std::fs::write(file, text).expect("write");
+    }
+    let mut settings = repo_settings(dir.path());
+    settings
+        .vocabulary
+        .task_decorators
+        .push("worker.background".to_string());
+    let diff = added_file_diff("app/payments/gateway.py", module);
+    let review = review(diff.as_bytes(), &settings);
+    assert!(
+        finding(&review, "RETRY005").is_some(),
+        "{:#?}",
+        places(&review)
+    );
+}
