@@ -95,7 +95,7 @@ fn retry_budget_over_the_task_limit_is_reported_with_the_task() {
     // The formula is RETRY001's, units as it writes them; the limit is in the message's words.
     let ru = message(f, Lang::Ru);
     assert!(
-        ru.contains("≈ 59 s") && ru.contains("soft_time_limit=30` с"),
+        ru.contains("≈ 59 s") && ru.contains("`soft_time_limit=30` у таска"),
         "{ru}"
     );
 }
