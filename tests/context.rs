@@ -338,3 +338,25 @@ fn a_task_decorator_from_the_configuration_is_recognised() {
         places(&review)
     );
 }
+
+#[test]
+fn unreadable_or_odd_files_are_left_out_of_the_index_quietly() {
+    let dir = variant(&[]);
+    let root = dir.path();
+    std::fs::write(root.join("app/latin1.py"), b"x = '\xe9\xff'\ndef f(:\n").expect("write");
+    std::fs::write(root.join("app/broken.py"), "def (((\n@@@\n").expect("write");
+    std::fs::write(root.join("app/empty.py"), "").expect("write");
+    let mut settings = repo_settings(root);
+    let big = "x = 1\n".repeat(50_000);
+    std::fs::write(root.join("app/big.py"), &big).expect("write");
+    settings.max_file_bytes = 200_000;
+    if let payreview::source::Workspace::Repository { repo, .. } = &mut settings.workspace {
+        *repo = payreview::source::Repo::open(root, 200_000).expect("repo");
+    }
+    let review = review(&seed_diff(), &settings);
+    // The context is still found, and the files that could not be indexed are no error of the
+    // review.
+    assert!(has(&review, "IDEM002", CLIENT, Some((52, 52)), "blocker"));
+    assert!(finding(&review, "RETRY005").is_some());
+    assert!(review.errors.is_empty(), "{:?}", review.errors);
+}

@@ -101,4 +101,51 @@ mod tests {
         assert_eq!(files, ["app/a.py"]);
         assert!(truncated);
     }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_walk_does_not_follow_symlinks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        fs::write(outside.path().join("secret.py"), "x = 1\n").expect("write");
+        fs::create_dir_all(dir.path().join("app")).expect("mkdir");
+        fs::write(dir.path().join("app/a.py"), "x = 1\n").expect("write");
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("app/linked")).expect("link");
+        std::os::unix::fs::symlink(
+            outside.path().join("secret.py"),
+            dir.path().join("app/b.py"),
+        )
+        .expect("link");
+        let (files, _) = python_files(dir.path(), 10);
+        assert_eq!(files, ["app/a.py"]);
+    }
+
+    #[test]
+    fn a_git_work_tree_lists_what_git_does_not_ignore() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir.path())
+                .args(args)
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        if !git(&["init", "-q"]) {
+            return; // no git on this machine: the walk is tested above
+        }
+        for (rel, text) in [
+            (".gitignore", "generated/\n"),
+            ("app/a.py", "x = 1\n"),
+            ("app/new.py", "y = 2\n"),
+            ("generated/g.py", "z = 3\n"),
+        ] {
+            let path = dir.path().join(rel);
+            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            fs::write(path, text).expect("write");
+        }
+        assert!(git(&["add", "app/a.py"]));
+        let (files, _) = python_files(dir.path(), 10);
+        assert_eq!(files, ["app/a.py", "app/new.py"]);
+    }
 }

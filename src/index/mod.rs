@@ -105,6 +105,11 @@ impl ProjectIndex {
                 Some(None) => None,
                 // Unreadable, too large or not parseable in time: the index does without it.
                 None => {
+                    // A tracked symlink is the file it points to, indexed under its own path.
+                    let link = std::fs::symlink_metadata(repo.root().join(path)).ok()?;
+                    if link.file_type().is_symlink() {
+                        return None;
+                    }
                     let text = repo.read(path).ok()?.text;
                     let parsed = ParsedFile::parse(text)?;
                     Some(extract::extract(path, &parsed))
