@@ -258,8 +258,8 @@ fn sarif_with_related_locations_follows_the_schema() {
         .collect();
     assert_eq!(
         related.len(),
-        3,
-        "IDEM002, ERR003 and RETRY005 cite a place"
+        4,
+        "IDEM002, ERR003, RETRY005 and TEST001 cite a place"
     );
 }
 
@@ -359,4 +359,35 @@ fn unreadable_or_odd_files_are_left_out_of_the_index_quietly() {
     assert!(has(&review, "IDEM002", CLIENT, Some((52, 52)), "blocker"));
     assert!(finding(&review, "RETRY005").is_some());
     assert!(review.errors.is_empty(), "{:?}", review.errors);
+}
+
+#[test]
+fn a_test_outside_the_change_that_now_reaches_redis_is_reported_on_the_function() {
+    let review = context_review();
+    let outside: Vec<&Finding> = review
+        .findings
+        .iter()
+        .filter(|f| f.rule == "TEST001" && f.path == CLIENT)
+        .collect();
+    assert_eq!(outside.len(), 1, "{:#?}", places(&review));
+    let f = outside[0];
+    assert_eq!(f.lines, Some((16, 16)), "the `def create_charge` line");
+    let cited: Vec<(&str, u32)> = f
+        .evidence
+        .iter()
+        .map(|e| (e.path.as_str(), e.line))
+        .collect();
+    // The test that patches `redis_client` is not cited.
+    assert_eq!(cited, [("tests/test_charges_contract.py", 9)]);
+    let text = message(f, Lang::En);
+    assert!(text.contains("test_charge_sends_the_order"), "{text}");
+    assert!(text.contains("does not show"), "{text}");
+    // The tests in the diff are still reported where they are.
+    assert!(has(
+        &review,
+        "TEST001",
+        "tests/test_payments.py",
+        Some((14, 23)),
+        "important"
+    ));
 }

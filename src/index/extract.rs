@@ -6,6 +6,12 @@ use tree_sitter::Node;
 use crate::python::{NodeIndex, ParsedFile, kinds, syntax};
 use crate::rules::facts::{self, Import};
 
+/// Calls that replace something for a test (`patch`, `patch.object`, `monkeypatch.setattr`).
+const MOCKERS: &[&str] = &["patch", "object", "setattr", "setitem", "dict", "multiple"];
+
+/// Most mock text kept for one test: patch targets and fixture bodies, not the whole file.
+const MAX_MOCK_CHARS: usize = 4_000;
+
 /// Longest source text kept for one value: enough for a constructor's arguments, bounded so a
 /// generated file cannot blow the index up.
 const MAX_VALUE_CHARS: usize = 400;
@@ -33,6 +39,9 @@ pub struct Def {
     pub qualname: String,
     pub lines: (u32, u32),
     pub decorators: Vec<Decorator>,
+    /// For a test function of a test module: what may mock things for it, lowercased (its
+    /// decorators, parameters, patch calls, and the module's fixtures), bounded.
+    pub mocks: Option<String>,
 }
 
 /// `@celery_app.task(autoretry_for=(httpx.HTTPError,), soft_time_limit=30)`.
@@ -116,14 +125,27 @@ pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
     let (idx, src) = (file.index(), file.text());
     let module = module_of(path);
     let imports = imports(idx, src);
+    let is_test = facts::is_test_path(path);
+    // Fixtures anywhere in a test module can patch for its tests (autouse or by parameter).
+    let fixtures = if is_test {
+        fixtures_text(idx, src)
+    } else {
+        String::new()
+    };
     let functions: Vec<Def> = idx
         .all(kinds::FUNCTION_DEFINITION)
         .iter()
-        .map(|&f| Def {
-            name: syntax::function_name(f, src).to_string(),
-            qualname: facts::qualname(f, src),
-            lines: syntax::lines(f),
-            decorators: decorators(f, src),
+        .map(|&f| {
+            let name = syntax::function_name(f, src).to_string();
+            let mocks =
+                (is_test && name.starts_with("test")).then(|| mock_text(idx, f, src, &fixtures));
+            Def {
+                name,
+                qualname: facts::qualname(f, src),
+                lines: syntax::lines(f),
+                decorators: decorators(f, src),
+                mocks,
+            }
         })
         .collect();
     let assignments = idx
@@ -258,6 +280,61 @@ fn aliased<'s>(name: Node<'_>, src: &'s str) -> (&'s str, &'s str) {
         let text = syntax::text(name, src);
         (text, text)
     }
+}
+
+fn fixtures_text(idx: &NodeIndex<'_>, src: &str) -> String {
+    let mut out = String::new();
+    for d in idx.all(kinds::DECORATOR) {
+        if syntax::text(*d, src).contains("fixture")
+            && let Some(def) = d.parent()
+        {
+            out.push_str(&syntax::text(def, src).to_ascii_lowercase());
+            out.push('\n');
+        }
+        if out.len() > MAX_MOCK_CHARS {
+            break;
+        }
+    }
+    out
+}
+
+/// A test's decorators (its class's too), parameters and patch calls, then the module's
+/// fixtures: where a mock of what it reaches would be written.
+fn mock_text(idx: &NodeIndex<'_>, func: Node<'_>, src: &str, fixtures: &str) -> String {
+    let mut out = String::new();
+    let mut outer = Some(func);
+    while let Some(node) = outer {
+        if let Some(parent) = node
+            .parent()
+            .filter(|p| p.kind() == kinds::DECORATED_DEFINITION)
+        {
+            let mut cursor = parent.walk();
+            for d in parent
+                .named_children(&mut cursor)
+                .filter(|n| n.kind() == kinds::DECORATOR)
+            {
+                out.push_str(syntax::text(d, src));
+                out.push('\n');
+            }
+        }
+        outer = idx.enclosing(node, kinds::CLASS_DEFINITION);
+    }
+    if let Some(params) = func.child_by_field_name("parameters") {
+        out.push_str(syntax::text(params, src));
+        out.push('\n');
+    }
+    for call in idx.within(func, kinds::CALL) {
+        if MOCKERS.contains(&syntax::callee_name(*call, src)) {
+            out.push_str(syntax::text(*call, src));
+            out.push('\n');
+        }
+    }
+    out.push_str(fixtures);
+    let mut out = out.to_ascii_lowercase();
+    if let Some((at, _)) = out.char_indices().nth(MAX_MOCK_CHARS) {
+        out.truncate(at);
+    }
+    out
 }
 
 fn decorators(func: Node<'_>, src: &str) -> Vec<Decorator> {
