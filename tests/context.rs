@@ -391,3 +391,24 @@ fn a_test_outside_the_change_that_now_reaches_redis_is_reported_on_the_function(
         "important"
     ));
 }
+
+#[test]
+fn repository_context_is_identical_whatever_the_thread_count() {
+    let diff = fixture("seed/pr.diff");
+    let repo = fixture("seed-context/head");
+    let run = |threads: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_payreview"))
+            .args(["review", "--format", "sarif", "--isolated", "--repo"])
+            .arg(&repo)
+            .arg(&diff)
+            .env("RAYON_NUM_THREADS", threads)
+            .env_remove("PAYREVIEW_LANG")
+            .output()
+            .expect("binary runs");
+        out.stdout
+    };
+    let one = run("1");
+    assert!(String::from_utf8_lossy(&one).contains("relatedLocations"));
+    assert_eq!(one, run("8"));
+    assert_eq!(one, run("3"));
+}
