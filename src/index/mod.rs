@@ -34,15 +34,22 @@ const MAX_IMPORT_HOPS: usize = 4;
 pub struct LazyIndex<'p> {
     repo: Option<&'p Repo>,
     changed: BTreeMap<String, Option<&'p ParsedFile>>,
+    focus: BTreeSet<String>,
     cell: OnceLock<(ProjectIndex, Vec<ReviewError>)>,
 }
 
 impl<'p> LazyIndex<'p> {
     /// `repo` is `None` in diff-only mode: there is nothing to index.
-    pub fn new(repo: Option<&'p Repo>, changed: BTreeMap<String, Option<&'p ParsedFile>>) -> Self {
+    /// `focus`: the (last) names of the functions the change touches.
+    pub fn new(
+        repo: Option<&'p Repo>,
+        changed: BTreeMap<String, Option<&'p ParsedFile>>,
+        focus: BTreeSet<String>,
+    ) -> Self {
         LazyIndex {
             repo,
             changed,
+            focus,
             cell: OnceLock::new(),
         }
     }
@@ -53,7 +60,7 @@ impl<'p> LazyIndex<'p> {
         Some(
             &self
                 .cell
-                .get_or_init(|| ProjectIndex::build(repo, &self.changed))
+                .get_or_init(|| ProjectIndex::build(repo, &self.changed, &self.focus))
                 .0,
         )
     }
@@ -64,7 +71,14 @@ impl<'p> LazyIndex<'p> {
     }
 }
 
-/// Facts about every Python module of the repository, sorted by path.
+/// Whether `text` holds one of `names` as a whole identifier: one pass over the text, no
+/// parse.
+fn mentions_any(text: &str, names: &BTreeSet<String>) -> bool {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .any(|word| !word.is_empty() && names.contains(word))
+}
+
+/// Facts about the Python modules of the repository a review needs, sorted by path.
 #[derive(Debug, Default)]
 pub struct ProjectIndex {
     modules: Vec<ModuleFacts>,
@@ -74,11 +88,18 @@ pub struct ProjectIndex {
 }
 
 impl ProjectIndex {
-    /// Indexes the repository. `changed` holds the parsed new side of the files the review
-    /// already read (they are not read twice); `None` marks a file the change deletes.
+    /// Indexes what the review can ask about. `changed` holds the parsed new side of the files
+    /// the review already read (they are not read twice; `None` marks a file the change
+    /// deletes); `focus` names the functions the change touches.
+    ///
+    /// Not every module is parsed: a cheap identifier scan picks the files that mention a
+    /// focused function (its callers), then the callers' callers, up to the task search's
+    /// depth, and then the modules those import (clients, constants, re-exports). A module
+    /// that mentions none of them cannot change an answer.
     pub fn build(
         repo: &Repo,
         changed: &BTreeMap<String, Option<&ParsedFile>>,
+        focus: &BTreeSet<String>,
     ) -> (ProjectIndex, Vec<ReviewError>) {
         let (listed, truncated) = list::python_files(repo.root(), MAX_FILES);
         let mut errors = Vec::new();
@@ -90,33 +111,88 @@ impl ProjectIndex {
                 ),
             });
         }
-        let mut paths: BTreeSet<String> = listed.into_iter().collect();
-        paths.extend(
-            changed
-                .iter()
-                .filter(|(_, parsed)| parsed.is_some())
-                .map(|(p, _)| p.clone()),
-        );
-        let paths: Vec<String> = paths.into_iter().collect();
-        let modules: Vec<ModuleFacts> = paths
-            .par_iter()
-            .filter_map(|path| match changed.get(path) {
-                Some(Some(parsed)) => Some(extract::extract(path, parsed)),
-                Some(None) => None,
-                // Unreadable, too large or not parseable in time: the index does without it.
-                None => {
-                    // A tracked symlink is the file it points to, indexed under its own path.
-                    let link = std::fs::symlink_metadata(repo.root().join(path)).ok()?;
-                    if link.file_type().is_symlink() {
-                        return None;
-                    }
-                    let text = repo.read(path).ok()?.text;
-                    let parsed = ParsedFile::parse(text)?;
-                    Some(extract::extract(path, &parsed))
-                }
-            })
+        let mut modules: BTreeMap<String, ModuleFacts> = changed
+            .iter()
+            .filter_map(|(path, parsed)| Some((path.clone(), extract::extract(path, (*parsed)?))))
             .collect();
-        (ProjectIndex::from_modules(modules), errors)
+        let on_disk: Vec<String> = listed
+            .into_iter()
+            .filter(|p| !changed.contains_key(p))
+            .collect();
+        let mut path_of: HashMap<String, String> = HashMap::new();
+        for path in on_disk.iter().chain(modules.keys()) {
+            path_of
+                .entry(module_of(path))
+                .or_insert_with(|| path.clone());
+        }
+        let read = |path: &String| -> Option<(String, String)> {
+            // A tracked symlink is the file it points to, indexed under its own path.
+            let link = std::fs::symlink_metadata(repo.root().join(path)).ok()?;
+            if link.file_type().is_symlink() {
+                return None;
+            }
+            // Unreadable or too large: the index does without it.
+            Some((path.clone(), repo.read(path).ok()?.text))
+        };
+        let parse = |path: &str, text: String| -> Option<ModuleFacts> {
+            ParsedFile::parse(text).map(|parsed| extract::extract(path, &parsed))
+        };
+        // Callers, hop by hop: the files that mention a name, then the names of their functions
+        // that call it.
+        let mut names: BTreeSet<String> = focus.clone();
+        let mut searched: BTreeSet<String> = BTreeSet::new();
+        for _ in 0..celery::MAX_HOPS {
+            let fresh: BTreeSet<String> = names.difference(&searched).cloned().collect();
+            if fresh.is_empty() {
+                break;
+            }
+            searched.extend(fresh.iter().cloned());
+            let found: Vec<ModuleFacts> = on_disk
+                .par_iter()
+                .filter(|p| !modules.contains_key(*p))
+                .filter_map(read)
+                .filter(|(_, text)| mentions_any(text, &fresh))
+                .filter_map(|(path, text)| parse(&path, text))
+                .collect();
+            for m in found {
+                modules.insert(m.path.clone(), m);
+            }
+            for m in modules.values() {
+                for call in m.calls.iter().filter(|c| searched.contains(&c.name)) {
+                    let caller = call.function.rsplit('.').next().unwrap_or(&call.function);
+                    names.insert(caller.to_string());
+                }
+            }
+        }
+        // What the parsed modules import, and what that imports (re-exports), by module path.
+        for _ in 0..=MAX_IMPORT_HOPS {
+            let wanted: BTreeSet<String> = modules
+                .values()
+                .flat_map(|m| m.imports.iter())
+                .flat_map(|i| {
+                    let parent = i.target.rsplit_once('.').map(|(m, _)| m.to_string());
+                    std::iter::once(i.target.clone()).chain(parent)
+                })
+                .filter_map(|module| path_of.get(&module).cloned())
+                .filter(|p| !modules.contains_key(p))
+                .collect();
+            if wanted.is_empty() {
+                break;
+            }
+            let wanted: Vec<String> = wanted.into_iter().collect();
+            let found: Vec<ModuleFacts> = wanted
+                .par_iter()
+                .filter_map(read)
+                .filter_map(|(path, text)| parse(&path, text))
+                .collect();
+            for m in found {
+                modules.insert(m.path.clone(), m);
+            }
+        }
+        (
+            ProjectIndex::from_modules(modules.into_values().collect()),
+            errors,
+        )
     }
 
     /// An index of already extracted modules (sorted here).

@@ -70,7 +70,8 @@ pub fn review(patch: &Patch, settings: &Settings) -> Review {
             })
             .collect(),
     };
-    let project = project_index(&prepared, settings);
+    let touched = changed_functions(&prepared, &change);
+    let project = project_index(&prepared, settings, &touched);
     let results: Vec<(Vec<Finding>, Vec<Question>)> = prepared
         .par_iter()
         .zip(change.files.par_iter())
@@ -111,7 +112,7 @@ pub fn review(patch: &Patch, settings: &Settings) -> Review {
     let mut review = finish(findings, questions, errors, &files);
     review.suppressions = suppressions;
     review.sources = sources(&prepared);
-    review.changed_functions = changed_functions(&prepared, &change);
+    review.changed_functions = touched;
     review.description = settings.description.clone();
     review
 }
@@ -119,7 +120,11 @@ pub fn review(patch: &Patch, settings: &Settings) -> Review {
 /// The repository's index, in repository mode: built at most once, when a rule first needs
 /// it, from the files on disk and the new side of the touched files (already parsed, not read
 /// again; a file the change deletes or renames away is left out).
-fn project_index<'p>(prepared: &'p [Prepared<'_>], settings: &'p Settings) -> LazyIndex<'p> {
+fn project_index<'p>(
+    prepared: &'p [Prepared<'_>],
+    settings: &'p Settings,
+    touched: &BTreeMap<String, Vec<String>>,
+) -> LazyIndex<'p> {
     let repo = match &settings.workspace {
         source::Workspace::Repository { repo, .. } => Some(repo),
         source::Workspace::DiffOnly => None,
@@ -135,7 +140,12 @@ fn project_index<'p>(prepared: &'p [Prepared<'_>], settings: &'p Settings) -> La
             changed.insert(new.to_string(), p.new.as_ref());
         }
     }
-    LazyIndex::new(repo, changed)
+    let focus = touched
+        .values()
+        .flatten()
+        .map(|q| q.rsplit('.').next().unwrap_or(q).to_string())
+        .collect();
+    LazyIndex::new(repo, changed, focus)
 }
 
 /// The new-side text of each parsed file, for snippets and line hashes in the reports.
