@@ -334,4 +334,48 @@ mod tests {
         assert_eq!(index.number(pay, "TTL"), Some(3600.0));
         assert_eq!(index.number(pay, "1_000"), Some(1000.0));
     }
+
+    #[test]
+    fn build_parses_callers_hop_by_hop_and_their_imports_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (rel, text) in [
+            ("app/client.py", "def charge(o):\n    pass\n"),
+            (
+                "app/service.py",
+                "from app.client import charge\n\ndef pay(o):\n    charge(o)\n",
+            ),
+            (
+                "app/tasks.py",
+                "from app.limits import LIMIT\nfrom app.service import pay\n\n@shared_task(time_limit=LIMIT)\ndef pay_task(o):\n    pay(o)\n",
+            ),
+            ("app/limits.py", "LIMIT = 20\n"),
+            ("app/unrelated.py", "def other():\n    return 1\n"),
+        ] {
+            let path = dir.path().join(rel);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, text).expect("write");
+        }
+        let repo = Repo::open(dir.path(), 1 << 20).expect("repo");
+        let focus: BTreeSet<String> = ["charge".to_string()].into();
+        let (index, errors) = ProjectIndex::build(&repo, &BTreeMap::new(), &focus);
+        assert!(errors.is_empty());
+        let paths: Vec<&str> = index.modules().iter().map(|m| m.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "app/client.py",
+                "app/limits.py",
+                "app/service.py",
+                "app/tasks.py"
+            ]
+        );
+        let tasks = index.tasks_calling(
+            "app.client",
+            "charge",
+            &crate::config::Vocabulary::default(),
+        );
+        assert_eq!(tasks.len(), 1);
+        let module = index.module("app.tasks").expect("tasks");
+        assert_eq!(index.number(module, "LIMIT"), Some(20.0));
+    }
 }
