@@ -16,6 +16,7 @@ Usage: context.py OUT [--files N] [--runs R] [--binary target/release/payreview]
 """
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -225,10 +226,11 @@ def main():
     print("|---|---|---|---|")
     for name, cmd in cases:
         seconds, out = timed(cmd, args.runs)
-        text = out.decode(errors="replace")
-        retry005 = "RETRY005" in text
+        findings = json.loads(out)["findings"]
+        retry005 = any(f["rule"] == "RETRY005" for f in findings)
+        idem002 = any(f["rule"] == "IDEM002" and f["severity"] == "blocker" for f in findings)
         print(f"| {name} | {seconds:.3f} | {'yes' if retry005 else 'no'} | "
-              f"{'yes' if 'decode_responses=True' in text else 'no'} |")
+              f"{'yes' if idem002 else 'no'} |")
 
 
 if __name__ == "__main__":

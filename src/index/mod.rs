@@ -40,7 +40,7 @@ pub struct LazyIndex<'p> {
 
 impl<'p> LazyIndex<'p> {
     /// `repo` is `None` in diff-only mode: there is nothing to index.
-    /// `focus`: the (last) names of the functions the change touches.
+    /// `focus`: the module-level functions the change touches.
     pub fn new(
         repo: Option<&'p Repo>,
         changed: BTreeMap<String, Option<&'p ParsedFile>>,
@@ -90,7 +90,7 @@ pub struct ProjectIndex {
 impl ProjectIndex {
     /// Indexes what the review can ask about. `changed` holds the parsed new side of the files
     /// the review already read (they are not read twice; `None` marks a file the change
-    /// deletes); `focus` names the functions the change touches.
+    /// deletes); `focus` names the module-level functions the change touches.
     ///
     /// Not every module is parsed: a cheap identifier scan picks the files that mention a
     /// focused function (its callers), then the callers' callers, up to the task search's
@@ -158,9 +158,12 @@ impl ProjectIndex {
                 modules.insert(m.path.clone(), m);
             }
             for m in modules.values() {
+                // A method is called through an object, which no import resolves: only its own
+                // module can be seen calling it, and that module is parsed already.
                 for call in m.calls.iter().filter(|c| searched.contains(&c.name)) {
-                    let caller = call.function.rsplit('.').next().unwrap_or(&call.function);
-                    names.insert(caller.to_string());
+                    if !call.function.contains('.') {
+                        names.insert(call.function.clone());
+                    }
                 }
             }
         }

@@ -140,10 +140,13 @@ fn project_index<'p>(
             changed.insert(new.to_string(), p.new.as_ref());
         }
     }
+    // Methods are left out: other modules call them through objects, which the index cannot
+    // tie to a class, so their callers elsewhere would never be matched anyway.
     let focus = touched
         .values()
         .flatten()
-        .map(|q| q.rsplit('.').next().unwrap_or(q).to_string())
+        .filter(|q| !q.contains('.'))
+        .cloned()
         .collect();
     LazyIndex::new(repo, changed, focus)
 }
