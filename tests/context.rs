@@ -412,3 +412,23 @@ fn repository_context_is_identical_whatever_the_thread_count() {
     assert_eq!(one, run("8"));
     assert_eq!(one, run("3"));
 }
+
+#[test]
+fn autoretry_through_a_constant_is_read_and_exception_still_retries() {
+    let constant = "import httpx\n\nfrom app.celery_app import celery_app\nfrom app.payments.service import process_order_payment\n\nRETRYABLE = (httpx.TimeoutException, httpx.ConnectError)\n\n\n@celery_app.task(autoretry_for=RETRYABLE, soft_time_limit=30)\ndef charge_order(order_id, amount, currency):\n    process_order_payment(order_id, amount, currency)\n";
+    let dir = variant(&[("app/tasks.py", constant)]);
+    let first = review(&seed_diff(), &repo_settings(dir.path()));
+    let err = finding(&first, "ERR003").expect("ERR003");
+    let text = message(err, Lang::En);
+    assert!(
+        text.contains("httpx.TimeoutException, httpx.ConnectError"),
+        "{text}"
+    );
+    // With `autoretry_for=(Exception,)` the `AttributeError` is retried: nothing is lost.
+    let broad = constant.replace("autoretry_for=RETRYABLE", "autoretry_for=(Exception,)");
+    let dir = variant(&[("app/tasks.py", &broad)]);
+    let second = review(&seed_diff(), &repo_settings(dir.path()));
+    let err = finding(&second, "ERR003").expect("ERR003");
+    assert!(err.evidence.is_empty());
+    assert!(!message(err, Lang::En).contains("no longer fires"));
+}

@@ -32,16 +32,20 @@ impl TaskRef {
     /// The exception names of `autoretry_for=(A, b.B)`: `A`, `b.B`.
     pub fn autoretry_for(&self) -> Vec<String> {
         self.keyword("autoretry_for")
-            .map(|v| {
-                v.trim_matches(|c| matches!(c, '(' | ')' | '[' | ']'))
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .collect()
-            })
+            .map(exception_names)
             .unwrap_or_default()
     }
+}
+
+/// `(A, b.B)` or `[A]` → `A`, `b.B`.
+fn exception_names(value: &str) -> Vec<String> {
+    value
+        .trim_matches(|c| matches!(c, '(' | ')' | '[' | ']'))
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Whether a decorator makes a task: `@app.task`, `@celery_app.task(...)`, `@shared_task`, or a
@@ -55,6 +59,22 @@ pub fn is_task_decorator(callee: &str, vocab: &Vocabulary) -> bool {
 }
 
 impl ProjectIndex {
+    /// The task's `autoretry_for`, with a module constant (`autoretry_for=RETRYABLE`) replaced
+    /// by the tuple it names.
+    pub fn autoretry_for(&self, task: &TaskRef) -> Vec<String> {
+        let mut out = Vec::new();
+        for name in task.autoretry_for() {
+            let constant = self
+                .global(&task.module, &name)
+                .filter(|(_, a)| a.callee.is_none() && a.value.starts_with(['(', '[']));
+            match constant {
+                Some((_, a)) => out.extend(exception_names(&a.value)),
+                None => out.push(name),
+            }
+        }
+        out
+    }
+
     /// The tasks that reach function `qualname` of module `module`, nearest first, then by
     /// path and line.
     pub fn tasks_calling(&self, module: &str, qualname: &str, vocab: &Vocabulary) -> Vec<TaskRef> {

@@ -1,6 +1,6 @@
 //! ERR003 error-contract-changed: a function of the change that used to raise on failure now
 //! may return `None`, and a caller reads its result without a check.
-use crate::index::{TaskRef, exception_covers};
+use crate::index::{ProjectIndex, TaskRef, exception_covers};
 use crate::review::{Finding, Severity};
 use crate::rules::facts::{CallSite, FileFacts, FunctionFacts};
 use crate::rules::{Check, Ctx, Rule};
@@ -37,10 +37,14 @@ fn check(cx: &mut Ctx<'_>) {
             .filter(|c| c.name == callee.name && !c.checked)
             .filter(|c| c.function != callee.qualname)
             .collect();
-        let tasks = if sites.is_empty() {
-            Vec::new()
+        // The index is built on first use: only when a caller is there to warn.
+        let (project, tasks) = if sites.is_empty() {
+            (None, Vec::new())
         } else {
-            cx.tasks_reaching(&callee.path, &callee.qualname)
+            (
+                cx.project(),
+                cx.tasks_reaching(&callee.path, &callee.qualname),
+            )
         };
         for site in sites {
             let Some(deref) = site.deref_line else {
@@ -61,18 +65,31 @@ fn check(cx: &mut Ctx<'_>) {
             if !on_path {
                 finding.severity(Severity::Nit);
             }
-            autoretry_lost(finding, &tasks, callee);
+            autoretry_lost(finding, project, &tasks, callee);
         }
     }
 }
 
 /// Says so when a task that reaches the callee retries on exactly what the callee now turns
 /// into `None`: the retry the task was written with no longer happens.
-fn autoretry_lost(finding: &mut Finding, tasks: &[TaskRef], callee: &Changed) {
+fn autoretry_lost(
+    finding: &mut Finding,
+    project: Option<&ProjectIndex>,
+    tasks: &[TaskRef],
+    callee: &Changed,
+) {
+    let Some(project) = project else {
+        return;
+    };
     for task in tasks {
-        let lost: Vec<String> = task
-            .autoretry_for()
+        let lost: Vec<String> = project
+            .autoretry_for(task)
             .into_iter()
+            // `autoretry_for=(Exception,)` still fires, on the `AttributeError` (ERR002 says so).
+            .filter(|retried| {
+                let last = retried.rsplit('.').next().unwrap_or(retried);
+                !matches!(last, "Exception" | "BaseException")
+            })
             .filter(|retried| {
                 callee.newly_caught.iter().any(|caught| {
                     exception_covers(caught, retried) || exception_covers(retried, caught)
