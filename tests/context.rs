@@ -432,3 +432,15 @@ fn autoretry_through_a_constant_is_read_and_exception_still_retries() {
     assert!(err.evidence.is_empty());
     assert!(!message(err, Lang::En).contains("no longer fires"));
 }
+
+#[test]
+fn an_async_retry_loop_run_by_a_task_is_held_to_its_limit() {
+    let module = "import asyncio\n\nimport httpx\n\n\nasync def refund(refund_id: str) -> dict:\n    async with httpx.AsyncClient() as client:\n        for attempt in range(4):\n            try:\n                response = await client.post(f\"https://psp.example/refunds/{refund_id}\", timeout=10)\n                response.raise_for_status()\n                return response.json()\n            except httpx.TransportError:\n                if attempt == 3:\n                    raise\n                await asyncio.sleep(5)\n    raise RuntimeError(\"unreachable\")\n";
+    let tasks = "import asyncio\n\nfrom celery import shared_task\n\nfrom app.payments.gateway import refund\n\n\n@shared_task(soft_time_limit=45)\ndef refund_task(refund_id):\n    return asyncio.run(refund(refund_id))\n";
+    let review = added_module_review(module, &[("app/tasks.py", tasks)]);
+    let f = finding(&review, "RETRY005").unwrap_or_else(|| panic!("{:#?}", places(&review)));
+    // 4 attempts × 10 s and 3 sleeps of 5 s (none after the last attempt).
+    let text = message(f, Lang::En);
+    assert!(text.contains("4 × 10 s + 5 + 5 + 5 ≈ 55 s"), "{text}");
+    assert!(text.contains("soft_time_limit=45"), "{text}");
+}
