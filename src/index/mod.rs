@@ -1,9 +1,10 @@
-//! The project index: small facts about every Python module of the repository under review,
-//! so rules can answer what a diff does not show (which task calls the changed function, how
-//! the cache client is configured) instead of asking the author.
+//! The project index: small facts about the Python modules of the repository under review, so
+//! rules can answer what a diff does not show (which task calls the changed function, how the
+//! cache client is configured) instead of asking the author.
 //!
-//! Built at most once per review, and only in repository mode. Each file is parsed once with
-//! the shared parser and only owned facts are kept; the tree is dropped right away, so memory
+//! Built at most once per review, only in repository mode and only when a rule asks. Only the
+//! modules that can bear on the change are parsed (see `ProjectIndex::build`), each once with
+//! the shared parser, and only owned facts are kept; the tree is dropped right away, so memory
 //! grows with the number of definitions, not with the size of the code.
 
 mod celery;
