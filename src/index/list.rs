@@ -21,11 +21,13 @@ const SKIPPED_DIRS: &[&str] = &[
 /// The Python files under `root`, relative, sorted, at most `cap` of them (the bool says some
 /// were left out). A git work tree answers with `git ls-files`, which honours `.gitignore`.
 pub fn python_files(root: &Path, cap: usize) -> (Vec<String>, bool) {
-    let mut files = if root.join(".git").exists() || git::toplevel(root).is_some() {
-        git::ls_python_files(root).unwrap_or_else(|_| walk(root))
-    } else {
-        walk(root)
-    };
+    let from_git = (root.join(".git").exists() || git::toplevel(root).is_some())
+        .then(|| git::ls_python_files(root).ok())
+        .flatten()
+        // Nothing from git under a root that is itself ignored (a checkout inside another
+        // repository's build folder): the files are still what is under review.
+        .filter(|files| !files.is_empty());
+    let mut files = from_git.unwrap_or_else(|| walk(root));
     files.retain(|p| !p.split('/').any(skipped_dir));
     files.sort();
     let truncated = files.len() > cap;
