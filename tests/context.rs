@@ -444,3 +444,16 @@ fn an_async_retry_loop_run_by_a_task_is_held_to_its_limit() {
     assert!(text.contains("4 × 10 s + 5 + 5 + 5 ≈ 55 s"), "{text}");
     assert!(text.contains("soft_time_limit=45"), "{text}");
 }
+
+#[test]
+fn a_task_whose_options_hide_in_a_splat_is_still_asked_about() {
+    let tasks = "from app.celery_app import celery_app\nfrom app.payments.service import process_order_payment\nfrom app.settings import TASK_OPTIONS\n\n\n@celery_app.task(**TASK_OPTIONS)\ndef charge_order(order_id, amount, currency):\n    process_order_payment(order_id, amount, currency)\n";
+    let dir = variant(&[("app/tasks.py", tasks)]);
+    let review = review(&seed_diff(), &repo_settings(dir.path()));
+    assert!(
+        asked(&review).contains(&"task-config"),
+        "{:?}",
+        review.questions
+    );
+    assert!(finding(&review, "RETRY005").is_none());
+}

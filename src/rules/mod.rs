@@ -263,6 +263,14 @@ impl<'a> Ctx<'a> {
         project.tasks_calling(&module, qualname, self.vocab)
     }
 
+    /// Whether the repository answers the `task-config` question about function `qualname` of
+    /// file `path`: a task reaches it and its decorator spells its options (no `**options`).
+    pub fn task_config_known(&self, path: &str, qualname: &str) -> bool {
+        self.tasks_reaching(path, qualname)
+            .iter()
+            .any(|t| !t.decorator.splat)
+    }
+
     /// Whether new-side lines `first..=last` hold an added line.
     pub fn touches_added(&self, first: u32, last: u32) -> bool {
         self.versions.lines.touches_added(first, last)

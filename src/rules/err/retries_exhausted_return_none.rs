@@ -98,7 +98,7 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     // A task found in the repository answers the question (ERR003 and RETRY005 say what).
     if on_path
         && cx.touches_added(exhausted.lines.0, exhausted.lines.1)
-        && cx.tasks_reaching(cx.path, &qualname).is_empty()
+        && !cx.task_config_known(cx.path, &qualname)
     {
         cx.ask(
             "task-config",

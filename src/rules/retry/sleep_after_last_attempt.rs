@@ -231,7 +231,7 @@ fn report(cx: &mut Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) {
         .unwrap_or_default();
     let name = syntax::function_name(l.func, src).to_string();
     // A task found in the repository answers the question (RETRY005 compares the numbers).
-    if cx.tasks_reaching(cx.path, &qualname).is_empty() {
+    if !cx.task_config_known(cx.path, &qualname) {
         cx.ask(
             "task-config",
             vec![("function", name.clone()), ("worst", worst)],
