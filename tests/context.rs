@@ -457,3 +457,25 @@ fn a_task_whose_options_hide_in_a_splat_is_still_asked_about() {
     );
     assert!(finding(&review, "RETRY005").is_none());
 }
+
+#[test]
+fn indexing_every_fixture_is_quiet_and_deterministic() {
+    // Hundreds of files of every shape the project keeps as fixtures, some of them broken.
+    let repo = payreview::source::Repo::open(&root().join("fixtures"), 1 << 20).expect("repo");
+    let focus: std::collections::BTreeSet<String> = ["create_charge", "charge", "get", "pay"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let build = || {
+        let (index, errors) = payreview::index::ProjectIndex::build(
+            &repo,
+            &std::collections::BTreeMap::new(),
+            &focus,
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        format!("{:?}", index.modules())
+    };
+    let first = build();
+    assert!(first.contains("seed-context/head/app/tasks.py"));
+    assert_eq!(first, build());
+}
