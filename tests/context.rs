@@ -119,6 +119,21 @@ fn the_contract_change_says_the_tasks_autoretry_no_longer_fires() {
 }
 
 #[test]
+fn exhausted_retries_name_the_task_that_stops_retrying() {
+    let review = context_review();
+    assert!(has(&review, "ERR002", CLIENT, Some((45, 46)), "blocker"));
+    let f = finding(&review, "ERR002").expect("ERR002");
+    let text = message(f, Lang::En);
+    assert!(text.contains("`charge_order` (app/tasks.py:9)"), "{text}");
+    // The concrete note replaces the general one about what a task might do.
+    assert!(
+        !text.contains("with `autoretry_for=(Exception,)`"),
+        "{text}"
+    );
+    assert_eq!(f.evidence.len(), 1);
+}
+
+#[test]
 fn questions_the_repository_answers_are_not_asked() {
     let review = context_review();
     let asked = asked(&review);
@@ -258,8 +273,8 @@ fn sarif_with_related_locations_follows_the_schema() {
         .collect();
     assert_eq!(
         related.len(),
-        4,
-        "IDEM002, ERR003, RETRY005 and TEST001 cite a place"
+        5,
+        "IDEM002, ERR002, ERR003, RETRY005 and TEST001 cite a place"
     );
 }
 

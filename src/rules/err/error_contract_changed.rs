@@ -1,6 +1,6 @@
 //! ERR003 error-contract-changed: a function of the change that used to raise on failure now
 //! may return `None`, and a caller reads its result without a check.
-use crate::index::{ProjectIndex, TaskRef, exception_covers};
+use crate::index::{ProjectIndex, TaskRef};
 use crate::review::{Finding, Severity};
 use crate::rules::facts::{CallSite, FileFacts, FunctionFacts};
 use crate::rules::{Check, Ctx, Rule};
@@ -71,43 +71,24 @@ fn check(cx: &mut Ctx<'_>) {
 }
 
 /// Says so when a task that reaches the callee retries on exactly what the callee now turns
-/// into `None`: the retry the task was written with no longer happens.
+/// into `None`.
 fn autoretry_lost(
     finding: &mut Finding,
     project: Option<&ProjectIndex>,
     tasks: &[TaskRef],
     callee: &Changed,
 ) {
-    let Some(project) = project else {
+    let Some((task, lost)) =
+        project.and_then(|p| super::lost_autoretry(p, tasks, &callee.newly_caught))
+    else {
         return;
     };
-    for task in tasks {
-        let lost: Vec<String> = project
-            .autoretry_for(task)
-            .into_iter()
-            // `autoretry_for=(Exception,)` still fires, on the `AttributeError` (ERR002 says so).
-            .filter(|retried| {
-                let last = retried.rsplit('.').next().unwrap_or(retried);
-                !matches!(last, "Exception" | "BaseException")
-            })
-            .filter(|retried| {
-                callee.newly_caught.iter().any(|caught| {
-                    exception_covers(caught, retried) || exception_covers(retried, caught)
-                })
-            })
-            .collect();
-        if lost.is_empty() {
-            continue;
-        }
-        let at = format!("{}:{}", task.path, task.decorator.line);
-        finding
-            .arg("task", task.qualname.clone())
-            .arg("task_at", at)
-            .arg("autoretry", lost.join(", "))
-            .note("autoretry")
-            .evidence(&task.path, task.decorator.line, "evidence_task", Vec::new());
-        return;
-    }
+    finding
+        .arg("task", task.qualname.clone())
+        .arg("task_at", format!("{}:{}", task.path, task.decorator.line))
+        .arg("autoretry", lost.join(", "))
+        .note("autoretry")
+        .evidence(&task.path, task.decorator.line, "evidence_task", Vec::new());
 }
 
 fn changed_functions(cx: &Ctx<'_>) -> Vec<Changed> {
@@ -123,12 +104,7 @@ fn changed_functions(cx: &Ctx<'_>) -> Vec<Changed> {
             if before.may_return_none() || !before.none_returns.is_empty() {
                 continue;
             }
-            let newly_caught = func
-                .caught
-                .iter()
-                .filter(|t| !before.caught.iter().any(|o| exception_covers(o, t)))
-                .cloned()
-                .collect();
+            let newly_caught = super::newly_caught(func, Some(before));
             out.push(Changed {
                 path: new.path.clone(),
                 newly_caught,
