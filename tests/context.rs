@@ -494,3 +494,17 @@ fn indexing_every_fixture_is_quiet_and_deterministic() {
     assert!(first.contains("seed-context/head/app/tasks.py"));
     assert_eq!(first, build());
 }
+
+#[test]
+fn a_test_module_with_an_autouse_fake_cache_is_not_cited() {
+    let covered = "import fakeredis\nimport pytest\nfrom unittest.mock import patch\n\nfrom app.payments.client import create_charge\n\n\n@pytest.fixture(autouse=True)\ndef fake_cache(monkeypatch):\n    monkeypatch.setattr(\"app.payments.client.redis_client\", fakeredis.FakeRedis())\n\n\n@patch(\"app.payments.client.httpx.post\")\ndef test_charge_with_a_fake_cache(mock_post):\n    create_charge(\"order-11\", 100, \"RUB\")\n";
+    let dir = variant(&[("tests/test_charges_fake.py", covered)]);
+    let review = review(&seed_diff(), &repo_settings(dir.path()));
+    let f = review
+        .findings
+        .iter()
+        .find(|f| f.rule == "TEST001" && f.path == CLIENT)
+        .expect("the contract test is still cited");
+    let cited: Vec<&str> = f.evidence.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(cited, ["tests/test_charges_contract.py"]);
+}

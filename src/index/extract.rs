@@ -31,6 +31,9 @@ pub struct ModuleFacts {
     pub assignments: Vec<Assignment>,
     /// Calls made inside functions, one per calling function and callee.
     pub calls: Vec<Call>,
+    /// For a test module: its fixtures' code, lowercased and bounded (they can patch for any of
+    /// its tests, autouse or by parameter). Kept once per module, not per test.
+    pub fixtures: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -40,7 +43,8 @@ pub struct Def {
     pub lines: (u32, u32),
     pub decorators: Vec<Decorator>,
     /// For a test function of a test module: what may mock things for it, lowercased (its
-    /// decorators, parameters, patch calls, and the module's fixtures), bounded.
+    /// decorators, parameters and patch calls; the module's fixtures are in
+    /// `ModuleFacts::fixtures`), bounded.
     pub mocks: Option<String>,
 }
 
@@ -137,8 +141,7 @@ pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
         .iter()
         .map(|&f| {
             let name = syntax::function_name(f, src).to_string();
-            let mocks =
-                (is_test && name.starts_with("test")).then(|| mock_text(idx, f, src, &fixtures));
+            let mocks = (is_test && name.starts_with("test")).then(|| mock_text(idx, f, src));
             Def {
                 name,
                 qualname: facts::qualname(f, src),
@@ -164,6 +167,7 @@ pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
         functions,
         assignments,
         calls: Vec::new(),
+        fixtures,
     };
     let mut calls: Vec<Call> = idx
         .all(kinds::CALL)
@@ -298,9 +302,9 @@ fn fixtures_text(idx: &NodeIndex<'_>, src: &str) -> String {
     out
 }
 
-/// A test's decorators (its class's too), parameters and patch calls, then the module's
-/// fixtures: where a mock of what it reaches would be written.
-fn mock_text(idx: &NodeIndex<'_>, func: Node<'_>, src: &str, fixtures: &str) -> String {
+/// A test's decorators (its class's too), parameters and patch calls: where a mock of what it
+/// reaches would be written, besides the module's fixtures.
+fn mock_text(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> String {
     let mut out = String::new();
     let mut outer = Some(func);
     while let Some(node) = outer {
@@ -329,7 +333,6 @@ fn mock_text(idx: &NodeIndex<'_>, func: Node<'_>, src: &str, fixtures: &str) -> 
             out.push('\n');
         }
     }
-    out.push_str(fixtures);
     let mut out = out.to_ascii_lowercase();
     if let Some((at, _)) = out.char_indices().nth(MAX_MOCK_CHARS) {
         out.truncate(at);

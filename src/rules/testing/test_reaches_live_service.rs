@@ -137,7 +137,7 @@ fn tests_outside_the_change(cx: &mut Ctx<'_>) {
             })
             .filter_map(|(m, call)| {
                 let def = m.def(&call.function)?;
-                let mocks = def.mocks.as_deref()?;
+                let mocks = format!("{}\n{}", def.mocks.as_deref()?, m.fixtures);
                 let replaced = r.path.iter().any(|n| {
                     [
                         format!(".{n}\""),
