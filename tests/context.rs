@@ -508,3 +508,79 @@ fn a_test_module_with_an_autouse_fake_cache_is_not_cited() {
     let cited: Vec<&str> = f.evidence.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(cited, ["tests/test_charges_contract.py"]);
 }
+
+/// Many files whose rules all ask for the index at once, on many threads: the index is built
+/// once, nobody deadlocks waiting for it, and the output does not depend on the thread count.
+#[test]
+fn many_rules_asking_for_the_index_at_once_neither_deadlock_nor_differ() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let write = |rel: &str, text: &str| {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    };
+    write(
+        "app/cache.py",
+        "import redis\n\nredis_client = redis.Redis(decode_responses=True)\n",
+    );
+    let mut diff = String::new();
+    for n in 0..40 {
+        let text = format!(
+            "from app.cache import redis_client\n\n\ndef key_{n}(order_id: str) -> str:\n    cached = redis_client.get(\"idem:\" + order_id)\n    if cached is not None:\n        return cached.decode()\n    return order_id\n"
+        );
+        let rel = format!("app/payments/m{n:02}.py");
+        write(&rel, &text);
+        diff.push_str(&added_file_diff(&rel, &text));
+    }
+    for n in 0..600 {
+        let m = n % 40;
+        write(
+            &format!("app/filler/f{n}.py"),
+            &format!(
+                "from app.payments.m{m:02} import key_{m}\n\n\ndef use_{n}(o):\n    return key_{m}(o)\n"
+            ),
+        );
+    }
+    write("pr.diff", &diff);
+    let run = |threads: &str| {
+        // The report goes to a file: a full pipe would block the child and look like a hang.
+        let out = root.join(format!("out-{threads}.json"));
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_payreview"))
+            .args([
+                "review",
+                "pr.diff",
+                "--repo",
+                ".",
+                "--format",
+                "json",
+                "--isolated",
+            ])
+            .arg("--output")
+            .arg(&out)
+            .current_dir(root)
+            .env("RAYON_NUM_THREADS", threads)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("binary runs");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            if child.try_wait().expect("wait").is_some() {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("the review did not finish with {threads} threads");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::fs::read(&out).expect("report written")
+    };
+    let one = run("1");
+    let text = String::from_utf8_lossy(&one);
+    assert_eq!(text.matches("\"rule\": \"IDEM002\"").count(), 40, "{text}");
+    assert_eq!(text.matches("\"severity\": \"blocker\"").count(), 40);
+    for threads in ["8", "3", "8"] {
+        assert_eq!(one, run(threads), "{threads} threads");
+    }
+}

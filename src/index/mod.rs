@@ -17,8 +17,6 @@ pub use extract::{Assignment, Call, Decorator, Def, ModuleFacts, module_of};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::OnceLock;
 
-use rayon::prelude::*;
-
 use crate::python::ParsedFile;
 use crate::review::ReviewError;
 use crate::source::Repo;
@@ -70,6 +68,41 @@ impl<'p> LazyIndex<'p> {
     pub fn errors(&self) -> &[ReviewError] {
         self.cell.get().map_or(&[], |(_, e)| e.as_slice())
     }
+}
+
+/// Most files one indexing thread takes at a time: small enough to spread a few hundred files
+/// over every core, large enough that spawning costs nothing next to parsing.
+const FILES_PER_THREAD: usize = 64;
+
+/// `items` mapped in parallel, in order, on scoped threads of its own.
+///
+/// Not rayon: the index is built inside a `OnceLock` from a rule running on a rayon worker. A
+/// rayon join there lets that worker steal another file's rule job while it waits, and that
+/// job asking for the index would re-enter the `OnceLock` on the same thread and deadlock.
+/// Plain threads are only joined, never stolen from.
+fn parallel_filter_map<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Option<R> + Sync,
+) -> Vec<R> {
+    let threads = rayon::current_num_threads()
+        .min(items.len().div_ceil(FILES_PER_THREAD))
+        .max(1);
+    if threads == 1 {
+        return items.iter().filter_map(&f).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    let f = &f;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().filter_map(f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            // A thread that panicked loses its part of the index, not the review.
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
 }
 
 /// Whether `text` holds one of `names` as a whole identifier: one pass over the text, no
@@ -148,13 +181,17 @@ impl ProjectIndex {
                 break;
             }
             searched.extend(fresh.iter().cloned());
-            let found: Vec<ModuleFacts> = on_disk
-                .par_iter()
+            let candidates: Vec<&String> = on_disk
+                .iter()
                 .filter(|p| !modules.contains_key(*p))
-                .filter_map(read)
-                .filter(|(_, text)| mentions_any(text, &fresh))
-                .filter_map(|(path, text)| parse(&path, text))
                 .collect();
+            let found: Vec<ModuleFacts> = parallel_filter_map(&candidates, |path| {
+                let (path, text) = read(path)?;
+                if !mentions_any(&text, &fresh) {
+                    return None;
+                }
+                parse(&path, text)
+            });
             for m in found {
                 modules.insert(m.path.clone(), m);
             }
@@ -184,11 +221,10 @@ impl ProjectIndex {
                 break;
             }
             let wanted: Vec<String> = wanted.into_iter().collect();
-            let found: Vec<ModuleFacts> = wanted
-                .par_iter()
-                .filter_map(read)
-                .filter_map(|(path, text)| parse(&path, text))
-                .collect();
+            let found: Vec<ModuleFacts> = parallel_filter_map(&wanted, |path| {
+                let (path, text) = read(path)?;
+                parse(&path, text)
+            });
             for m in found {
                 modules.insert(m.path.clone(), m);
             }
