@@ -584,3 +584,41 @@ fn many_rules_asking_for_the_index_at_once_neither_deadlock_nor_differ() {
         assert_eq!(one, run(threads), "{threads} threads");
     }
 }
+
+#[test]
+fn a_client_the_class_builds_for_itself_is_resolved() {
+    let module = "import redis\n\nfrom app.settings import REDIS_URL\n\n\nclass PaymentKeys:\n    def __init__(self):\n        self.store = redis.Redis.from_url(REDIS_URL, decode_responses=True)\n\n    def payment_key(self, payment_id: str) -> str:\n        cached = self.store.get(\"pay:\" + payment_id)\n        if cached is not None:\n            return cached.decode()\n        return payment_id\n";
+    let review = added_module_review(
+        module,
+        &[("app/settings.py", "REDIS_URL = \"redis://cache\"\n")],
+    );
+    let f = finding(&review, "IDEM002").unwrap_or_else(|| panic!("{:#?}", places(&review)));
+    assert_eq!(f.severity.as_str(), "blocker");
+    let cited: Vec<(&str, u32)> = f
+        .evidence
+        .iter()
+        .map(|e| (e.path.as_str(), e.line))
+        .collect();
+    assert_eq!(cited, [("app/payments/gateway.py", 8)]);
+    assert!(message(f, Lang::En).contains("`PaymentKeys.store` is built"));
+    // Injected, it stays a question.
+    let injected = module
+        .replace(
+            "def __init__(self):\n        self.store = redis.Redis.from_url(REDIS_URL, decode_responses=True)",
+            "def __init__(self, redis_cache):\n        self.redis_cache = redis_cache",
+        )
+        .replace("self.store.get", "self.redis_cache.get");
+    let review = added_module_review(&injected, &[]);
+    assert!(
+        has(
+            &review,
+            "IDEM002",
+            "app/payments/gateway.py",
+            Some((13, 13)),
+            "important"
+        ),
+        "{:#?}",
+        places(&review)
+    );
+    assert!(review.findings.iter().all(|f| f.evidence.is_empty()));
+}

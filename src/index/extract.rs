@@ -27,7 +27,8 @@ pub struct ModuleFacts {
     pub module: String,
     pub imports: Vec<Import>,
     pub functions: Vec<Def>,
-    /// Module-level `name = …`, in document order.
+    /// Module-level `name = …`, in document order, then what classes build for themselves
+    /// (`Class.attr`, from `self.attr = call(...)` or a class-body `attr = call(...)`).
     pub assignments: Vec<Assignment>,
     /// Calls made inside functions, one per calling function and callee.
     pub calls: Vec<Call>,
@@ -158,7 +159,13 @@ pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
             idx.enclosing(**a, kinds::FUNCTION_DEFINITION).is_none()
                 && idx.enclosing(**a, kinds::CLASS_DEFINITION).is_none()
         })
-        .filter_map(|&a| assignment(a, src))
+        .filter_map(|&a| {
+            let left = a.child_by_field_name("left")?;
+            (left.kind() == kinds::IDENTIFIER)
+                .then(|| assignment(a, syntax::text(left, src), src))
+                .flatten()
+        })
+        .chain(attribute_assignments(idx, src))
         .collect();
     let mut out = ModuleFacts {
         path: path.to_string(),
@@ -373,15 +380,40 @@ fn decorators(func: Node<'_>, src: &str) -> Vec<Decorator> {
         .collect()
 }
 
-fn assignment(a: Node<'_>, src: &str) -> Option<Assignment> {
-    let left = a.child_by_field_name("left")?;
-    if left.kind() != kinds::IDENTIFIER {
-        return None;
-    }
+/// Clients a class builds for itself: `self.redis = redis.Redis(...)` in a method, or
+/// `redis = redis.Redis(...)` in the class body, recorded as `Class.redis` (calls only).
+fn attribute_assignments<'a>(
+    idx: &'a NodeIndex<'_>,
+    src: &'a str,
+) -> impl Iterator<Item = Assignment> + 'a {
+    idx.all(kinds::ASSIGNMENT).iter().filter_map(move |&a| {
+        let class = idx.enclosing(a, kinds::CLASS_DEFINITION)?;
+        let class_name = syntax::text(class.child_by_field_name("name")?, src);
+        let left = a.child_by_field_name("left")?;
+        let in_method = idx
+            .enclosing(a, kinds::FUNCTION_DEFINITION)
+            .is_some_and(|f| f.start_byte() > class.start_byte());
+        let attr = match left.kind() {
+            kinds::IDENTIFIER if !in_method => syntax::text(left, src),
+            kinds::ATTRIBUTE if in_method => {
+                let object = syntax::text(left.child_by_field_name("object")?, src);
+                if object != "self" && object != "cls" {
+                    return None;
+                }
+                syntax::text(left.child_by_field_name("attribute")?, src)
+            }
+            _ => return None,
+        };
+        let found = assignment(a, &format!("{class_name}.{attr}"), src)?;
+        found.callee.is_some().then_some(found)
+    })
+}
+
+fn assignment(a: Node<'_>, name: &str, src: &str) -> Option<Assignment> {
     let right = crate::rules::idem::strip_await(a.child_by_field_name("right")?);
     let is_call = right.kind() == kinds::CALL;
     Some(Assignment {
-        name: syntax::text(left, src).to_string(),
+        name: name.to_string(),
         line: syntax::lines(a).0,
         callee: is_call.then(|| syntax::callee(right, src).to_string()),
         keywords: if is_call {

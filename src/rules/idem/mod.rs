@@ -335,8 +335,9 @@ fn is_redis_constructor(callee: &str) -> bool {
 }
 
 /// The construction of the client `call` is made on (`redis_client.get(...)`), followed through
-/// imports in the project index; `None` without an index or when the client is not a
-/// module-level redis-py construction (a factory, an attribute of `self`).
+/// imports in the project index, or to what the enclosing class builds for itself
+/// (`self.redis = redis.Redis(...)`); `None` without an index or when the client is not a
+/// redis-py construction the repository shows (a factory, an injected client).
 pub(crate) fn client_site(cx: &Ctx<'_>, call: Node<'_>) -> Option<ClientSite> {
     let receiver = syntax::receiver(call)?;
     let receiver = strip_await(receiver);
@@ -344,10 +345,21 @@ pub(crate) fn client_site(cx: &Ctx<'_>, call: Node<'_>) -> Option<ClientSite> {
         return None;
     }
     let expr = syntax::text(receiver, cx.src());
-    if expr.starts_with("self.") || expr.starts_with("cls.") {
-        return None;
-    }
-    let (module, assignment) = cx.project()?.resolve_expr(cx.path, expr)?;
+    let project = cx.project()?;
+    let own_attribute = expr
+        .strip_prefix("self.")
+        .or_else(|| expr.strip_prefix("cls."))
+        .filter(|attr| !attr.contains('.'));
+    let (module, assignment) = match own_attribute {
+        // What the enclosing class built for itself, in this file.
+        Some(attr) => {
+            let class = cx.index()?.enclosing(call, kinds::CLASS_DEFINITION)?;
+            let name = syntax::text(class.child_by_field_name("name")?, cx.src());
+            let module = project.file(cx.path)?;
+            (module, module.assignment(&format!("{name}.{attr}"))?)
+        }
+        None => project.resolve_expr(cx.path, expr)?,
+    };
     let callee = assignment.callee.as_deref()?;
     if !is_redis_constructor(callee) {
         return None;
