@@ -73,6 +73,7 @@ pub fn review_from_bytes(data: &[u8]) -> Review {
             notes: Vec::new(),
             function: String::new(),
             key: String::new(),
+            evidence: Vec::new(),
         });
     }
     Review {

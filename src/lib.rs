@@ -12,6 +12,7 @@ pub mod error;
 pub mod exit;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod index;
 mod progress;
 pub mod python;
 pub mod report;

@@ -381,6 +381,7 @@ fn hostile_review() -> Review {
         notes: vec!["annotation", "caller"],
         function: hostile.clone(),
         key: String::new(),
+        evidence: Vec::new(),
     };
     let findings = vec![
         finding("ERR001", Severity::Blocker, Some((3, 5))),
@@ -524,6 +525,7 @@ fn annotations_stay_within_githubs_limits() {
                 notes: vec![],
                 function: String::new(),
                 key: String::new(),
+                evidence: Vec::new(),
             });
         }
     }

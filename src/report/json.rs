@@ -5,8 +5,9 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::texts::{question_text, resolve, summary};
+use super::texts::{question_text, resolve, resolve_evidence, summary};
 use crate::review::{FileSummary, Lang, Review, ReviewError};
+use crate::rules::catalogue::fill;
 
 #[derive(Serialize)]
 struct Report<'a> {
@@ -42,6 +43,14 @@ struct Finding<'a> {
     title: String,
     message: String,
     suggestion: Option<String>,
+    evidence: Vec<Evidence>,
+}
+
+#[derive(Serialize)]
+struct Evidence {
+    path: String,
+    line: u32,
+    text: String,
 }
 
 #[derive(Serialize)]
@@ -74,6 +83,14 @@ pub fn render(review: &Review, lang: Lang, out: &mut dyn Write) -> std::io::Resu
                     title: texts.title,
                     message: texts.message,
                     suggestion: texts.suggestion,
+                    evidence: resolve_evidence(f, lang, fill)
+                        .into_iter()
+                        .map(|e| Evidence {
+                            path: e.path,
+                            line: e.line,
+                            text: e.text,
+                        })
+                        .collect(),
                 }
             })
             .collect(),

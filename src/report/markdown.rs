@@ -8,8 +8,8 @@ use std::io::Write;
 
 use super::markup;
 use super::texts::{
-    Resolved, plural_ru, question_short_with, question_text_with, resolve_with, severity_word,
-    verdict_words,
+    Resolved, plural_ru, question_short_with, question_text_with, resolve_evidence, resolve_with,
+    severity_word, verdict_words,
 };
 use crate::review::description::{self, DescriptionCheck};
 use crate::review::{Finding, Lang, Review, Severity};
@@ -33,6 +33,7 @@ struct Words {
     also_here: &'static str,
     see_check: &'static str,
     all_mentioned: &'static str,
+    evidence: &'static str,
 }
 
 const EN: Words = Words {
@@ -52,6 +53,7 @@ const EN: Words = Words {
     also_here: "Also here",
     see_check: "See the check against the description above.",
     all_mentioned: "Every changed file is covered by the description.",
+    evidence: "Evidence",
 };
 
 const RU: Words = Words {
@@ -71,6 +73,7 @@ const RU: Words = Words {
     also_here: "Здесь же",
     see_check: "См. сверку с описанием выше.",
     all_mentioned: "Все изменённые файлы упомянуты в описании.",
+    evidence: "Основание",
 };
 
 fn words(lang: Lang) -> &'static Words {
@@ -480,6 +483,20 @@ fn one_comment(doc: &mut String, lang: Lang, has_check: bool, comment: &Comment<
             );
         }
         let _ = writeln!(doc, "{}\n", texts.message);
+        let cited = resolve_evidence(finding, lang, markup::fill_line);
+        if !cited.is_empty() {
+            let places: Vec<String> = cited
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{} {}",
+                        markup::code(&format!("{}:{}", e.path, e.line)),
+                        e.text
+                    )
+                })
+                .collect();
+            let _ = writeln!(doc, "{}: {}\n", w.evidence, places.join("; "));
+        }
         if let Some(suggestion) = &texts.suggestion {
             let _ = writeln!(doc, "{suggestion}\n");
         }

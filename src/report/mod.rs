@@ -20,7 +20,8 @@ pub use fingerprint::line_hashes;
 pub use github::{data as github_data, property as github_property};
 pub use sarif::FINGERPRINT_KEY;
 pub use texts::{
-    Resolved, question_text, resolve, resolve_with, severity_word, summary, verdict_words,
+    Resolved, ResolvedEvidence, question_text, resolve, resolve_evidence, resolve_with,
+    severity_word, summary, verdict_words,
 };
 
 use std::io::Write;

@@ -193,6 +193,24 @@ fn result(
     if let Some(index) = index {
         value["ruleIndex"] = json!(index);
     }
+    let related: Vec<Value> =
+        super::texts::resolve_evidence(f, lang, crate::rules::catalogue::fill)
+            .into_iter()
+            .enumerate()
+            .map(|(id, e)| {
+                json!({
+                    "id": id,
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": uri(&e.path), "uriBaseId": "%SRCROOT%"},
+                        "region": {"startLine": e.line},
+                    },
+                    "message": {"text": e.text},
+                })
+            })
+            .collect();
+    if !related.is_empty() {
+        value["relatedLocations"] = json!(related);
+    }
     value
 }
 

@@ -91,6 +91,9 @@ fn plain(
         texts.title
     )?;
     writeln!(out, "  {}", texts.message)?;
+    for e in super::texts::resolve_evidence(finding, lang, crate::rules::catalogue::fill) {
+        writeln!(out, "  = {}:{} {}", e.path, e.line, e.text)?;
+    }
     if let Some(suggestion) = &texts.suggestion {
         for line in suggestion.lines() {
             writeln!(out, "  | {line}")?;
@@ -121,6 +124,9 @@ fn snippet(
     let span = line_span(&source.text, starts, start, end)?;
     let excerpt = Excerpt::around(finding.path.clone(), &source.text, starts, start, end)?;
     let mut help = texts.message.clone();
+    for e in super::texts::resolve_evidence(finding, lang, crate::rules::catalogue::fill) {
+        help.push_str(&format!("\n= {}:{} {}", e.path, e.line, e.text));
+    }
     if let Some(suggestion) = &texts.suggestion {
         help.push_str("\n\n");
         help.push_str(&strip_fences(suggestion));

@@ -68,6 +68,37 @@ pub fn resolve_with(finding: &Finding, lang: Lang, line: Filler, block: Filler) 
     }
 }
 
+/// A cited place with its text in one language.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedEvidence {
+    pub path: String,
+    pub line: u32,
+    pub text: String,
+}
+
+/// The evidence of a finding, each with what it shows (the rule's note `what`, filled with the
+/// evidence's arguments over the finding's).
+pub fn resolve_evidence(finding: &Finding, lang: Lang, line: Filler) -> Vec<ResolvedEvidence> {
+    let notes = rules::entry(finding.rule).map(|e| &e.meta.notes);
+    finding
+        .evidence
+        .iter()
+        .map(|e| {
+            let mut args = e.args.clone();
+            args.extend(finding.args.iter().cloned());
+            let text = notes
+                .and_then(|n| n.get(e.what))
+                .map(|t| line(t.get(lang), &args))
+                .unwrap_or_default();
+            ResolvedEvidence {
+                path: e.path.clone(),
+                line: e.line,
+                text,
+            }
+        })
+        .collect()
+}
+
 /// The text of a question.
 pub fn question_text(question: &Question, lang: Lang) -> String {
     question_text_with(question, lang, fill)

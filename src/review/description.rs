@@ -32,6 +32,7 @@ pub fn undeclared_changes(review: &Review) -> Vec<Finding> {
                 notes: Vec::new(),
                 function: String::new(),
                 key: file.path.clone(),
+                evidence: Vec::new(),
             };
             let functions: Vec<String> = file.functions.iter().map(|f| format!("`{f}`")).collect();
             finding.args.push(("functions", functions.join(", ")));

@@ -18,6 +18,7 @@ use rayon::prelude::*;
 
 use crate::config::Settings;
 use crate::diff::{FilePatch, Patch};
+use crate::index::{LazyIndex, NewSide};
 use crate::python::ParsedFile;
 use crate::rules::facts;
 use crate::rules::{self, ChangeSet, Check, Ctx, FileChange};
@@ -96,6 +97,8 @@ pub fn review_observed(
         })
         .unzip();
     let change = ChangeSet::new(facts);
+    let touched = changed_functions(&prepared, &change);
+    let project = project_index(&prepared, settings, &touched);
     let results: Vec<(Vec<Finding>, Vec<Question>)> = prepared
         .par_iter()
         .zip(change.files.par_iter())
@@ -109,9 +112,10 @@ pub fn review_observed(
                 p.old.tree(old_again.as_ref()),
                 p.new.tree(new_again.as_ref()),
             );
-            run_rules(p, trees, facts, &change, settings)
+            run_rules(p, trees, facts, &change, &project, settings)
         })
         .collect();
+    errors.extend(project.errors().iter().cloned());
     let mut findings = Vec::new();
     let mut questions = Vec::new();
     for (f, q) in results {
@@ -152,7 +156,7 @@ pub fn review_observed(
     let mut review = finish(findings, questions, errors, &files);
     review.suppressions = suppressions;
     review.sources = sources(&prepared, &review.findings);
-    review.changed_functions = changed_functions(&prepared, &change);
+    review.changed_functions = touched;
     review.description = settings.description.clone();
     if settings.rules.enabled("SCOPE001") {
         let mut undeclared = description::undeclared_changes(&review);
@@ -165,6 +169,45 @@ pub fn review_observed(
         sort_findings(&mut review.findings);
     }
     review
+}
+
+/// The repository's index, in repository mode: built at most once, when a rule first needs
+/// it, from the files on disk and the new side of the touched files (already parsed, not read
+/// again; a file the change deletes or renames away is left out).
+fn project_index<'p>(
+    prepared: &'p [Prepared<'_>],
+    settings: &'p Settings,
+    touched: &BTreeMap<String, Vec<String>>,
+) -> LazyIndex<'p> {
+    let repo = match &settings.workspace {
+        source::Workspace::Repository { repo, .. } => Some(repo),
+        source::Workspace::DiffOnly => None,
+    };
+    let mut changed = BTreeMap::new();
+    for p in prepared {
+        if let Some(old) = p.patch.old_path.as_deref()
+            && p.patch.new_path.as_deref() != Some(old)
+        {
+            changed.insert(old.to_string(), None);
+        }
+        if let Some(new) = p.patch.new_path.as_deref() {
+            let side = match &p.new {
+                Parse::Kept(parsed) => Some(NewSide::Parsed(parsed)),
+                Parse::Dropped => p.versions.new.as_ref().map(|v| NewSide::Text(&v.text)),
+                Parse::None => None,
+            };
+            changed.insert(new.to_string(), side);
+        }
+    }
+    // Methods are left out: other modules call them through objects, which the index cannot
+    // tie to a class, so their callers elsewhere would never be matched anyway.
+    let focus = touched
+        .values()
+        .flatten()
+        .filter(|q| !q.contains('.'))
+        .cloned()
+        .collect();
+    LazyIndex::new(repo, changed, focus)
 }
 
 /// The new-side text of each parsed file with findings, for snippets and line hashes in the
@@ -356,6 +399,7 @@ fn run_rules(
     (old_tree, new_tree): (Option<&ParsedFile>, Option<&ParsedFile>),
     facts: &FileChange,
     change: &ChangeSet,
+    project: &LazyIndex<'_>,
     settings: &Settings,
 ) -> (Vec<Finding>, Vec<Question>) {
     let ctx = |side: Side| {
@@ -373,6 +417,7 @@ fn run_rules(
             facts: facts_here,
             other_facts: facts_other,
             change,
+            project,
             vocab: &settings.vocabulary,
             findings: Vec::new(),
             questions: Vec::new(),

@@ -54,6 +54,20 @@ pub struct Finding {
     pub function: String,
     /// What identifies this finding across versions of the file (normalised code, key names).
     pub key: String,
+    /// Places elsewhere in the repository that the finding rests on (the client's
+    /// construction, the task's decorator), sorted by path and line.
+    pub evidence: Vec<Evidence>,
+}
+
+/// A place in the repository that a finding cites: the code that decides it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Evidence {
+    pub path: String,
+    pub line: u32,
+    /// Key of the rule's catalogue `notes` that says what this place shows, in each language.
+    pub what: &'static str,
+    /// Its `{placeholders}`, on top of the finding's own arguments.
+    pub args: Vec<Arg>,
 }
 
 /// A question to the author: something the verdict depends on that the change does not show.

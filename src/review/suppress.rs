@@ -115,6 +115,7 @@ pub fn findings(suppressions: &[Suppression], added: impl Fn(&str, u32) -> bool)
             notes: Vec::new(),
             function: String::new(),
             key: format!("{}:{}", s.line, s.rules.join(",")),
+            evidence: Vec::new(),
         };
         if s.reason.is_none() {
             out.push(finding("SUP001"));

@@ -35,6 +35,9 @@ pub struct FunctionFacts {
     /// Some `return` gives a value other than `None`.
     pub returns_value: bool,
     pub raises: bool,
+    /// Exception types its own `except` clauses catch, as written (`httpx.ReadTimeout`);
+    /// `BaseException` for a bare `except:`.
+    pub caught: Vec<String>,
     pub http: bool,
     pub cache: bool,
     pub payment: bool,
@@ -304,6 +307,21 @@ fn function_facts(
         }
     }
     facts.raises = idx.within(func, kinds::RAISE_STATEMENT).iter().any(own);
+    for clause in idx
+        .within(func, kinds::EXCEPT_CLAUSE)
+        .iter()
+        .filter(|n| own(n))
+    {
+        let types = syntax::except_types(*clause);
+        if types.is_empty() {
+            facts.caught.push("BaseException".to_string());
+        }
+        facts
+            .caught
+            .extend(types.iter().map(|t| syntax::text(*t, src).to_string()));
+    }
+    facts.caught.sort();
+    facts.caught.dedup();
     facts.falls_off_end = func
         .child_by_field_name("body")
         .is_some_and(syntax::block_falls_through);

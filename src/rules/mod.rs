@@ -24,6 +24,7 @@ use tree_sitter::Node;
 
 use crate::config::Vocabulary;
 use crate::diff::FilePatch;
+use crate::index::{LazyIndex, ProjectIndex, TaskRef};
 use crate::python::{NodeIndex, ParsedFile, kinds, syntax};
 use crate::review::{Finding, Question, Severity};
 use crate::source::{FileVersions, Side};
@@ -71,6 +72,7 @@ pub static ALL: &[&Rule] = &[
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,
     &retry::misleading_retry_constants::RULE,
+    &retry::budget_exceeds_task_limit::RULE,
     &scope::UNDECLARED_CHANGE,
     &sup::SUPPRESSION_WITHOUT_REASON,
     &sup::UNUSED_SUPPRESSION,
@@ -265,6 +267,9 @@ pub struct Ctx<'a> {
     pub facts: Option<&'a FileFacts>,
     pub other_facts: Option<&'a FileFacts>,
     pub change: &'a ChangeSet,
+    /// The whole repository's facts (repository mode only), built on first use: what the
+    /// diff does not show.
+    pub project: &'a LazyIndex<'a>,
     pub vocab: &'a Vocabulary,
     pub(crate) findings: Vec<Finding>,
     pub(crate) questions: Vec<Question>,
@@ -322,6 +327,7 @@ impl<'a> Ctx<'a> {
             notes: Vec::new(),
             function,
             key,
+            evidence: Vec::new(),
         });
         let last = self.findings.len() - 1;
         &mut self.findings[last]
@@ -330,6 +336,31 @@ impl<'a> Ctx<'a> {
     /// Records something the verdict depends on that the change does not show.
     pub fn ask(&mut self, id: &'static str, args: Vec<(&'static str, String)>) {
         self.questions.push(Question { id, args });
+    }
+
+    /// The project index, in repository mode.
+    pub fn project(&self) -> Option<&'a ProjectIndex> {
+        self.project.get()
+    }
+
+    /// Background tasks (Celery and the like) that reach function `qualname` of file `path`,
+    /// nearest first; empty without a repository.
+    pub fn tasks_reaching(&self, path: &str, qualname: &str) -> Vec<TaskRef> {
+        let Some(project) = self.project() else {
+            return Vec::new();
+        };
+        let module = project
+            .file(path)
+            .map_or_else(|| crate::index::module_of(path), |m| m.module.clone());
+        project.tasks_calling(&module, qualname, self.vocab)
+    }
+
+    /// Whether the repository answers the `task-config` question about function `qualname` of
+    /// file `path`: a task reaches it and its decorator spells its options (no `**options`).
+    pub fn task_config_known(&self, path: &str, qualname: &str) -> bool {
+        self.tasks_reaching(path, qualname)
+            .iter()
+            .any(|t| !t.decorator.splat)
     }
 
     /// Whether new-side lines `first..=last` hold an added line.
@@ -358,6 +389,25 @@ impl Finding {
 
     pub fn severity(&mut self, severity: Severity) -> &mut Self {
         self.severity = severity;
+        self
+    }
+
+    /// Cites a place elsewhere in the repository; `what` is a key of the rule's `notes`.
+    pub fn evidence(
+        &mut self,
+        path: &str,
+        line: u32,
+        what: &'static str,
+        args: Vec<(&'static str, String)>,
+    ) -> &mut Self {
+        self.evidence.push(crate::review::Evidence {
+            path: path.to_string(),
+            line,
+            what,
+            args,
+        });
+        self.evidence.sort();
+        self.evidence.dedup();
         self
     }
 

@@ -62,3 +62,28 @@ pub fn diff(root: &Path, rev: &str, staged: bool) -> Result<Vec<u8>, GitError> {
     args.extend(["--no-color", "--no-ext-diff", "--full-index", rev, "--"]);
     git(root, &args)
 }
+
+/// The Python files of the work tree under `root`, tracked or untracked but not ignored, as
+/// paths relative to `root` (`-z`: names with newlines or quotes survive).
+pub fn ls_python_files(root: &Path) -> Result<Vec<String>, GitError> {
+    let out = git(
+        root,
+        &[
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+            "--",
+            "*.py",
+        ],
+    )?;
+    let mut files: Vec<String> = out
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| String::from_utf8(p.to_vec()).ok())
+        .collect();
+    files.sort();
+    files.dedup();
+    Ok(files)
+}

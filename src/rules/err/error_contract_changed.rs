@@ -1,6 +1,7 @@
 //! ERR003 error-contract-changed: a function of the change that used to raise on failure now
 //! may return `None`, and a caller reads its result without a check.
-use crate::review::Severity;
+use crate::index::{ProjectIndex, TaskRef};
+use crate::review::{Finding, Severity};
 use crate::rules::facts::{CallSite, FileFacts, FunctionFacts};
 use crate::rules::{Check, Ctx, Rule};
 use crate::source::Side;
@@ -13,6 +14,9 @@ pub(crate) static RULE: Rule = Rule {
 
 /// A function whose new version may return `None` where its old one could not.
 struct Changed {
+    path: String,
+    /// Exception types the new version catches that the old one let through.
+    newly_caught: Vec<String>,
     name: String,
     qualname: String,
     /// `path:line` of the first place that now gives `None`.
@@ -47,6 +51,15 @@ fn check(cx: &mut Ctx<'_>) {
             .filter(|c| c.name == callee.name && !c.checked)
             .filter(|c| c.function != callee.qualname)
             .collect();
+        // The index is built on first use: only when a caller is there to warn.
+        let (project, tasks) = if sites.is_empty() {
+            (None, Vec::new())
+        } else {
+            (
+                cx.project(),
+                cx.tasks_reaching(&callee.path, &callee.qualname),
+            )
+        };
         for site in sites {
             let Some(deref) = site.deref_line else {
                 continue;
@@ -66,8 +79,30 @@ fn check(cx: &mut Ctx<'_>) {
             if !on_path {
                 finding.severity(Severity::Nit);
             }
+            autoretry_lost(finding, project, &tasks, callee);
         }
     }
+}
+
+/// Says so when a task that reaches the callee retries on exactly what the callee now turns
+/// into `None`.
+fn autoretry_lost(
+    finding: &mut Finding,
+    project: Option<&ProjectIndex>,
+    tasks: &[TaskRef],
+    callee: &Changed,
+) {
+    let Some((task, lost)) =
+        project.and_then(|p| super::lost_autoretry(p, tasks, &callee.newly_caught))
+    else {
+        return;
+    };
+    finding
+        .arg("task", task.qualname.clone())
+        .arg("task_at", format!("{}:{}", task.path, task.decorator.line))
+        .arg("autoretry", lost.join(", "))
+        .note("autoretry")
+        .evidence(&task.path, task.decorator.line, "evidence_task", Vec::new());
 }
 
 /// Functions called `name` whose new version may return `None` where the old one could not.
@@ -88,6 +123,8 @@ fn changed_functions(cx: &Ctx<'_>, name: &str) -> Vec<Changed> {
             continue;
         }
         out.push(Changed {
+            path: new.path.clone(),
+            newly_caught: super::newly_caught(func, Some(before)),
             name: func.name.clone(),
             qualname: func.qualname.clone(),
             returns_none_at: format!("{}:{}", new.path, none_lines(func)),

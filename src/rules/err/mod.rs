@@ -8,8 +8,10 @@ pub mod traceback_lost;
 
 use tree_sitter::Node;
 
+use crate::index::{ProjectIndex, TaskRef, exception_covers};
 use crate::python::{NodeIndex, kinds, syntax};
 use crate::rules::Ctx;
+use crate::rules::facts::FunctionFacts;
 
 /// Whether `node` belongs to `func` itself, not to a function nested in it.
 pub(crate) fn owned_by(node: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>) -> bool {
@@ -24,6 +26,42 @@ pub(crate) fn dereferencing_caller(cx: &Ctx<'_>, name: &str) -> Option<String> {
         .calls_named(cx.side, name)
         .find(|(_, c)| c.deref_line.is_some() && !c.checked)
         .and_then(|(f, c)| Some(format!("{}:{}", f.path, c.deref_line?)))
+}
+
+/// The first task (of `tasks`, nearest first) whose `autoretry_for` covers something the
+/// changed function now catches and turns into `None`, with those exception names: the retry
+/// the task was written with no longer happens. `autoretry_for=(Exception,)` still fires (on
+/// the `AttributeError` that follows), so it is not counted.
+pub(crate) fn lost_autoretry(
+    project: &ProjectIndex,
+    tasks: &[TaskRef],
+    newly_caught: &[String],
+) -> Option<(TaskRef, Vec<String>)> {
+    tasks.iter().find_map(|task| {
+        let lost: Vec<String> = project
+            .autoretry_for(task)
+            .into_iter()
+            .filter(|retried| {
+                let last = retried.rsplit('.').next().unwrap_or(retried);
+                !matches!(last, "Exception" | "BaseException")
+            })
+            .filter(|retried| {
+                newly_caught.iter().any(|caught| {
+                    exception_covers(caught, retried) || exception_covers(retried, caught)
+                })
+            })
+            .collect();
+        (!lost.is_empty()).then(|| (task.clone(), lost))
+    })
+}
+
+/// Exception types `new` catches that `old` (its previous version, if any) let through.
+pub(crate) fn newly_caught(new: &FunctionFacts, old: Option<&FunctionFacts>) -> Vec<String> {
+    new.caught
+        .iter()
+        .filter(|t| !old.is_some_and(|o| o.caught.iter().any(|c| exception_covers(c, t))))
+        .cloned()
+        .collect()
 }
 
 /// Words that name an attempt counter or a retry budget.

@@ -95,7 +95,31 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     } else {
         finding.severity(Severity::Nit);
     }
-    if on_path && cx.touches_added(exhausted.lines.0, exhausted.lines.1) {
+    if on_path && let Some(new) = function.as_ref() {
+        let old = cx.other_facts.and_then(|f| f.function(&qualname));
+        let caught = super::newly_caught(new, old);
+        // The task is in the repository: say which one stops retrying, not what might happen.
+        let lost = cx.project().and_then(|project| {
+            let tasks = cx.tasks_reaching(cx.path, &qualname);
+            super::lost_autoretry(project, &tasks, &caught)
+        });
+        if let Some((task, lost)) = lost
+            && let Some(finding) = cx.findings.last_mut()
+        {
+            finding.notes.retain(|n| *n != "task");
+            finding
+                .arg("task", task.qualname.clone())
+                .arg("task_at", format!("{}:{}", task.path, task.decorator.line))
+                .arg("autoretry", lost.join(", "))
+                .note("autoretry")
+                .evidence(&task.path, task.decorator.line, "evidence_task", Vec::new());
+        }
+    }
+    // A task found in the repository answers the question (ERR003 and RETRY005 say what).
+    if on_path
+        && cx.touches_added(exhausted.lines.0, exhausted.lines.1)
+        && !cx.task_config_known(cx.path, &qualname)
+    {
         cx.ask(
             "task-config",
             vec![("function", name), ("returns_none", "yes".to_string())],

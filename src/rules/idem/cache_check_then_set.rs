@@ -15,7 +15,7 @@ pub(crate) static RULE: Rule = Rule {
 };
 
 /// Values that can only be a freshly minted token: caching one per entity is key minting.
-const FRESH_VALUES: &[&str] = &[
+pub(crate) const FRESH_VALUES: &[&str] = &[
     "uuid4",
     "uuid1",
     "token_hex",
@@ -117,7 +117,7 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
     if header {
         cx.ask("idem-gateway-contract", Vec::new());
     }
-    cx.ask("idem-cache-config", Vec::new());
+    super::ask_cache_config(cx, read.node);
     cx.ask("idem-repeat-charges", Vec::new());
 }
 

@@ -31,6 +31,13 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(read) = read else {
             continue;
         };
+        // The repository may show how the client is built: `bytes` by default (the decode is
+        // right), `str` with `decode_responses=True` (it always fails).
+        let client = super::client_site(cx, read);
+        if client.as_ref().is_some_and(|c| c.decodes == Some(false)) {
+            continue;
+        }
+        let decodes = client.filter(|c| c.decodes == Some(true));
         let expr = call
             .child_by_field_name("function")
             .map_or_else(String::new, |f| syntax::normalized(f, src));
@@ -42,14 +49,25 @@ fn check(cx: &mut Ctx<'_>) {
             .report(&RULE, call)
             .arg("expr", expr)
             .arg("read_line", read_line);
+        if let Some(site) = &decodes {
+            finding
+                .arg("client", site.name.clone())
+                .arg("client_at", format!("{}:{}", site.path, site.line))
+                .note("decoded")
+                .evidence(&site.path, site.line, "evidence_client", Vec::new());
+        }
         if on_path {
             finding.note("retry");
-        } else {
+            if decodes.is_some() {
+                finding.severity(Severity::Blocker);
+            }
+        } else if decodes.is_none() {
+            // A certain `AttributeError` is worth a comment even off the money path.
             finding.severity(Severity::Nit);
         }
         let (first, last) = syntax::lines(call);
         if on_path && cx.side == crate::source::Side::New && cx.touches_added(first, last) {
-            cx.ask("idem-cache-config", Vec::new());
+            super::ask_cache_config(cx, read);
         }
     }
 }

@@ -312,3 +312,95 @@ pub(crate) fn function_facts<'c>(cx: &Ctx<'c>, node: Node<'_>) -> Option<&'c Fun
 pub(crate) fn facts_of<'c>(cx: &Ctx<'c>, func: Node<'_>) -> Option<&'c FunctionFacts> {
     cx.facts?.function(&facts::qualname(func, cx.src()))
 }
+
+/// Where the cache client a call goes through is built, as the project index shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClientSite {
+    pub path: String,
+    pub line: u32,
+    /// The module-level name it is bound to (`redis_client`).
+    pub name: String,
+    /// `decode_responses`: `Some(true)`/`Some(false)` when the construction says (redis-py's
+    /// default is `False`), `None` when it hides in `**options`, a pool or a variable.
+    pub decodes: Option<bool>,
+}
+
+/// Constructors of a redis-py client (sync and `redis.asyncio`).
+fn is_redis_constructor(callee: &str) -> bool {
+    let last = callee.rsplit('.').next().unwrap_or(callee);
+    matches!(last, "Redis" | "StrictRedis" | "RedisCluster")
+        || last == "from_url" && callee.to_ascii_lowercase().contains("redis")
+}
+
+/// The construction of the client `call` is made on (`redis_client.get(...)`), followed through
+/// imports in the project index, or to what the enclosing class builds for itself
+/// (`self.redis = redis.Redis(...)`); `None` without an index or when the client is not a
+/// redis-py construction the repository shows (a factory, an injected client).
+pub(crate) fn client_site(cx: &Ctx<'_>, call: Node<'_>) -> Option<ClientSite> {
+    let receiver = syntax::receiver(call)?;
+    let receiver = strip_await(receiver);
+    if !matches!(receiver.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE) {
+        return None;
+    }
+    let expr = syntax::text(receiver, cx.src());
+    let project = cx.project()?;
+    let own_attribute = expr
+        .strip_prefix("self.")
+        .or_else(|| expr.strip_prefix("cls."))
+        .filter(|attr| !attr.contains('.'));
+    let (module, assignment) = match own_attribute {
+        // What the enclosing class built for itself, in this file.
+        Some(attr) => {
+            let class = cx.index()?.enclosing(call, kinds::CLASS_DEFINITION)?;
+            let name = syntax::text(class.child_by_field_name("name")?, cx.src());
+            let module = project.file(cx.path)?;
+            (module, module.assignment(&format!("{name}.{attr}"))?)
+        }
+        None => project.resolve_expr(cx.path, expr)?,
+    };
+    let callee = assignment.callee.as_deref()?;
+    if !is_redis_constructor(callee) {
+        return None;
+    }
+    let keyword = |name: &str| {
+        assignment
+            .keywords
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let decodes = match keyword("decode_responses") {
+        Some("True") => Some(true),
+        Some("False") => Some(false),
+        Some(_) => None,
+        None if assignment.splat || keyword("connection_pool").is_some() => None,
+        None => Some(false),
+    };
+    Some(ClientSite {
+        path: module.path.clone(),
+        line: assignment.line,
+        name: assignment.name.clone(),
+        decodes,
+    })
+}
+
+/// Asks about the cache's configuration: all of it when the client's construction is unknown,
+/// only what code cannot show (eviction, persistence) when the index found it.
+pub(crate) fn ask_cache_config(cx: &mut Ctx<'_>, call: Node<'_>) {
+    match client_site(cx, call) {
+        Some(site) if site.decodes.is_some() => cx.ask("idem-cache-durability", Vec::new()),
+        _ => cx.ask("idem-cache-config", Vec::new()),
+    }
+}
+
+/// Whether every run of `func` sends the same idempotency key: it names one, and neither it
+/// nor what it calls (two calls deep, in the change) mints a fresh token for it. A re-run of
+/// a killed task is safe only then.
+pub(crate) fn key_is_deterministic(cx: &Ctx<'_>, func: &FunctionFacts) -> bool {
+    let mints = |f: &FunctionFacts| {
+        f.callees
+            .iter()
+            .any(|c| cache_check_then_set::FRESH_VALUES.contains(&c.as_str()))
+    };
+    func.mentions_idempotency && !mints(func) && !cx.change.reaches(cx.side, &func.name, 2, &mints)
+}

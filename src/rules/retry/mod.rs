@@ -3,6 +3,7 @@
 //! numbers of their budget.
 
 pub mod blocking_sleep_in_async;
+pub mod budget_exceeds_task_limit;
 pub mod incomplete_retryable_set;
 pub mod misleading_retry_constants;
 pub mod sleep_after_last_attempt;

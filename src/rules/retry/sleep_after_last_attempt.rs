@@ -88,15 +88,28 @@ fn mentions_attempts(l: &RetryLoop<'_>, condition: &str) -> bool {
 }
 
 /// The worst case of one call of the loop, when its numbers are known.
-struct Budget {
+pub(super) struct Budget {
     /// `3 × 15 s + 2 + 4 + 8 ≈ 59 s`.
-    formula: String,
-    total: f64,
+    pub formula: String,
+    pub total: f64,
     last_sleep: f64,
-    with_timeout: bool,
+    pub with_timeout: bool,
 }
 
-fn budget(cx: &Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) -> Option<Budget> {
+/// The worst case of one call of `l`: every attempt runs into its timeout and every backoff
+/// sleep that can run does (none after the last attempt when a guard skips it). RETRY005
+/// compares it with the task's limits.
+pub(super) fn worst_case(cx: &Ctx<'_>, l: &RetryLoop<'_>) -> Option<Budget> {
+    let (idx, src) = (cx.index()?, cx.src());
+    let sleep = l
+        .sleeps(idx, src)
+        .into_iter()
+        .find(|s| after_an_attempt(l, *s, idx, src))?;
+    budget(cx, l, sleep, guarded(l, sleep, idx, src))
+}
+
+/// `skip_last`: the sleep does not run after the final attempt.
+fn budget(cx: &Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>, skip_last: bool) -> Option<Budget> {
     let (idx, src) = (cx.index()?, cx.src());
     let arg = sleep_seconds_arg(sleep, src)?;
     let attempts = l.attempts.as_ref()?;
@@ -112,18 +125,22 @@ fn budget(cx: &Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) -> Option<Budget> {
             env.eval(arg)
         })
         .collect();
-    let sleeps = sleeps?;
-    let last_sleep = *sleeps.last()?;
+    let mut sleeps = sleeps?;
+    let attempts_count = sleeps.len();
+    if skip_last {
+        sleeps.pop();
+    }
+    let last_sleep = sleeps.last().copied().unwrap_or(0.0);
     let slept: f64 = sleeps.iter().sum();
     let terms = sleep_terms(&sleeps);
     let timeout = attempt_timeout(cx, l);
     let (formula, total) = match timeout {
         Some(t) => {
-            let total = t * sleeps.len() as f64 + slept;
+            let total = t * attempts_count as f64 + slept;
             (
                 format!(
                     "{} × {} s + {terms} ≈ {} s",
-                    sleeps.len(),
+                    attempts_count,
                     eval::seconds(t),
                     eval::seconds(total)
                 ),
@@ -150,6 +167,9 @@ fn sleep_seconds_arg<'t>(sleep: Node<'t>, src: &str) -> Option<Node<'t>> {
 
 /// `2 + 4 + 8`; long runs keep their ends: `1 + 2 + … + 512`.
 fn sleep_terms(sleeps: &[f64]) -> String {
+    if sleeps.is_empty() {
+        return "0".to_string();
+    }
     let text: Vec<String> = sleeps.iter().map(|s| eval::seconds(*s)).collect();
     if text.len() <= 6 {
         return text.join(" + ");
@@ -178,7 +198,7 @@ fn report(cx: &mut Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) {
     let qualname = facts::qualname(l.func, src);
     let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
     let on_path = cx.on_payment_path(function.as_ref());
-    let budget = budget(cx, l, sleep);
+    let budget = budget(cx, l, sleep, false);
     let call = syntax::text(sleep, src).to_string();
     let fresh = cx.touches_added(syntax::lines(l.node).0, syntax::lines(l.node).1);
     let finding = cx.report(&RULE, sleep).arg("sleep", call);
@@ -210,10 +230,13 @@ fn report(cx: &mut Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) {
         .map(|b| b.formula.clone())
         .unwrap_or_default();
     let name = syntax::function_name(l.func, src).to_string();
-    cx.ask(
-        "task-config",
-        vec![("function", name.clone()), ("worst", worst)],
-    );
+    // A task found in the repository answers the question (RETRY005 compares the numbers).
+    if !cx.task_config_known(cx.path, &qualname) {
+        cx.ask(
+            "task-config",
+            vec![("function", name.clone()), ("worst", worst)],
+        );
+    }
     if function.as_ref().is_some_and(|f| f.http && !f.is_async) {
         let short = budget
             .as_ref()

@@ -4,6 +4,7 @@ use super::{Mocks, Reach, TestFn, callees_under_test, reach, tests_of};
 use crate::python::syntax;
 use crate::rules::facts::{FileFacts, FunctionFacts};
 use crate::rules::{Check, Ctx, Rule};
+use crate::source::Side;
 
 pub(crate) static RULE: Rule = Rule {
     id: "TEST001",
@@ -69,6 +70,7 @@ fn cache_clients(file: &FileFacts) -> Vec<String> {
 
 fn check(cx: &mut Ctx<'_>) {
     if !cx.facts.is_some_and(|f| f.is_test) {
+        tests_outside_the_change(cx);
         return;
     }
     for test in tests_of(cx) {
@@ -89,21 +91,124 @@ fn check(cx: &mut Ctx<'_>) {
     }
 }
 
-fn report(cx: &mut Ctx<'_>, test: &TestFn<'_>, service: Service, r: &Reach<'_>) {
-    let client = match service {
-        Service::Cache => cache_clients(r.file)
+/// Most tests outside the change cited for one function: enough to act on.
+const MAX_CITED_TESTS: usize = 5;
+
+/// Tests the change does not show, found through the project index, that call a function the
+/// change makes reach a live service, and mock neither the service nor the function. Reported
+/// on the function (the tests are not in the diff), with the tests as evidence.
+fn tests_outside_the_change(cx: &mut Ctx<'_>) {
+    let Some(facts) = cx.facts.filter(|_| cx.side == Side::New) else {
+        return;
+    };
+    let touched: Vec<&FunctionFacts> = facts
+        .functions
+        .iter()
+        .filter(|f| cx.touches_added(f.lines.0, f.lines.1))
+        .collect();
+    for func in touched {
+        let found = [Service::Cache, Service::Http]
+            .into_iter()
+            .find_map(|service| {
+                let r = reach(cx, &func.name, DEPTH, &|f| service.matches(f))?;
+                // Reached before the change too: the tests' problem is not this change's.
+                let before = cx
+                    .change
+                    .reaches(Side::Old, &func.name, DEPTH, &|f| service.matches(f));
+                (!before).then_some((service, r))
+            });
+        let Some((service, r)) = found else {
+            continue;
+        };
+        // Only now: the index is built on first use.
+        let Some(project) = cx.project() else {
+            return;
+        };
+        let module = project
+            .file(cx.path)
+            .map_or_else(|| crate::index::module_of(cx.path), |m| m.module.clone());
+        let client = client_of(service, r.file);
+        let tokens = service.tokens(r.file);
+        let mut tests: Vec<(&str, u32, &str)> = project
+            .calls_of(&func.name)
+            .filter(|(m, call)| {
+                call.module.as_deref().unwrap_or(&m.module) == module
+                    && !cx.change.files.iter().any(|f| f.path == m.path)
+            })
+            .filter_map(|(m, call)| {
+                let def = m.def(&call.function)?;
+                let mocks = format!("{}\n{}", def.mocks.as_deref()?, m.fixtures);
+                let replaced = r.path.iter().any(|n| {
+                    [
+                        format!(".{n}\""),
+                        format!(".{n}'"),
+                        format!("\"{n}\""),
+                        format!("'{n}'"),
+                    ]
+                    .iter()
+                    .any(|e| mocks.contains(&e.to_ascii_lowercase()))
+                });
+                let covered = tokens
+                    .iter()
+                    .any(|t| !t.is_empty() && mocks.contains(t.as_str()));
+                (!replaced && !covered).then_some((m.path.as_str(), def.lines.0, def.name.as_str()))
+            })
+            .collect();
+        tests.sort();
+        tests.dedup();
+        let Some(&(first_path, first_line, first_name)) = tests.first() else {
+            continue;
+        };
+        let kind = match service {
+            Service::Cache => "cache",
+            Service::Http => "http",
+        };
+        let key = format!("outside:{kind}:{}", func.qualname);
+        let (line, qualname) = (func.lines.0, func.qualname.clone());
+        let others = tests.len() - 1;
+        let cited: Vec<(String, u32, String)> = tests
+            .iter()
+            .take(MAX_CITED_TESTS)
+            .map(|(p, l, n)| (p.to_string(), *l, n.to_string()))
+            .collect();
+        let finding = cx
+            .report_lines(&RULE, (line, line), key)
+            .arg("test", first_name.to_string())
+            .arg("test_at", format!("{first_path}:{first_line}"))
+            .arg("callee", func.name.clone())
+            .arg("client", client)
+            .arg("path", r.path.join(" → "))
+            .arg("function", r.function.name.clone())
+            .arg("others", others.to_string());
+        finding.function = qualname;
+        finding.note(kind).note("outside");
+        if others > 0 {
+            finding.note("others");
+        }
+        for (path, line, name) in cited {
+            finding.evidence(&path, line, "evidence_test", vec![("test_name", name)]);
+        }
+    }
+}
+
+fn client_of(service: Service, file: &FileFacts) -> String {
+    match service {
+        Service::Cache => cache_clients(file)
             .into_iter()
             .next()
             .unwrap_or_else(|| "cache".to_string()),
-        Service::Http => r
-            .file
+        Service::Http => file
             .imports
             .iter()
             .map(|i| i.target.as_str())
             .find(|t| ["httpx", "requests", "aiohttp"].contains(t))
             .unwrap_or("http")
             .to_string(),
-    };
+    }
+}
+
+fn report(cx: &mut Ctx<'_>, test: &TestFn<'_>, service: Service, r: &Reach<'_>) {
+    let client = client_of(service, r.file);
     let callee = r.path.first().cloned().unwrap_or_default();
     // The service is part of the key: a test that already reached unmocked HTTP before the
     // change is still news when it now reaches Redis too.

@@ -1,0 +1,471 @@
+//! The small owned facts the project index keeps of one module; the tree is dropped as soon as
+//! they are read.
+
+use tree_sitter::Node;
+
+use crate::python::{NodeIndex, ParsedFile, kinds, syntax};
+use crate::rules::facts::{self, Import};
+
+/// Calls that replace something for a test (`patch`, `patch.object`, `monkeypatch.setattr`).
+const MOCKERS: &[&str] = &["patch", "object", "setattr", "setitem", "dict", "multiple"];
+
+/// Most mock text kept for one test: patch targets and fixture bodies, not the whole file.
+const MAX_MOCK_CHARS: usize = 4_000;
+
+/// Longest source text kept for one value: enough for a constructor's arguments, bounded so a
+/// generated file cannot blow the index up.
+const MAX_VALUE_CHARS: usize = 400;
+
+/// `name=value` of a call, the value as source text.
+pub type Keyword = (String, String);
+
+/// One module of the repository.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModuleFacts {
+    pub path: String,
+    /// `app.cache` for `app/cache.py`.
+    pub module: String,
+    pub imports: Vec<Import>,
+    pub functions: Vec<Def>,
+    /// Module-level `name = …`, in document order, then what classes build for themselves
+    /// (`Class.attr`, from `self.attr = call(...)` or a class-body `attr = call(...)`).
+    pub assignments: Vec<Assignment>,
+    /// Calls made inside functions, one per calling function and callee.
+    pub calls: Vec<Call>,
+    /// For a test module: its fixtures' code, lowercased and bounded (they can patch for any of
+    /// its tests, autouse or by parameter). Kept once per module, not per test.
+    pub fixtures: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Def {
+    pub name: String,
+    pub qualname: String,
+    pub lines: (u32, u32),
+    pub decorators: Vec<Decorator>,
+    /// For a test function of a test module: what may mock things for it, lowercased (its
+    /// decorators, parameters and patch calls; the module's fixtures are in
+    /// `ModuleFacts::fixtures`), bounded.
+    pub mocks: Option<String>,
+}
+
+/// `@celery_app.task(autoretry_for=(httpx.HTTPError,), soft_time_limit=30)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Decorator {
+    /// The decorator without its arguments: `celery_app.task`, `shared_task`.
+    pub callee: String,
+    pub line: u32,
+    pub keywords: Vec<Keyword>,
+    /// `**options`: any keyword may hide in it.
+    pub splat: bool,
+}
+
+/// `redis_client = redis.Redis.from_url(URL, decode_responses=True)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Assignment {
+    pub name: String,
+    pub line: u32,
+    /// The callee when the value is a call (`redis.Redis.from_url`).
+    pub callee: Option<String>,
+    pub keywords: Vec<Keyword>,
+    pub splat: bool,
+    /// The whole value as source text (bounded).
+    pub value: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Call {
+    /// Last name of the callee (`create_charge`).
+    pub name: String,
+    /// The module the callee comes from when an import (or a local definition) tells.
+    pub module: Option<String>,
+    /// Qualified name of the calling function.
+    pub function: String,
+    pub line: u32,
+}
+
+impl ModuleFacts {
+    pub fn def(&self, qualname: &str) -> Option<&Def> {
+        self.functions.iter().find(|d| d.qualname == qualname)
+    }
+
+    /// The last module-level assignment of `name`.
+    pub fn assignment(&self, name: &str) -> Option<&Assignment> {
+        self.assignments.iter().rev().find(|a| a.name == name)
+    }
+
+    pub fn import_target(&self, local: &str) -> Option<&str> {
+        self.imports
+            .iter()
+            .rev()
+            .find(|i| i.local == local)
+            .map(|i| i.target.as_str())
+    }
+}
+
+/// `app/cache.py` → `app.cache`; `pkg/__init__.py` → `pkg`; a leading `src/` is a layout folder.
+pub fn module_of(path: &str) -> String {
+    let trimmed = path.strip_suffix(".py").unwrap_or(path);
+    let trimmed = trimmed.strip_suffix("/__init__").unwrap_or(trimmed);
+    trimmed.trim_start_matches("src/").replace('/', ".")
+}
+
+fn bounded(text: &str) -> String {
+    let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match folded.char_indices().nth(MAX_VALUE_CHARS) {
+        Some((at, _)) => folded.get(..at).unwrap_or("").to_string(),
+        None => folded,
+    }
+}
+
+fn keywords(call: Node<'_>, src: &str) -> Vec<Keyword> {
+    syntax::keyword_args(call, src)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), bounded(syntax::text(v, src))))
+        .collect()
+}
+
+/// Reads the facts of one parsed module.
+pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
+    let (idx, src) = (file.index(), file.text());
+    let module = module_of(path);
+    let imports = imports(idx, src);
+    let is_test = facts::is_test_path(path);
+    // Fixtures anywhere in a test module can patch for its tests (autouse or by parameter).
+    let fixtures = if is_test {
+        fixtures_text(idx, src)
+    } else {
+        String::new()
+    };
+    let functions: Vec<Def> = idx
+        .all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .map(|&f| {
+            let name = syntax::function_name(f, src).to_string();
+            let mocks = (is_test && name.starts_with("test")).then(|| mock_text(idx, f, src));
+            Def {
+                name,
+                qualname: facts::qualname(f, src),
+                lines: syntax::lines(f),
+                decorators: decorators(f, src),
+                mocks,
+            }
+        })
+        .collect();
+    let assignments = idx
+        .all(kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| {
+            idx.enclosing(**a, kinds::FUNCTION_DEFINITION).is_none()
+                && idx.enclosing(**a, kinds::CLASS_DEFINITION).is_none()
+        })
+        .filter_map(|&a| {
+            let left = a.child_by_field_name("left")?;
+            (left.kind() == kinds::IDENTIFIER)
+                .then(|| assignment(a, syntax::text(left, src), src))
+                .flatten()
+        })
+        .chain(attribute_assignments(idx, src))
+        .collect();
+    let mut out = ModuleFacts {
+        path: path.to_string(),
+        module,
+        imports,
+        functions,
+        assignments,
+        calls: Vec::new(),
+        fixtures,
+    };
+    let mut calls: Vec<Call> = idx
+        .all(kinds::CALL)
+        .iter()
+        .filter_map(|&call| {
+            let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
+            let name = syntax::callee_name(call, src);
+            if name.is_empty() {
+                return None;
+            }
+            let callee = syntax::callee(call, src);
+            // `from app.service import pay as run`: `run()` calls `pay`.
+            let imported = (!callee.contains('.'))
+                .then(|| out.import_target(name))
+                .flatten()
+                .and_then(|t| t.rsplit_once('.'))
+                .map(|(_, real)| real);
+            Some(Call {
+                name: imported.unwrap_or(name).to_string(),
+                module: callee_module(&out, callee, name),
+                function: facts::qualname(func, src),
+                line: syntax::lines(call).0,
+            })
+        })
+        .collect();
+    calls.sort_by(|a, b| (&a.function, &a.name, &a.module).cmp(&(&b.function, &b.name, &b.module)));
+    calls.dedup_by(|a, b| a.function == b.function && a.name == b.name && a.module == b.module);
+    out.calls = calls;
+    out
+}
+
+/// The module a callee comes from: `svc.pay` with `from app import svc` → `app.svc`;
+/// `pay` with `from app.svc import pay` → `app.svc`; `pay` defined here → this module.
+fn callee_module(module: &ModuleFacts, callee: &str, name: &str) -> Option<String> {
+    match callee.rsplit_once('.') {
+        Some((receiver, _)) => {
+            let (first, rest) = receiver
+                .split_once('.')
+                .map_or((receiver, ""), |(a, b)| (a, b));
+            let target = module.import_target(first)?;
+            Some(if rest.is_empty() {
+                target.to_string()
+            } else {
+                format!("{target}.{rest}")
+            })
+        }
+        None => match module.import_target(name) {
+            Some(target) => Some(
+                target
+                    .rsplit_once('.')
+                    .map_or(target, |(m, _)| m)
+                    .to_string(),
+            ),
+            None => module
+                .functions
+                .iter()
+                .any(|d| d.name == name && !d.qualname.contains('.'))
+                .then(|| module.module.clone()),
+        },
+    }
+}
+
+fn imports(idx: &NodeIndex<'_>, src: &str) -> Vec<Import> {
+    let mut out = Vec::new();
+    for &stmt in idx.all(kinds::IMPORT_FROM_STATEMENT) {
+        let module = stmt
+            .child_by_field_name("module_name")
+            .map(|m| syntax::text(m, src))
+            .unwrap_or("");
+        let mut cursor = stmt.walk();
+        for name in stmt.children_by_field_name("name", &mut cursor) {
+            let (target, local) = aliased(name, src);
+            out.push(Import {
+                local: local.to_string(),
+                target: format!("{module}.{target}"),
+            });
+        }
+    }
+    for &stmt in idx.all(kinds::IMPORT_STATEMENT) {
+        let mut cursor = stmt.walk();
+        for name in stmt.children_by_field_name("name", &mut cursor) {
+            if name.kind() == kinds::ALIASED_IMPORT {
+                let (target, local) = aliased(name, src);
+                out.push(Import {
+                    local: local.to_string(),
+                    target: target.to_string(),
+                });
+            } else {
+                // `import a.b` binds `a`, which names the package `a`.
+                let text = syntax::text(name, src);
+                let root = text.split('.').next().unwrap_or(text);
+                out.push(Import {
+                    local: root.to_string(),
+                    target: root.to_string(),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn aliased<'s>(name: Node<'_>, src: &'s str) -> (&'s str, &'s str) {
+    if name.kind() == kinds::ALIASED_IMPORT {
+        let target = name
+            .child_by_field_name("name")
+            .map(|n| syntax::text(n, src))
+            .unwrap_or("");
+        let local = name
+            .child_by_field_name("alias")
+            .map(|n| syntax::text(n, src))
+            .unwrap_or(target);
+        (target, local)
+    } else {
+        let text = syntax::text(name, src);
+        (text, text)
+    }
+}
+
+fn fixtures_text(idx: &NodeIndex<'_>, src: &str) -> String {
+    let mut out = String::new();
+    for d in idx.all(kinds::DECORATOR) {
+        if syntax::text(*d, src).contains("fixture")
+            && let Some(def) = d.parent()
+        {
+            out.push_str(&syntax::text(def, src).to_ascii_lowercase());
+            out.push('\n');
+        }
+        if out.len() > MAX_MOCK_CHARS {
+            break;
+        }
+    }
+    out
+}
+
+/// A test's decorators (its class's too), parameters and patch calls: where a mock of what it
+/// reaches would be written, besides the module's fixtures.
+fn mock_text(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> String {
+    let mut out = String::new();
+    let mut outer = Some(func);
+    while let Some(node) = outer {
+        if let Some(parent) = node
+            .parent()
+            .filter(|p| p.kind() == kinds::DECORATED_DEFINITION)
+        {
+            let mut cursor = parent.walk();
+            for d in parent
+                .named_children(&mut cursor)
+                .filter(|n| n.kind() == kinds::DECORATOR)
+            {
+                out.push_str(syntax::text(d, src));
+                out.push('\n');
+            }
+        }
+        outer = idx.enclosing(node, kinds::CLASS_DEFINITION);
+    }
+    if let Some(params) = func.child_by_field_name("parameters") {
+        out.push_str(syntax::text(params, src));
+        out.push('\n');
+    }
+    for call in idx.within(func, kinds::CALL) {
+        if MOCKERS.contains(&syntax::callee_name(*call, src)) {
+            out.push_str(syntax::text(*call, src));
+            out.push('\n');
+        }
+    }
+    let mut out = out.to_ascii_lowercase();
+    if let Some((at, _)) = out.char_indices().nth(MAX_MOCK_CHARS) {
+        out.truncate(at);
+    }
+    out
+}
+
+fn decorators(func: Node<'_>, src: &str) -> Vec<Decorator> {
+    let Some(parent) = func
+        .parent()
+        .filter(|p| p.kind() == kinds::DECORATED_DEFINITION)
+    else {
+        return Vec::new();
+    };
+    let mut cursor = parent.walk();
+    parent
+        .named_children(&mut cursor)
+        .filter(|n| n.kind() == kinds::DECORATOR)
+        .filter_map(|d| {
+            let expr = d.named_child(0)?;
+            let line = syntax::lines(d).0;
+            Some(if expr.kind() == kinds::CALL {
+                Decorator {
+                    callee: syntax::callee(expr, src).to_string(),
+                    line,
+                    keywords: keywords(expr, src),
+                    splat: syntax::has_dict_splat(expr),
+                }
+            } else {
+                Decorator {
+                    callee: syntax::text(expr, src).to_string(),
+                    line,
+                    keywords: Vec::new(),
+                    splat: false,
+                }
+            })
+        })
+        .collect()
+}
+
+/// Clients a class builds for itself: `self.redis = redis.Redis(...)` in a method, or
+/// `redis = redis.Redis(...)` in the class body, recorded as `Class.redis` (calls only).
+fn attribute_assignments<'a>(
+    idx: &'a NodeIndex<'_>,
+    src: &'a str,
+) -> impl Iterator<Item = Assignment> + 'a {
+    idx.all(kinds::ASSIGNMENT).iter().filter_map(move |&a| {
+        let class = idx.enclosing(a, kinds::CLASS_DEFINITION)?;
+        let class_name = syntax::text(class.child_by_field_name("name")?, src);
+        let left = a.child_by_field_name("left")?;
+        let in_method = idx
+            .enclosing(a, kinds::FUNCTION_DEFINITION)
+            .is_some_and(|f| f.start_byte() > class.start_byte());
+        let attr = match left.kind() {
+            kinds::IDENTIFIER if !in_method => syntax::text(left, src),
+            kinds::ATTRIBUTE if in_method => {
+                let object = syntax::text(left.child_by_field_name("object")?, src);
+                if object != "self" && object != "cls" {
+                    return None;
+                }
+                syntax::text(left.child_by_field_name("attribute")?, src)
+            }
+            _ => return None,
+        };
+        let found = assignment(a, &format!("{class_name}.{attr}"), src)?;
+        found.callee.is_some().then_some(found)
+    })
+}
+
+fn assignment(a: Node<'_>, name: &str, src: &str) -> Option<Assignment> {
+    let right = crate::rules::idem::strip_await(a.child_by_field_name("right")?);
+    let is_call = right.kind() == kinds::CALL;
+    Some(Assignment {
+        name: name.to_string(),
+        line: syntax::lines(a).0,
+        callee: is_call.then(|| syntax::callee(right, src).to_string()),
+        keywords: if is_call {
+            keywords(right, src)
+        } else {
+            Vec::new()
+        },
+        splat: is_call && syntax::has_dict_splat(right),
+        value: bounded(syntax::text(right, src)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(path: &str, src: &str) -> ModuleFacts {
+        let file = ParsedFile::parse(src.to_string()).expect("parses");
+        extract(path, &file)
+    }
+
+    #[test]
+    fn reads_clients_tasks_imports_and_calls() {
+        let m = facts(
+            "app/tasks.py",
+            "import app.cache as c\nfrom app.payments import service as svc\nfrom app.x import run\nimport redis\n\nclient = redis.Redis.from_url(URL, decode_responses=True)\nLIMIT = 30\n\n@celery_app.task(bind=True, soft_time_limit=LIMIT)\ndef pay(self, order_id):\n    svc.process(order_id)\n    run()\n",
+        );
+        assert_eq!(m.module, "app.tasks");
+        assert_eq!(m.import_target("c"), Some("app.cache"));
+        assert_eq!(m.import_target("svc"), Some("app.payments.service"));
+        let client = m.assignment("client").expect("client");
+        assert_eq!(client.line, 6);
+        assert_eq!(client.callee.as_deref(), Some("redis.Redis.from_url"));
+        assert_eq!(
+            client.keywords,
+            vec![("decode_responses".to_string(), "True".to_string())]
+        );
+        assert_eq!(m.assignment("LIMIT").map(|a| a.value.as_str()), Some("30"));
+        let pay = m.def("pay").expect("pay");
+        assert_eq!(pay.decorators[0].callee, "celery_app.task");
+        assert_eq!(pay.decorators[0].line, 9);
+        let modules: Vec<(&str, Option<&str>)> = m
+            .calls
+            .iter()
+            .map(|c| (c.name.as_str(), c.module.as_deref()))
+            .collect();
+        assert_eq!(
+            modules,
+            [
+                ("process", Some("app.payments.service")),
+                ("run", Some("app.x"))
+            ]
+        );
+    }
+}

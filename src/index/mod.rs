@@ -1,0 +1,437 @@
+//! The project index: small facts about the Python modules of the repository under review, so
+//! rules can answer what a diff does not show (which task calls the changed function, how the
+//! cache client is configured) instead of asking the author.
+//!
+//! Built at most once per review, only in repository mode and only when a rule asks. Only the
+//! modules that can bear on the change are parsed (see `ProjectIndex::build`), each once with
+//! the shared parser, and only owned facts are kept; the tree is dropped right away, so memory
+//! grows with the number of definitions, not with the size of the code.
+
+mod celery;
+mod extract;
+mod list;
+
+pub use celery::{TaskRef, exception_covers};
+pub use extract::{Assignment, Call, Decorator, Def, ModuleFacts, module_of};
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::OnceLock;
+
+use crate::python::ParsedFile;
+use crate::review::ReviewError;
+use crate::source::Repo;
+
+/// Most files the index reads: a monorepo beyond that is indexed in part (and says so).
+pub const MAX_FILES: usize = 50_000;
+
+/// How far names are followed through re-exports (`from .cache import client`).
+const MAX_IMPORT_HOPS: usize = 4;
+
+/// A touched file's new side as the review holds it: its tree, or only its text when the review
+/// dropped the tree to bound memory (a very large change), to be parsed again if indexed.
+#[derive(Clone, Copy)]
+pub enum NewSide<'p> {
+    Parsed(&'p ParsedFile),
+    Text(&'p str),
+}
+
+/// The project index of one review, built the first time a rule asks for it: most changes
+/// never need it (no retry loop, no cached value, no changed contract), and then the
+/// repository is not read at all.
+pub struct LazyIndex<'p> {
+    repo: Option<&'p Repo>,
+    changed: BTreeMap<String, Option<NewSide<'p>>>,
+    focus: BTreeSet<String>,
+    cell: OnceLock<(ProjectIndex, Vec<ReviewError>)>,
+}
+
+impl<'p> LazyIndex<'p> {
+    /// `repo` is `None` in diff-only mode: there is nothing to index.
+    /// `focus`: the module-level functions the change touches.
+    pub fn new(
+        repo: Option<&'p Repo>,
+        changed: BTreeMap<String, Option<NewSide<'p>>>,
+        focus: BTreeSet<String>,
+    ) -> Self {
+        LazyIndex {
+            repo,
+            changed,
+            focus,
+            cell: OnceLock::new(),
+        }
+    }
+
+    /// The index, built on first use (concurrent callers wait for the one build).
+    pub fn get(&self) -> Option<&ProjectIndex> {
+        let repo = self.repo?;
+        Some(
+            &self
+                .cell
+                .get_or_init(|| ProjectIndex::build(repo, &self.changed, &self.focus))
+                .0,
+        )
+    }
+
+    /// What went wrong while indexing, if the index was built.
+    pub fn errors(&self) -> &[ReviewError] {
+        self.cell.get().map_or(&[], |(_, e)| e.as_slice())
+    }
+}
+
+/// Most files one indexing thread takes at a time: small enough to spread a few hundred files
+/// over every core, large enough that spawning costs nothing next to parsing.
+const FILES_PER_THREAD: usize = 64;
+
+/// `items` mapped in parallel, in order, on scoped threads of its own.
+///
+/// Not rayon: the index is built inside a `OnceLock` from a rule running on a rayon worker. A
+/// rayon join there lets that worker steal another file's rule job while it waits, and that
+/// job asking for the index would re-enter the `OnceLock` on the same thread and deadlock.
+/// Plain threads are only joined, never stolen from.
+fn parallel_filter_map<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Option<R> + Sync,
+) -> Vec<R> {
+    let threads = rayon::current_num_threads()
+        .min(items.len().div_ceil(FILES_PER_THREAD))
+        .max(1);
+    if threads == 1 {
+        return items.iter().filter_map(&f).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    let f = &f;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().filter_map(f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            // A thread that panicked loses its part of the index, not the review.
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
+}
+
+/// Whether `text` holds one of `names` as a whole identifier: one pass over the text, no
+/// parse.
+fn mentions_any(text: &str, names: &BTreeSet<String>) -> bool {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .any(|word| !word.is_empty() && names.contains(word))
+}
+
+/// Facts about the Python modules of the repository a review needs, sorted by path.
+#[derive(Debug, Default)]
+pub struct ProjectIndex {
+    modules: Vec<ModuleFacts>,
+    by_module: HashMap<String, usize>,
+    /// Every call by its callee's last name: (module index, call index).
+    callers: HashMap<String, Vec<(usize, usize)>>,
+}
+
+impl ProjectIndex {
+    /// Indexes what the review can ask about. `changed` holds the parsed new side of the files
+    /// the review already read (they are not read twice; `None` marks a file the change
+    /// deletes); `focus` names the module-level functions the change touches.
+    ///
+    /// Not every module is parsed: a cheap identifier scan picks the files that mention a
+    /// focused function (its callers), then the callers' callers, up to the task search's
+    /// depth, and then the modules those import (clients, constants, re-exports). A module
+    /// that mentions none of them cannot change an answer.
+    pub fn build(
+        repo: &Repo,
+        changed: &BTreeMap<String, Option<NewSide<'_>>>,
+        focus: &BTreeSet<String>,
+    ) -> (ProjectIndex, Vec<ReviewError>) {
+        let (listed, truncated) = list::python_files(repo.root(), MAX_FILES);
+        let mut errors = Vec::new();
+        if truncated {
+            errors.push(ReviewError {
+                path: String::new(),
+                message: format!(
+                    "the repository has more than {MAX_FILES} Python files; only the first {MAX_FILES} were indexed for context"
+                ),
+            });
+        }
+        let mut modules: BTreeMap<String, ModuleFacts> = changed
+            .iter()
+            .filter_map(|(path, side)| {
+                let facts = match (*side)? {
+                    NewSide::Parsed(parsed) => extract::extract(path, parsed),
+                    NewSide::Text(text) => {
+                        extract::extract(path, &ParsedFile::parse(text.to_string())?)
+                    }
+                };
+                Some((path.clone(), facts))
+            })
+            .collect();
+        let on_disk: Vec<String> = listed
+            .into_iter()
+            .filter(|p| !changed.contains_key(p))
+            .collect();
+        let mut path_of: HashMap<String, String> = HashMap::new();
+        for path in on_disk.iter().chain(modules.keys()) {
+            path_of
+                .entry(module_of(path))
+                .or_insert_with(|| path.clone());
+        }
+        let read = |path: &String| -> Option<(String, String)> {
+            // A tracked symlink is the file it points to, indexed under its own path.
+            let link = std::fs::symlink_metadata(repo.root().join(path)).ok()?;
+            if link.file_type().is_symlink() {
+                return None;
+            }
+            // Unreadable or too large: the index does without it.
+            Some((path.clone(), repo.read(path).ok()?.text))
+        };
+        let parse = |path: &str, text: String| -> Option<ModuleFacts> {
+            ParsedFile::parse(text).map(|parsed| extract::extract(path, &parsed))
+        };
+        // Callers, hop by hop: the files that mention a name, then the names of their functions
+        // that call it.
+        let mut names: BTreeSet<String> = focus.clone();
+        let mut searched: BTreeSet<String> = BTreeSet::new();
+        for _ in 0..celery::MAX_HOPS {
+            let fresh: BTreeSet<String> = names.difference(&searched).cloned().collect();
+            if fresh.is_empty() {
+                break;
+            }
+            searched.extend(fresh.iter().cloned());
+            let candidates: Vec<&String> = on_disk
+                .iter()
+                .filter(|p| !modules.contains_key(*p))
+                .collect();
+            let found: Vec<ModuleFacts> = parallel_filter_map(&candidates, |path| {
+                let (path, text) = read(path)?;
+                if !mentions_any(&text, &fresh) {
+                    return None;
+                }
+                parse(&path, text)
+            });
+            for m in found {
+                modules.insert(m.path.clone(), m);
+            }
+            for m in modules.values() {
+                // A method is called through an object, which no import resolves: only its own
+                // module can be seen calling it, and that module is parsed already.
+                for call in m.calls.iter().filter(|c| searched.contains(&c.name)) {
+                    if !call.function.contains('.') {
+                        names.insert(call.function.clone());
+                    }
+                }
+            }
+        }
+        // What the parsed modules import, and what that imports (re-exports), by module path.
+        for _ in 0..=MAX_IMPORT_HOPS {
+            let wanted: BTreeSet<String> = modules
+                .values()
+                .flat_map(|m| m.imports.iter())
+                .flat_map(|i| {
+                    let parent = i.target.rsplit_once('.').map(|(m, _)| m.to_string());
+                    std::iter::once(i.target.clone()).chain(parent)
+                })
+                .filter_map(|module| path_of.get(&module).cloned())
+                .filter(|p| !modules.contains_key(p))
+                .collect();
+            if wanted.is_empty() {
+                break;
+            }
+            let wanted: Vec<String> = wanted.into_iter().collect();
+            let found: Vec<ModuleFacts> = parallel_filter_map(&wanted, |path| {
+                let (path, text) = read(path)?;
+                parse(&path, text)
+            });
+            for m in found {
+                modules.insert(m.path.clone(), m);
+            }
+        }
+        (
+            ProjectIndex::from_modules(modules.into_values().collect()),
+            errors,
+        )
+    }
+
+    /// An index of already extracted modules (sorted here).
+    pub fn from_modules(mut modules: Vec<ModuleFacts>) -> ProjectIndex {
+        modules.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut by_module = HashMap::new();
+        let mut callers: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
+        for (i, m) in modules.iter().enumerate() {
+            // Two files for one module (`src/app/x.py` and `app/x.py`): the first path wins.
+            by_module.entry(m.module.clone()).or_insert(i);
+            for (j, call) in m.calls.iter().enumerate() {
+                callers.entry(call.name.clone()).or_default().push((i, j));
+            }
+        }
+        ProjectIndex {
+            modules,
+            by_module,
+            callers,
+        }
+    }
+
+    pub fn modules(&self) -> &[ModuleFacts] {
+        &self.modules
+    }
+
+    pub fn module(&self, name: &str) -> Option<&ModuleFacts> {
+        self.by_module.get(name).and_then(|&i| self.modules.get(i))
+    }
+
+    pub fn file(&self, path: &str) -> Option<&ModuleFacts> {
+        self.module(&module_of(path))
+            .filter(|m| m.path == path)
+            .or_else(|| self.modules.iter().find(|m| m.path == path))
+    }
+
+    /// The module-level assignment a name of `module` stands for, following imports
+    /// (`from app.cache import redis_client as rc`) and re-exports.
+    pub fn global(&self, module: &str, name: &str) -> Option<(&ModuleFacts, &Assignment)> {
+        let (mut module, mut name) = (module.to_string(), name.to_string());
+        for _ in 0..=MAX_IMPORT_HOPS {
+            let m = self.module(&module)?;
+            if let Some(a) = m.assignment(&name) {
+                return Some((m, a));
+            }
+            let target = m.import_target(&name)?;
+            let (next_module, next_name) = target.rsplit_once('.')?;
+            (module, name) = (next_module.to_string(), next_name.to_string());
+        }
+        None
+    }
+
+    /// What an expression of `path` names, as a module-level assignment: `client`,
+    /// `cache.client` (a module imported as `cache`), `app.cache.client`.
+    pub fn resolve_expr(&self, path: &str, expr: &str) -> Option<(&ModuleFacts, &Assignment)> {
+        let here = self.file(path)?;
+        match expr.rsplit_once('.') {
+            None => self.global(&here.module, expr),
+            Some((receiver, name)) => {
+                let (first, rest) = receiver.split_once('.').unwrap_or((receiver, ""));
+                let base = here.import_target(first)?;
+                let module = if rest.is_empty() {
+                    base.to_string()
+                } else {
+                    format!("{base}.{rest}")
+                };
+                self.global(&module, name)
+            }
+        }
+    }
+
+    /// A number a module spells as a literal or as a module constant (`30`, `LIMIT`,
+    /// `5 * 60`).
+    pub fn number(&self, module: &ModuleFacts, text: &str) -> Option<f64> {
+        self.number_at(module, text, 0)
+    }
+
+    fn number_at(&self, module: &ModuleFacts, text: &str, depth: usize) -> Option<f64> {
+        if depth > MAX_IMPORT_HOPS {
+            return None;
+        }
+        let text = text.trim();
+        if let Some((a, b)) = text.split_once('*').filter(|_| !text.contains("**")) {
+            let value =
+                self.number_at(module, a, depth + 1)? * self.number_at(module, b, depth + 1)?;
+            return value.is_finite().then_some(value);
+        }
+        if let Ok(n) = text.replace('_', "").parse::<f64>() {
+            return n.is_finite().then_some(n);
+        }
+        let (m, a) = self.global(&module.module, text)?;
+        self.number_at(m, &a.value, depth + 1)
+    }
+
+    /// Calls of functions named `name`, as (calling module, call).
+    pub fn calls_of(&self, name: &str) -> impl Iterator<Item = (&ModuleFacts, &Call)> {
+        self.callers
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter_map(|&(i, j)| {
+                let m = self.modules.get(i)?;
+                Some((m, m.calls.get(j)?))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn module(path: &str, src: &str) -> ModuleFacts {
+        let file = ParsedFile::parse(src.to_string()).expect("parses");
+        extract::extract(path, &file)
+    }
+
+    #[test]
+    fn names_resolve_through_imports_and_re_exports() {
+        let index = ProjectIndex::from_modules(vec![
+            module(
+                "app/cache.py",
+                "import redis\nclient = redis.Redis(host='h', decode_responses=True)\nTTL = 60 * 60\n",
+            ),
+            module(
+                "app/__init__.py",
+                "from app.cache import client as shared\n",
+            ),
+            module(
+                "app/pay.py",
+                "import app.cache as c\nfrom app import shared as rc\nfrom app.cache import TTL\n",
+            ),
+        ]);
+        let line =
+            |r: Option<(&ModuleFacts, &Assignment)>| r.map(|(m, a)| (m.path.clone(), a.line));
+        let expected = Some(("app/cache.py".to_string(), 2));
+        assert_eq!(line(index.resolve_expr("app/pay.py", "rc")), expected);
+        assert_eq!(line(index.resolve_expr("app/pay.py", "c.client")), expected);
+        assert_eq!(line(index.resolve_expr("app/pay.py", "nothing")), None);
+        let pay = index.file("app/pay.py").expect("indexed");
+        assert_eq!(index.number(pay, "TTL"), Some(3600.0));
+        assert_eq!(index.number(pay, "1_000"), Some(1000.0));
+    }
+
+    #[test]
+    fn build_parses_callers_hop_by_hop_and_their_imports_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (rel, text) in [
+            ("app/client.py", "def charge(o):\n    pass\n"),
+            (
+                "app/service.py",
+                "from app.client import charge\n\ndef pay(o):\n    charge(o)\n",
+            ),
+            (
+                "app/tasks.py",
+                "from app.limits import LIMIT\nfrom app.service import pay\n\n@shared_task(time_limit=LIMIT)\ndef pay_task(o):\n    pay(o)\n",
+            ),
+            ("app/limits.py", "LIMIT = 20\n"),
+            ("app/unrelated.py", "def other():\n    return 1\n"),
+        ] {
+            let path = dir.path().join(rel);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, text).expect("write");
+        }
+        let repo = Repo::open(dir.path(), 1 << 20).expect("repo");
+        let focus: BTreeSet<String> = ["charge".to_string()].into();
+        let (index, errors) = ProjectIndex::build(&repo, &BTreeMap::new(), &focus);
+        assert!(errors.is_empty());
+        let paths: Vec<&str> = index.modules().iter().map(|m| m.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "app/client.py",
+                "app/limits.py",
+                "app/service.py",
+                "app/tasks.py"
+            ]
+        );
+        let tasks = index.tasks_calling(
+            "app.client",
+            "charge",
+            &crate::config::Vocabulary::default(),
+        );
+        assert_eq!(tasks.len(), 1);
+        let module = index.module("app.tasks").expect("tasks");
+        assert_eq!(index.number(module, "LIMIT"), Some(20.0));
+    }
+}
