@@ -17,6 +17,7 @@ fn main() {
                 repo,
                 base: None,
                 staged: false,
+                head: None,
             },
             Err(e) => {
                 eprintln!("{dir}: {e}");

@@ -149,6 +149,10 @@ pub struct ReviewArgs {
     /// shows).
     #[arg(long, value_name = "REV")]
     pub base: Option<String>,
+    /// With --base: the revision whose files are reviewed (a branch, a commit) instead of the
+    /// work tree; without a DIFF, the diff is HEAD-REV against the merge-base of it and --base.
+    #[arg(long, value_name = "REV", requires = "base", conflicts_with = "staged")]
+    pub head: Option<String>,
     /// Review the staged change (the index against HEAD), as a pre-commit hook does.
     #[arg(long, conflicts_with_all = ["diff", "base", "diff_only"])]
     pub staged: bool,
@@ -185,8 +189,9 @@ pub struct ReviewArgs {
 pub enum Input {
     File(PathBuf),
     Stdin,
-    /// The work tree against the merge-base with this revision.
-    Git(String),
+    /// From git: the work tree (or --head) against the merge-base with --base, which the
+    /// workspace then holds.
+    Git,
     /// The index against HEAD.
     Staged,
 }
@@ -198,7 +203,7 @@ impl ReviewArgs {
             _ if self.staged => Input::Staged,
             (Some(p), _) if p.as_os_str() == "-" => Input::Stdin,
             (Some(p), _) => Input::File(p.clone()),
-            (None, Some(rev)) => Input::Git(rev.clone()),
+            (None, Some(_)) => Input::Git,
             (None, None) => return Err(Error::NoInput),
         };
         let workspace = if self.diff_only {
@@ -216,6 +221,7 @@ impl ReviewArgs {
                     })?,
                     base: self.base.clone(),
                     staged: self.staged,
+                    head: self.head.clone(),
                 },
                 None if self.base.is_some() || self.staged => {
                     return Err(Error::BaseWithoutRepo {
@@ -231,6 +237,30 @@ impl ReviewArgs {
                 path: p.clone(),
                 source,
             })?),
+        };
+        let workspace = match (workspace, &input) {
+            // Without a diff file, the change is what a pull request of the head against --base
+            // shows: from their merge-base. Old versions are read at that commit too, not at
+            // --base itself, which may have moved on since the branch left it.
+            (
+                Workspace::Repository {
+                    repo,
+                    base: Some(rev),
+                    staged,
+                    head,
+                },
+                Input::Git,
+            ) => {
+                let merge_base =
+                    git::merge_base(repo.root(), head.as_deref().unwrap_or("HEAD"), &rev)?;
+                Workspace::Repository {
+                    repo,
+                    base: Some(merge_base),
+                    staged,
+                    head,
+                }
+            }
+            (workspace, _) => workspace,
         };
         let mut settings = Settings {
             workspace,

@@ -212,15 +212,26 @@ fn read_input(settings: &Settings, input: &Input) -> Result<Vec<u8>, Error> {
             capped(path, &mut file)
         }
         Input::Stdin => capped(Path::new("-"), &mut std::io::stdin().lock()),
-        Input::Git(rev) => {
-            let source::Workspace::Repository { repo, .. } = &settings.workspace else {
-                return Err(Error::BaseWithoutRepo { rev: rev.clone() });
+        Input::Git => {
+            let source::Workspace::Repository {
+                repo,
+                base: Some(base),
+                head,
+                ..
+            } = &settings.workspace
+            else {
+                return Err(Error::NoInput);
             };
-            let base = source::git::merge_base(repo.root(), rev)?;
-            from_git(
-                source::git::diff(repo.root(), &base, false)?,
-                &format!("git diff {base}"),
-            )
+            match head {
+                Some(head) => from_git(
+                    source::git::diff_revisions(repo.root(), base, head)?,
+                    &format!("git diff {base} {head}"),
+                ),
+                None => from_git(
+                    source::git::diff(repo.root(), base, false)?,
+                    &format!("git diff {base}"),
+                ),
+            }
         }
         Input::Staged => {
             let source::Workspace::Repository { repo, .. } = &settings.workspace else {

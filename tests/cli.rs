@@ -460,3 +460,96 @@ fn a_diff_over_max_diff_bytes_is_refused_with_exit_2() {
         );
     }
 }
+
+#[test]
+fn head_reviews_a_branch_against_its_merge_base_without_touching_the_work_tree() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let copy = |from: &str| {
+        for rel in [
+            "app/payments/client.py",
+            "app/payments/service.py",
+            "tests/test_payments.py",
+        ] {
+            let to = root.join(rel);
+            std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
+            std::fs::copy(fixture(from).join(rel), to).expect("copy");
+        }
+    };
+    copy("seed/base");
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "base"]);
+    git(root, &["checkout", "-q", "-b", "feature"]);
+    copy("seed/head");
+    git(root, &["commit", "-qam", "retries"]);
+    git(root, &["checkout", "-q", "main"]);
+    // main moves on after the branch left it, and the work tree has edits of its own: neither
+    // is part of the pull request.
+    std::fs::write(
+        root.join("app/payments/refunds.py"),
+        "import httpx\n\n\ndef refund(order):\n    return httpx.post('https://gw/refunds', json={'id': order.id}).json()\n",
+    )
+    .expect("write");
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "refunds on main"]);
+    std::fs::write(root.join("app/payments/client.py"), "# work in progress\n").expect("write");
+
+    let o = Command::new(env!("CARGO_BIN_EXE_payreview"))
+        .args([
+            "review", "--base", "main", "--head", "feature", "--format", "json",
+        ])
+        .current_dir(root)
+        .output()
+        .expect("binary runs");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("valid JSON");
+    let files: Vec<&str> = report["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    assert_eq!(
+        files,
+        [
+            "app/payments/client.py",
+            "app/payments/service.py",
+            "tests/test_payments.py"
+        ]
+    );
+    let places: Vec<String> = report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| format!("{} {}:{}", f["rule"], f["path"], f["line"]))
+        .collect();
+    // The seed's own blockers, at the seed's lines: the branch was read, not the work tree.
+    assert!(
+        places.contains(&"\"ERR001\" \"app/payments/client.py\":41".to_string()),
+        "{places:?}"
+    );
+    assert!(
+        places.contains(&"\"IDEM001\" \"app/payments/client.py\":49".to_string()),
+        "{places:?}"
+    );
+    // Nothing about the refund that only main has, and git's own diff has right index lines.
+    assert!(
+        !places.iter().any(|p| p.contains("refunds.py")),
+        "{places:?}"
+    );
+    assert!(!places.iter().any(|p| p.contains("DIFF00")), "{places:?}");
+    assert!(
+        report["errors"].as_array().is_some_and(Vec::is_empty),
+        "{}",
+        report["errors"]
+    );
+
+    // --head needs --base.
+    let o = Command::new(env!("CARGO_BIN_EXE_payreview"))
+        .args(["review", "--head", "feature"])
+        .current_dir(root)
+        .output()
+        .expect("binary runs");
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -324,3 +324,46 @@ fn seed_test_family_diff_only() {
             .any(|f| f.rule == "TEST001" && f.lines == Some((26, 38)))
     );
 }
+
+#[test]
+fn the_description_that_denies_touching_billing_is_contradicted_by_the_service_change() {
+    for (file, claim) in [
+        (
+            "seed/description.en.md",
+            "Did not touch payment processing in billing",
+        ),
+        (
+            "seed/description.ru.md",
+            "Обработку платежей в биллинге не трогал",
+        ),
+    ] {
+        let description = String::from_utf8(read(file)).expect("utf-8");
+        for mut settings in [Settings::diff_only(), repo_settings(&fixture("seed/head"))] {
+            settings.description = Some(description.clone());
+            let review = review(&seed_diff(), &settings);
+            let undeclared: Vec<_> = review
+                .findings
+                .iter()
+                .filter(|f| f.rule == "SCOPE001")
+                .collect();
+            // Only the service: the client and the test are what the description is about.
+            assert_eq!(undeclared.len(), 1, "{file}: {:?}", places(&review));
+            let finding = undeclared[0];
+            assert_eq!(finding.path, "app/payments/service.py");
+            // It changes the charged amount (PAY001), so it is a blocker, and it contradicts
+            // the description's own words.
+            assert_eq!(finding.severity.as_str(), "blocker", "{file}");
+            assert_eq!(finding.notes, ["contradicts", "amount"], "{file}");
+            let contradicts = finding
+                .args
+                .iter()
+                .find(|(k, _)| *k == "contradicts")
+                .map(|(_, v)| v.as_str())
+                .unwrap_or_default();
+            assert!(contradicts.contains(claim), "{file}: {contradicts}");
+        }
+    }
+    // Without a description there is nothing to check against.
+    let review = review(&seed_diff(), &Settings::diff_only());
+    assert!(!review.findings.iter().any(|f| f.rule == "SCOPE001"));
+}

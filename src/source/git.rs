@@ -46,10 +46,28 @@ pub fn show(root: &Path, rev: &str, path: &str) -> Result<Vec<u8>, GitError> {
     git(root, &["show", &format!("{rev}:{path}")])
 }
 
-/// `git merge-base HEAD rev`: what a pull request against `rev` is compared with.
-pub fn merge_base(root: &Path, rev: &str) -> Result<String, GitError> {
-    let out = git(root, &["merge-base", "HEAD", rev])?;
+/// `git merge-base head rev`: what a pull request of `head` against `rev` is compared with.
+pub fn merge_base(root: &Path, head: &str, rev: &str) -> Result<String, GitError> {
+    let out = git(root, &["merge-base", head, rev])?;
     Ok(String::from_utf8_lossy(&out).trim().to_string())
+}
+
+/// The diff between two revisions, in the same form as `diff`.
+pub fn diff_revisions(root: &Path, from: &str, to: &str) -> Result<Vec<u8>, GitError> {
+    git(
+        root,
+        &[
+            "-c",
+            "core.quotepath=on",
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--full-index",
+            from,
+            to,
+            "--",
+        ],
+    )
 }
 
 /// The diff of the work tree against `rev` (or, `staged`, of the index against it), in the form

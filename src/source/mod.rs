@@ -87,6 +87,8 @@ pub enum Workspace {
         base: Option<String>,
         /// New versions are the staged ones (git's index), not the work tree's.
         staged: bool,
+        /// New versions are read from git at this revision, not from the work tree.
+        head: Option<String>,
     },
 }
 
@@ -95,8 +97,18 @@ pub fn reconstruct(file: &FilePatch, workspace: &Workspace) -> FileVersions {
     let lines = LineMap::new(&file.hunks);
     match workspace {
         Workspace::DiffOnly => from_hunks(file, lines, Vec::new()),
-        Workspace::Repository { repo, base, staged } => {
-            from_repository(file, repo, base.as_deref(), *staged, lines)
+        Workspace::Repository {
+            repo,
+            base,
+            staged,
+            head,
+        } => {
+            let new_from = match (head, staged) {
+                (Some(rev), _) => NewFrom::Revision(rev),
+                (None, true) => NewFrom::Index,
+                (None, false) => NewFrom::WorkTree,
+            };
+            from_repository(file, repo, base.as_deref(), new_from, lines)
         }
     }
 }
@@ -126,11 +138,20 @@ fn from_hunks(file: &FilePatch, lines: LineMap, notes: Vec<String>) -> FileVersi
     }
 }
 
+/// Where repository mode reads the new version of a file.
+#[derive(Clone, Copy)]
+enum NewFrom<'a> {
+    WorkTree,
+    /// git's index (`--staged`).
+    Index,
+    Revision(&'a str),
+}
+
 fn from_repository(
     file: &FilePatch,
     repo: &Repo,
     base: Option<&str>,
-    staged: bool,
+    new_from: NewFrom<'_>,
     lines: LineMap,
 ) -> FileVersions {
     let Some(new_path) = file.new_path.as_deref() else {
@@ -149,12 +170,15 @@ fn from_repository(
             notes: Vec::new(),
         };
     };
-    let head = if staged {
-        git::show(repo.root(), "", new_path)
+    let from_git = |rev: &str| {
+        git::show(repo.root(), rev, new_path)
             .map(repo::decode)
             .map_err(|e| e.to_string())
-    } else {
-        repo.read(new_path).map_err(|e| e.to_string())
+    };
+    let head = match new_from {
+        NewFrom::WorkTree => repo.read(new_path).map_err(|e| e.to_string()),
+        NewFrom::Index => from_git(""),
+        NewFrom::Revision(rev) => from_git(rev),
     };
     let on_disk = match head {
         Ok(found) => found,
@@ -180,7 +204,7 @@ fn from_repository(
     }
     let old = if file.status == FileStatus::Added {
         None
-    } else if let Some(rev) = base.or(staged.then_some("HEAD")) {
+    } else if let Some(rev) = base.or(matches!(new_from, NewFrom::Index).then_some("HEAD")) {
         let path = file.old_path.as_deref().unwrap_or(new_path);
         match git::show(repo.root(), rev, path) {
             Ok(bytes) => Some(Version::complete(repo::decode(bytes).text)),

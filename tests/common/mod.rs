@@ -41,6 +41,7 @@ pub fn repo_settings(root: &Path) -> Settings {
         repo: Repo::open(root, settings.max_file_bytes).expect("fixture repository exists"),
         base: None,
         staged: false,
+        head: None,
     };
     settings
 }
