@@ -622,3 +622,62 @@ fn a_client_the_class_builds_for_itself_is_resolved() {
     );
     assert!(review.findings.iter().all(|f| f.evidence.is_empty()));
 }
+
+#[test]
+fn a_caller_outside_the_diff_that_trusts_the_old_contract_is_reported_on_its_file() {
+    const REFUNDS: &str = "app/payments/refunds.py";
+    const SAFE: &str = "app/payments/safe.py";
+    let dir = variant(&[
+        (
+            REFUNDS,
+            "from app.payments.client import create_charge\n\n\ndef recharge(order):\n    result = create_charge(order.id, order.amount, order.currency)\n    order.charge_id = result.id\n    order.save()\n",
+        ),
+        (
+            SAFE,
+            "from app.payments.client import create_charge\n\n\ndef try_charge(order):\n    result = create_charge(order.id, order.amount, order.currency)\n    if result is None:\n        raise RuntimeError(\"charge failed\")\n    return result.id\n",
+        ),
+    ]);
+    let review = review(&seed_diff(), &repo_settings(dir.path()));
+    let outside: Vec<&Finding> = review
+        .findings
+        .iter()
+        .filter(|f| f.rule == "ERR003" && f.path == REFUNDS)
+        .collect();
+    assert_eq!(outside.len(), 1, "{:?}", places(&review));
+    let f = outside[0];
+    // A file-level finding: the file is not in the diff, so no line comment on unchanged code.
+    assert_eq!(f.lines, None);
+    assert!(f.notes.contains(&"outside"));
+    assert_eq!(
+        f.evidence
+            .iter()
+            .map(|e| (e.path.as_str(), e.line))
+            .collect::<Vec<_>>(),
+        [(REFUNDS, 5)]
+    );
+    let text = message(f, Lang::En);
+    assert!(text.contains("`result` is used on line 6"), "{text}");
+    assert!(text.contains("not in the diff"), "{text}");
+    // The caller that checks for `None` is fine.
+    assert!(
+        !review.findings.iter().any(|f| f.path == SAFE),
+        "{:?}",
+        places(&review)
+    );
+    // The Markdown report lists it apart from the line comments.
+    let mut md = Vec::new();
+    report::render(
+        &review,
+        payreview::config::Format::Markdown,
+        Lang::En,
+        &mut md,
+    )
+    .expect("md");
+    let md = String::from_utf8(md).expect("utf-8");
+    let outside_at = md.find("Outside this diff").expect("an outside section");
+    assert!(md[outside_at..].contains("app/payments/refunds.py"), "{md}");
+    // Without the repository nothing can be said about files the diff does not show.
+    let alone = payreview::review_diff(&seed_diff(), &payreview::config::Settings::diff_only())
+        .expect("parses");
+    assert!(!alone.findings.iter().any(|f| f.path == REFUNDS));
+}

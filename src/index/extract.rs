@@ -82,6 +82,11 @@ pub struct Call {
     /// Qualified name of the calling function.
     pub function: String,
     pub line: u32,
+    /// The variable the result is bound to, when it is.
+    pub binding: Option<String>,
+    /// Line where that variable is used (`result.id`) with no check for `None` before: the
+    /// caller trusts the callee to raise on failure.
+    pub unchecked_use: Option<u32>,
 }
 
 impl ModuleFacts {
@@ -192,16 +197,28 @@ pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
                 .flatten()
                 .and_then(|t| t.rsplit_once('.'))
                 .map(|(_, real)| real);
+            let site = facts::call_site(call, idx, src);
             Some(Call {
                 name: imported.unwrap_or(name).to_string(),
                 module: callee_module(&out, callee, name),
                 function: facts::qualname(func, src),
-                line: syntax::lines(call).0,
+                line: site.line,
+                unchecked_use: site.deref_line.filter(|_| !site.checked),
+                binding: site.binding,
             })
         })
         .collect();
     calls.sort_by(|a, b| (&a.function, &a.name, &a.module).cmp(&(&b.function, &b.name, &b.module)));
-    calls.dedup_by(|a, b| a.function == b.function && a.name == b.name && a.module == b.module);
+    // One call per function and callee; one that uses the result unchecked speaks for them all.
+    calls.dedup_by(|later, kept| {
+        let same = later.function == kept.function
+            && later.name == kept.name
+            && later.module == kept.module;
+        if same && kept.unchecked_use.is_none() && later.unchecked_use.is_some() {
+            std::mem::swap(later, kept);
+        }
+        same
+    });
     out.calls = calls;
     out
 }

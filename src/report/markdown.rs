@@ -25,6 +25,7 @@ struct Words {
     not_reviewed: &'static str,
     comments: &'static str,
     no_comments: &'static str,
+    outside: &'static str,
     nits: &'static str,
     tests: &'static str,
     sketches: &'static str,
@@ -44,6 +45,7 @@ const EN: Words = Words {
     unknowns_after: "Without these, some of the conclusions below are conditional; the questions at the end say which.",
     not_reviewed: "Not reviewed",
     comments: "2. Line comments",
+    outside: "Outside this diff: unchanged code the change breaks",
     no_comments: "Nothing to comment on.",
     nits: "Nits",
     tests: "Tests worth adding",
@@ -64,6 +66,7 @@ const RU: Words = Words {
     unknowns_after: "Без них часть выводов ниже условна, это отмечено в вопросах.",
     not_reviewed: "Не проверено",
     comments: "2. Комментарии к строкам",
+    outside: "За пределами диффа: неизменённый код, который ломает изменение",
     no_comments: "Комментариев нет.",
     nits: "Мелочи",
     tests: "Тесты, которые стоит добавить",
@@ -99,7 +102,13 @@ pub fn render(review: &Review, lang: Lang, out: &mut dyn Write) -> std::io::Resu
     let comments = comments(review, lang);
     heading(&mut doc, 2, &title(review, w));
     verdict(&mut doc, review, lang, check.as_ref(), &comments);
+    // Places the change breaks in files it does not touch: not line comments on the diff.
+    let in_diff = |c: &Comment<'_>| review.files.iter().any(|f| f.path == c.path);
+    let (here, outside): (Vec<Comment<'_>>, Vec<Comment<'_>>) =
+        comments.into_iter().partition(in_diff);
+    let comments = here;
     line_comments(&mut doc, lang, check.is_some(), &comments);
+    outside_comments(&mut doc, lang, &outside);
     tests(&mut doc, lang, &comments);
     questions(&mut doc, review, lang);
     let _ = writeln!(doc, "<sub>payreview {}</sub>", env!("CARGO_PKG_VERSION"));
@@ -418,6 +427,18 @@ fn place(path: &str, lines: Option<(u32, u32)>) -> String {
         Some((a, b)) if a == b => format!("{path}:{a}"),
         Some((a, b)) => format!("{path}:{a}-{b}"),
         None => path.to_string(),
+    }
+}
+
+/// Findings in files the diff does not touch (callers the change breaks), after the line
+/// comments, under their own heading.
+fn outside_comments(doc: &mut String, lang: Lang, comments: &[Comment<'_>]) {
+    if comments.is_empty() {
+        return;
+    }
+    heading(doc, 3, words(lang).outside);
+    for comment in comments {
+        one_comment(doc, lang, false, comment);
     }
 }
 

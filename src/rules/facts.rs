@@ -437,7 +437,7 @@ pub fn classify_call(call: Node<'_>, src: &str, file: &FileFacts, vocab: &Vocabu
     Target::Other
 }
 
-fn call_site(call: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> CallSite {
+pub(crate) fn call_site(call: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> CallSite {
     let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION);
     let line = syntax::lines(call).0;
     let binding = syntax::bound_name(call, src).map(str::to_string);

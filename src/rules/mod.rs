@@ -311,6 +311,15 @@ impl<'a> Ctx<'a> {
         self.push(rule, Some(lines), function, key)
     }
 
+    /// Reports `rule` about another file, as a whole: a place outside the diff that the change
+    /// breaks (a caller of a changed function), which the report lists apart from line
+    /// comments on the change.
+    pub fn report_outside(&mut self, rule: &Rule, path: &str, key: String) -> &mut Finding {
+        let finding = self.push(rule, None, String::new(), key);
+        finding.path = path.to_string();
+        finding
+    }
+
     fn push(
         &mut self,
         rule: &Rule,

@@ -44,6 +44,7 @@ fn check(cx: &mut Ctx<'_>) {
         .into_iter()
         .flat_map(|name| changed_functions(cx, name))
         .collect();
+    outside_callers(cx, here);
     for callee in &changed {
         let sites: Vec<&CallSite> = here
             .calls
@@ -103,6 +104,62 @@ fn autoretry_lost(
         .arg("autoretry", lost.join(", "))
         .note("autoretry")
         .evidence(&task.path, task.decorator.line, "evidence_task", Vec::new());
+}
+
+/// Callers in the repository but outside the change that use the result of a function of this
+/// file without a check, where the function now may return `None`: code the diff does not show
+/// that the change breaks. Found through the project index (repository mode only), reported
+/// against the caller's file as a whole.
+fn outside_callers(cx: &mut Ctx<'_>, here: &FileFacts) {
+    let changed: Vec<Changed> = here
+        .functions
+        .iter()
+        .filter(|f| f.may_return_none())
+        .flat_map(|f| changed_functions(cx, &f.name))
+        .filter(|c| c.path == here.path)
+        .collect();
+    if changed.is_empty() {
+        return;
+    }
+    let Some(project) = cx.project() else {
+        return;
+    };
+    let module = project
+        .file(&here.path)
+        .map_or_else(|| crate::index::module_of(&here.path), |m| m.module.clone());
+    for callee in &changed {
+        let mut broken: Vec<(String, u32, u32, String)> = project
+            .calls_of(&callee.name)
+            .filter(|(m, c)| {
+                c.module.as_deref() == Some(module.as_str())
+                    && !cx.change.files.iter().any(|f| f.path == m.path)
+            })
+            .filter_map(|(m, c)| {
+                Some((
+                    m.path.clone(),
+                    c.line,
+                    c.unchecked_use?,
+                    c.binding.clone().unwrap_or_default(),
+                ))
+            })
+            .collect();
+        broken.sort();
+        for (path, line, used, binding) in broken {
+            let on_path = callee.on_path;
+            let finding = cx
+                .report_outside(&RULE, &path, format!("{} {}", callee.qualname, line))
+                .arg("callee", callee.qualname.clone())
+                .arg("returns_none_at", callee.returns_none_at.clone())
+                .arg("binding", binding)
+                .arg("deref_line", used.to_string())
+                .arg("call_line", line.to_string())
+                .note("outside")
+                .evidence(&path, line, "evidence_call", Vec::new());
+            if !on_path {
+                finding.severity(Severity::Nit);
+            }
+        }
+    }
 }
 
 /// Functions called `name` whose new version may return `None` where the old one could not.
