@@ -136,7 +136,8 @@ def main():
     for name, args in runs:
         code, wall, rss, out, err = measure(args, opts.threads)
         if code == 2:
-            findings, errors = "-", err.strip().splitlines()[1].strip() if err.strip() else "-"
+            said = [l.strip(" ×") for l in err.splitlines() if "larger than" in l]
+            findings, errors = "-", (said[0] if said else err.strip() or "-")
         else:
             report = json.loads(out)
             findings = len(report["findings"])
