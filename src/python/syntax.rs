@@ -273,6 +273,25 @@ pub fn bound_name<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
     (left.kind() == kinds::IDENTIFIER).then(|| text(left, src))
 }
 
+/// The imported name and the local name it is bound to: `(x.y, z)` for `x.y as z`, the name
+/// twice without an alias.
+pub fn aliased_import<'s>(name: Node<'_>, src: &'s str) -> (&'s str, &'s str) {
+    if name.kind() == kinds::ALIASED_IMPORT {
+        let target = name
+            .child_by_field_name("name")
+            .map(|n| text(n, src))
+            .unwrap_or("");
+        let local = name
+            .child_by_field_name("alias")
+            .map(|n| text(n, src))
+            .unwrap_or(target);
+        (target, local)
+    } else {
+        let text = text(name, src);
+        (text, text)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

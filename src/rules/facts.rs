@@ -215,7 +215,7 @@ fn gather_imports(idx: &NodeIndex<'_>, src: &str) -> Vec<Import> {
             .unwrap_or("");
         let mut cursor = stmt.walk();
         for name in stmt.children_by_field_name("name", &mut cursor) {
-            let (target, local) = aliased(name, src);
+            let (target, local) = syntax::aliased_import(name, src);
             out.push(Import {
                 local: local.to_string(),
                 target: format!("{module}.{target}"),
@@ -225,7 +225,7 @@ fn gather_imports(idx: &NodeIndex<'_>, src: &str) -> Vec<Import> {
     for &stmt in idx.all(kinds::IMPORT_STATEMENT) {
         let mut cursor = stmt.walk();
         for name in stmt.children_by_field_name("name", &mut cursor) {
-            let (target, local) = aliased(name, src);
+            let (target, local) = syntax::aliased_import(name, src);
             out.push(Import {
                 local: local.split('.').next().unwrap_or(local).to_string(),
                 target: target.to_string(),
@@ -233,23 +233,6 @@ fn gather_imports(idx: &NodeIndex<'_>, src: &str) -> Vec<Import> {
         }
     }
     out
-}
-
-fn aliased<'s>(name: Node<'_>, src: &'s str) -> (&'s str, &'s str) {
-    if name.kind() == kinds::ALIASED_IMPORT {
-        let target = name
-            .child_by_field_name("name")
-            .map(|n| syntax::text(n, src))
-            .unwrap_or("");
-        let local = name
-            .child_by_field_name("alias")
-            .map(|n| syntax::text(n, src))
-            .unwrap_or(target);
-        (target, local)
-    } else {
-        let text = syntax::text(name, src);
-        (text, text)
-    }
 }
 
 /// `Class.method` / `outer.inner` for a function node.
