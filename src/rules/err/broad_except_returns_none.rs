@@ -32,10 +32,20 @@ fn check(cx: &mut Ctx<'_>) {
             .filter(|a| !syntax::annotation_allows_none(a))
             .map(str::to_string);
         let caller = dereferencing_caller(cx, syntax::function_name(func, src));
-        if annotation.is_none() && caller.is_none() {
+        // A function that moves money and gives a result on success: `None` on every failure is
+        // then its contract, and no caller can tell a decline from an outage, even with no
+        // annotation or caller in sight to prove the result is used.
+        let moves_money_with_a_result = function.as_ref().is_some_and(|f| {
+            f.returns_value
+                && (f.payment
+                    || cx.vocab.is_payment_operation(&f.name)
+                    || (f.http && cx.facts.is_some_and(|file| file.payment_module)))
+        });
+        if annotation.is_none() && caller.is_none() && !moves_money_with_a_result {
             // Nothing says a result was expected: a `-> None` helper may well swallow.
             continue;
         }
+        let only_by_purpose = annotation.is_none() && caller.is_none();
         let on_path = cx.on_payment_path(function.as_ref());
         let caught = syntax::except_types(clause)
             .first()
@@ -55,6 +65,10 @@ fn check(cx: &mut Ctx<'_>) {
         }
         if !on_path {
             finding.severity(Severity::Nit);
+        } else if only_by_purpose {
+            // What the result is used for is not in sight: worth fixing, not yet proven to
+            // break a caller.
+            finding.severity(Severity::Important).note("value_or_none");
         }
         if function.as_ref().is_some_and(|f| f.http) {
             finding.note("http");
