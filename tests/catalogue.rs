@@ -188,3 +188,18 @@ fn the_catalogue_release_matches_its_entries() {
         release.version
     );
 }
+
+/// A title chosen by a note (`titles.X`) needs the note `X`: it is the note that selects it.
+#[test]
+fn alternative_titles_belong_to_notes() {
+    for rule in rules::ALL {
+        let entry = entry(rule.id);
+        for key in entry.meta.titles.keys() {
+            assert!(
+                entry.meta.notes.contains_key(key),
+                "{}: titles.{key} has no notes.{key}",
+                rule.id
+            );
+        }
+    }
+}

@@ -681,3 +681,39 @@ fn a_caller_outside_the_diff_that_trusts_the_old_contract_is_reported_on_its_fil
         .expect("parses");
     assert!(!alone.findings.iter().any(|f| f.path == REFUNDS));
 }
+
+#[test]
+fn the_sleep_finding_stops_asking_for_the_task_limits_once_they_are_known() {
+    let limits_noted = |review: &Review| {
+        review
+            .findings
+            .iter()
+            .find(|f| f.rule == "RETRY001")
+            .map(|f| f.notes.contains(&"limits"))
+    };
+    // With the task in the repository, RETRY005 has compared the numbers already.
+    assert_eq!(limits_noted(&context_review()), Some(false));
+    // Without it, the sleep finding still says what to compare.
+    let plain = review(&seed_diff(), &repo_settings(&fixture("seed/head")));
+    assert_eq!(limits_noted(&plain), Some(true));
+}
+
+#[test]
+fn a_proven_decoding_client_changes_what_the_decode_comment_is_titled() {
+    let title = |review: &Review, lang: Lang| {
+        let f = finding(review, "IDEM002").expect("IDEM002");
+        report::resolve(f, lang).title
+    };
+    let context = context_review();
+    assert_eq!(
+        title(&context, Lang::En),
+        "`.decode()` on a value the Redis client already decodes to `str`"
+    );
+    assert_eq!(
+        title(&context, Lang::Ru),
+        "`.decode()` значения, которое клиент Redis уже декодирует в `str`"
+    );
+    // Unknown configuration: the title says it depends.
+    let plain = review(&seed_diff(), &repo_settings(&fixture("seed/head")));
+    assert!(title(&plain, Lang::En).contains("depends on the client's configuration"));
+}

@@ -55,7 +55,15 @@ pub fn resolve_with(finding: &Finding, lang: Lang, line: Filler, block: Filler) 
     }
     Resolved {
         name: meta.name.clone(),
-        title: line(meta.title.get(lang), &finding.args),
+        title: line(
+            finding
+                .notes
+                .iter()
+                .find_map(|n| meta.titles.get(*n))
+                .unwrap_or(&meta.title)
+                .get(lang),
+            &finding.args,
+        ),
         message,
         suggestion: meta
             .suggestion

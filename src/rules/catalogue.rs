@@ -44,6 +44,11 @@ pub struct Meta {
     /// Extra sentences a rule appends to its message when they apply (`notes.annotation`).
     #[serde(default)]
     pub notes: BTreeMap<String, Texts>,
+    /// A finding's title when it carries the note of that name (`titles.decoded`): what the
+    /// rule learned changes what the comment is about, not only what it adds. Lists and docs
+    /// show `title`.
+    #[serde(default)]
+    pub titles: BTreeMap<String, Texts>,
     #[serde(default)]
     pub tags: Vec<String>,
     /// `very-high`, `high`, `medium` or `low` (SARIF's `precision`).

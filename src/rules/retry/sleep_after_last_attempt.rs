@@ -201,6 +201,8 @@ fn report(cx: &mut Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) {
     let budget = budget(cx, l, sleep, false);
     let call = syntax::text(sleep, src).to_string();
     let fresh = cx.touches_added(syntax::lines(l.node).0, syntax::lines(l.node).1);
+    // A task found in the repository answers the question (RETRY005 compares the numbers).
+    let task_known = on_path && cx.task_config_known(cx.path, &qualname);
     let finding = cx.report(&RULE, sleep).arg("sleep", call);
     // An awaited sleep holds no worker; the Celery time limits are about sync code.
     let is_async = syntax::is_async(l.func);
@@ -216,7 +218,7 @@ fn report(cx: &mut Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) {
             .note("last")
             .note(budget_note);
     }
-    if on_path && !is_async {
+    if on_path && !is_async && !task_known {
         finding.note("limits");
     }
     if !on_path {
@@ -230,8 +232,7 @@ fn report(cx: &mut Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) {
         .map(|b| b.formula.clone())
         .unwrap_or_default();
     let name = syntax::function_name(l.func, src).to_string();
-    // A task found in the repository answers the question (RETRY005 compares the numbers).
-    if !cx.task_config_known(cx.path, &qualname) {
+    if !task_known {
         cx.ask(
             "task-config",
             vec![("function", name.clone()), ("worst", worst)],
