@@ -92,10 +92,10 @@ fn retry_budget_over_the_task_limit_is_reported_with_the_task() {
         .map(|e| (e.path.as_str(), e.line))
         .collect();
     assert_eq!(cited, [("app/tasks.py", 9)]);
-    // The formula is RETRY001's, units as it writes them; the limit is in the message's words.
+    // The formula is RETRY001's, with the units in the report's language.
     let ru = message(f, Lang::Ru);
     assert!(
-        ru.contains("≈ 59 s") && ru.contains("`soft_time_limit=30` у таска"),
+        ru.contains("3 × 15 с + 2 + 4 + 8 ≈ 59 с") && ru.contains("`soft_time_limit=30` у таска"),
         "{ru}"
     );
 }

@@ -18,6 +18,50 @@ pub struct Resolved {
 /// Fills a catalogue template with a finding's arguments.
 pub type Filler = fn(&str, &[(&str, String)]) -> String;
 
+/// Units the rules write into arguments (`≈ 59 s`, `24 h`), in the report's language: they are
+/// computed once, in English, whatever the report.
+pub fn localized<'a>(
+    args: &'a [(&'static str, String)],
+    lang: Lang,
+) -> std::borrow::Cow<'a, [(&'static str, String)]> {
+    match lang {
+        Lang::En => std::borrow::Cow::Borrowed(args),
+        Lang::Ru => args
+            .iter()
+            .map(|(k, v)| {
+                (
+                    *k,
+                    units(v, &[("s", "с"), ("min", "мин"), ("h", "ч"), ("d", "дн")]),
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Replaces each unit of `table` that follows a number and a space and ends a word.
+fn units(text: &str, table: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    'scan: while let Some(c) = rest.chars().next() {
+        if c == ' ' && out.ends_with(|d: char| d.is_ascii_digit()) {
+            for (unit, local) in table {
+                let after = &rest[1..];
+                if let Some(tail) = after.strip_prefix(unit)
+                    && !tail.starts_with(|t: char| t.is_alphanumeric() || t == '_')
+                {
+                    out.push(' ');
+                    out.push_str(local);
+                    rest = tail;
+                    continue 'scan;
+                }
+            }
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
 /// The title, message (with its notes) and suggestion of a finding.
 pub fn resolve(finding: &Finding, lang: Lang) -> Resolved {
     resolve_with(finding, lang, fill, fill)
@@ -43,14 +87,15 @@ pub fn resolve_with(finding: &Finding, lang: Lang, line: Filler, block: Filler) 
     let block = |template: &str, args: &[(&str, String)]| {
         block(&rules::catalogue::optional_segments(template, args), args)
     };
-    let mut message = line(meta.message.get(lang), &finding.args);
+    let args = localized(&finding.args, lang);
+    let mut message = line(meta.message.get(lang), &args);
     if !message.ends_with(['.', '!', '?']) {
         message.push('.');
     }
     for note in &finding.notes {
         if let Some(text) = meta.notes.get(*note) {
             message.push(' ');
-            message.push_str(&line(text.get(lang), &finding.args));
+            message.push_str(&line(text.get(lang), &args));
         }
     }
     Resolved {
@@ -62,17 +107,11 @@ pub fn resolve_with(finding: &Finding, lang: Lang, line: Filler, block: Filler) 
                 .find_map(|n| meta.titles.get(*n))
                 .unwrap_or(&meta.title)
                 .get(lang),
-            &finding.args,
+            &args,
         ),
         message,
-        suggestion: meta
-            .suggestion
-            .as_ref()
-            .map(|s| block(s.get(lang), &finding.args)),
-        test: meta
-            .test
-            .as_ref()
-            .map(|t| block(t.get(lang), &finding.args)),
+        suggestion: meta.suggestion.as_ref().map(|s| block(s.get(lang), &args)),
+        test: meta.test.as_ref().map(|t| block(t.get(lang), &args)),
     }
 }
 
@@ -94,6 +133,7 @@ pub fn resolve_evidence(finding: &Finding, lang: Lang, line: Filler) -> Vec<Reso
         .map(|e| {
             let mut args = e.args.clone();
             args.extend(finding.args.iter().cloned());
+            let args = localized(&args, lang);
             let text = notes
                 .and_then(|n| n.get(e.what))
                 .map(|t| line(t.get(lang), &args))
@@ -116,8 +156,9 @@ pub fn question_text(question: &Question, lang: Lang) -> String {
 pub fn question_text_with(question: &Question, lang: Lang, line: Filler) -> String {
     rules::question(question.id)
         .map(|q| {
-            let text = rules::catalogue::optional_segments(q.get(lang), &question.args);
-            line(&text, &question.args)
+            let args = localized(&question.args, lang);
+            let text = rules::catalogue::optional_segments(q.get(lang), &args);
+            line(&text, &args)
         })
         .unwrap_or_else(|| question.id.to_string())
 }
@@ -133,8 +174,9 @@ pub fn question_short_with(question: &Question, lang: Lang, line: Filler) -> Str
         std::sync::OnceLock::new();
     let shorts = SHORTS.get_or_init(|| toml::from_str(rules::QUESTIONS_TOML).unwrap_or_default());
     if let Some(short) = shorts.get(question.id).and_then(|s| s.short.as_ref()) {
-        let text = rules::catalogue::optional_segments(short.get(lang), &question.args);
-        return line(&text, &question.args);
+        let args = localized(&question.args, lang);
+        let text = rules::catalogue::optional_segments(short.get(lang), &args);
+        return line(&text, &args);
     }
     first_sentence(&question_text_with(question, lang, line))
 }
@@ -245,6 +287,23 @@ pub fn plural_ru(n: usize, forms: [&'static str; 3]) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn units_after_numbers_are_russian_and_nothing_else_changes() {
+        let args = vec![
+            ("worst", "3 × 15 s + 2 + 4 + 8 ≈ 59 s".to_string()),
+            ("ttl", "24 h, 5 min, 2 d, 0.5 s.".to_string()),
+            (
+                "code",
+                "time.sleep(2 ** attempt) # 2 secs, 3 hours, ids 5 s_".to_string(),
+            ),
+        ];
+        let ru = localized(&args, Lang::Ru);
+        assert_eq!(ru[0].1, "3 × 15 с + 2 + 4 + 8 ≈ 59 с");
+        assert_eq!(ru[1].1, "24 ч, 5 мин, 2 дн, 0.5 с.");
+        assert_eq!(ru[2].1, args[2].1);
+        assert_eq!(localized(&args, Lang::En)[0].1, args[0].1);
+    }
 
     #[test]
     fn russian_plurals() {
