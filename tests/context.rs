@@ -139,6 +139,8 @@ fn questions_the_repository_answers_are_not_asked() {
     let asked = asked(&review);
     assert!(!asked.contains(&"task-config"), "{asked:?}");
     assert!(!asked.contains(&"idem-cache-config"), "{asked:?}");
+    // Only the Celery task runs it, and nothing on the way up is `async def`.
+    assert!(!asked.contains(&"retry-async-callers"), "{asked:?}");
     // What no code shows is still asked.
     assert!(asked.contains(&"idem-cache-durability"), "{asked:?}");
     assert!(asked.contains(&"idem-gateway-contract"), "{asked:?}");
@@ -164,6 +166,7 @@ fn without_the_repository_the_questions_come_back() {
         let asked = asked(&review);
         assert!(asked.contains(&"task-config"), "{asked:?}");
         assert!(asked.contains(&"idem-cache-config"), "{asked:?}");
+        assert!(asked.contains(&"retry-async-callers"), "{asked:?}");
         assert!(finding(&review, "RETRY005").is_none());
         assert!(has(&review, "IDEM002", CLIENT, Some((52, 52)), "important"));
         assert!(review.findings.iter().all(|f| f.evidence.is_empty()));
@@ -716,4 +719,19 @@ fn a_proven_decoding_client_changes_what_the_decode_comment_is_titled() {
     // Unknown configuration: the title says it depends.
     let plain = review(&seed_diff(), &repo_settings(&fixture("seed/head")));
     assert!(title(&plain, Lang::En).contains("depends on the client's configuration"));
+}
+
+#[test]
+fn an_async_endpoint_on_the_way_to_the_client_keeps_the_async_question() {
+    // Besides the task, a FastAPI-style endpoint awaits nothing but calls the service directly:
+    // the blocking retry would stall its event loop.
+    let dir = variant(&[(
+        "app/api.py",
+        "from app.payments.service import process_order_payment\n\n\nasync def pay_now(order_id: str, amount: int, currency: str):\n    process_order_payment(order_id, amount, currency)\n    return {\"ok\": True}\n",
+    )]);
+    let review = review(&seed_diff(), &repo_settings(dir.path()));
+    let asked = asked(&review);
+    assert!(asked.contains(&"retry-async-callers"), "{asked:?}");
+    // The task is still found, and its own question still answered.
+    assert!(!asked.contains(&"task-config"), "{asked:?}");
 }

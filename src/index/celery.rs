@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{Decorator, ProjectIndex};
+use super::{Decorator, Def, ModuleFacts, ProjectIndex};
 use crate::config::Vocabulary;
 
 /// How many calls up from the changed function a task is looked for: a task usually calls the
@@ -75,6 +75,66 @@ impl ProjectIndex {
         out
     }
 
+    /// Walks the callers of function `qualname` of module `module`, hop by hop up to
+    /// `MAX_HOPS`: `visit(module, caller, hop)` sees each calling function once and says whether
+    /// to go on to its own callers.
+    fn walk_callers(
+        &self,
+        module: &str,
+        qualname: &str,
+        mut visit: impl FnMut(&ModuleFacts, &Def, usize) -> bool,
+    ) {
+        let last = |q: &str| q.rsplit('.').next().unwrap_or(q).to_string();
+        let mut frontier = vec![(module.to_string(), last(qualname))];
+        let mut seen: BTreeSet<(String, String)> = frontier.iter().cloned().collect();
+        for hop in 1..=MAX_HOPS {
+            let mut next = Vec::new();
+            for (callee_module, name) in &frontier {
+                for (m, call) in self.calls_of(name) {
+                    let same = match &call.module {
+                        Some(resolved) => resolved == callee_module,
+                        None => &m.module == callee_module,
+                    };
+                    if !same {
+                        continue;
+                    }
+                    let Some(def) = m.def(&call.function) else {
+                        continue;
+                    };
+                    if !visit(m, def, hop) {
+                        continue;
+                    }
+                    let key = (m.module.clone(), last(&def.qualname));
+                    if seen.insert(key.clone()) {
+                        next.push(key);
+                    }
+                }
+            }
+            frontier = next;
+        }
+    }
+
+    /// An `async def` among the callers of function `qualname` of module `module` (up to the
+    /// tasks that run it): `(path, line)` of the first, by path and line.
+    pub fn async_caller(
+        &self,
+        module: &str,
+        qualname: &str,
+        vocab: &Vocabulary,
+    ) -> Option<(String, u32)> {
+        let mut found = Vec::new();
+        self.walk_callers(module, qualname, |m, def, _| {
+            if def.is_async {
+                found.push((m.path.clone(), def.lines.0));
+            }
+            // A task is where the chain starts: whoever enqueues it does not wait for it.
+            !def.decorators
+                .iter()
+                .any(|d| is_task_decorator(&d.callee, vocab))
+        });
+        found.into_iter().min()
+    }
+
     /// The tasks that reach function `qualname` of module `module`, nearest first, then by
     /// path and line.
     pub fn tasks_calling(&self, module: &str, qualname: &str, vocab: &Vocabulary) -> Vec<TaskRef> {
@@ -94,45 +154,23 @@ impl ProjectIndex {
                 hops: 0,
             });
         }
-        let last = |q: &str| q.rsplit('.').next().unwrap_or(q).to_string();
-        let mut frontier = vec![(module.to_string(), last(qualname))];
-        let mut seen: BTreeSet<(String, String)> = frontier.iter().cloned().collect();
-        for hop in 1..=MAX_HOPS {
-            let mut next = Vec::new();
-            for (callee_module, name) in &frontier {
-                for (m, call) in self.calls_of(name) {
-                    let same = match &call.module {
-                        Some(resolved) => resolved == callee_module,
-                        None => &m.module == callee_module,
-                    };
-                    if !same {
-                        continue;
-                    }
-                    let Some(def) = m.def(&call.function) else {
-                        continue;
-                    };
-                    if let Some(d) = def
-                        .decorators
-                        .iter()
-                        .find(|d| is_task_decorator(&d.callee, vocab))
-                    {
-                        found.push(TaskRef {
-                            path: m.path.clone(),
-                            module: m.module.clone(),
-                            qualname: def.qualname.clone(),
-                            decorator: d.clone(),
-                            hops: hop,
-                        });
-                        continue;
-                    }
-                    let key = (m.module.clone(), last(&def.qualname));
-                    if seen.insert(key.clone()) {
-                        next.push(key);
-                    }
-                }
-            }
-            frontier = next;
-        }
+        self.walk_callers(module, qualname, |m, def, hop| {
+            let Some(d) = def
+                .decorators
+                .iter()
+                .find(|d| is_task_decorator(&d.callee, vocab))
+            else {
+                return true;
+            };
+            found.push(TaskRef {
+                path: m.path.clone(),
+                module: m.module.clone(),
+                qualname: def.qualname.clone(),
+                decorator: d.clone(),
+                hops: hop,
+            });
+            false
+        });
         found.sort_by(|a, b| {
             (a.hops, &a.path, a.decorator.line).cmp(&(b.hops, &b.path, b.decorator.line))
         });

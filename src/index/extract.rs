@@ -43,6 +43,7 @@ pub struct Def {
     pub qualname: String,
     pub lines: (u32, u32),
     pub decorators: Vec<Decorator>,
+    pub is_async: bool,
     /// For a test function of a test module: what may mock things for it, lowercased (its
     /// decorators, parameters and patch calls; the module's fixtures are in
     /// `ModuleFacts::fixtures`), bounded.
@@ -153,6 +154,7 @@ pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
                 qualname: facts::qualname(f, src),
                 lines: syntax::lines(f),
                 decorators: decorators(f, src),
+                is_async: syntax::is_async(f),
                 mocks,
             }
         })

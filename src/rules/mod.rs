@@ -372,6 +372,22 @@ impl<'a> Ctx<'a> {
             .any(|t| !t.decorator.splat)
     }
 
+    /// Whether the repository shows function `qualname` of file `path` run by background tasks
+    /// and by no `async def` on the way up to them: the "is it called from async code?"
+    /// question is then answered.
+    pub fn runs_only_in_tasks(&self, path: &str, qualname: &str) -> bool {
+        let Some(project) = self.project() else {
+            return false;
+        };
+        let module = project
+            .file(path)
+            .map_or_else(|| crate::index::module_of(path), |m| m.module.clone());
+        !self.tasks_reaching(path, qualname).is_empty()
+            && project
+                .async_caller(&module, qualname, self.vocab)
+                .is_none()
+    }
+
     /// Whether new-side lines `first..=last` hold an added line.
     pub fn touches_added(&self, first: u32, last: u32) -> bool {
         self.versions.lines.touches_added(first, last)

@@ -238,7 +238,9 @@ fn report(cx: &mut Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) {
             vec![("function", name.clone()), ("worst", worst)],
         );
     }
-    if function.as_ref().is_some_and(|f| f.http && !f.is_async) {
+    if function.as_ref().is_some_and(|f| f.http && !f.is_async)
+        && !cx.runs_only_in_tasks(cx.path, &qualname)
+    {
         let short = budget
             .as_ref()
             .map(|b| format!(" (≈ {} s)", eval::seconds(b.total)))
