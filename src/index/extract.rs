@@ -135,7 +135,7 @@ fn keywords(call: Node<'_>, src: &str) -> Vec<Keyword> {
 pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
     let (idx, src) = (file.index(), file.text());
     let module = module_of(path);
-    let imports = imports(idx, src);
+    let imports = facts::imports(idx, src, facts::DottedImport::Binding);
     let is_test = facts::is_test_path(path);
     // Fixtures anywhere in a test module can patch for its tests (autouse or by parameter).
     let fixtures = if is_test {
@@ -254,45 +254,6 @@ fn callee_module(module: &ModuleFacts, callee: &str, name: &str) -> Option<Strin
                 .then(|| module.module.clone()),
         },
     }
-}
-
-fn imports(idx: &NodeIndex<'_>, src: &str) -> Vec<Import> {
-    let mut out = Vec::new();
-    for &stmt in idx.all(kinds::IMPORT_FROM_STATEMENT) {
-        let module = stmt
-            .child_by_field_name("module_name")
-            .map(|m| syntax::text(m, src))
-            .unwrap_or("");
-        let mut cursor = stmt.walk();
-        for name in stmt.children_by_field_name("name", &mut cursor) {
-            let (target, local) = syntax::aliased_import(name, src);
-            out.push(Import {
-                local: local.to_string(),
-                target: format!("{module}.{target}"),
-            });
-        }
-    }
-    for &stmt in idx.all(kinds::IMPORT_STATEMENT) {
-        let mut cursor = stmt.walk();
-        for name in stmt.children_by_field_name("name", &mut cursor) {
-            if name.kind() == kinds::ALIASED_IMPORT {
-                let (target, local) = syntax::aliased_import(name, src);
-                out.push(Import {
-                    local: local.to_string(),
-                    target: target.to_string(),
-                });
-            } else {
-                // `import a.b` binds `a`, which names the package `a`.
-                let text = syntax::text(name, src);
-                let root = text.split('.').next().unwrap_or(text);
-                out.push(Import {
-                    local: root.to_string(),
-                    target: root.to_string(),
-                });
-            }
-        }
-    }
-    out
 }
 
 fn fixtures_text(idx: &NodeIndex<'_>, src: &str) -> String {

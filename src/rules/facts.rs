@@ -177,7 +177,7 @@ fn words_of(text: &str) -> impl Iterator<Item = String> + '_ {
 pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
     let src = file.text();
     let idx = file.index();
-    let imports = gather_imports(idx, src);
+    let imports = imports(idx, src, DottedImport::Module);
     let is_test = is_test_path(path);
     let payment_module = words_of(path).any(|w| PAYMENT_WORDS.contains(&w.as_str()))
         || imports.iter().any(|i| {
@@ -206,7 +206,17 @@ pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
     facts
 }
 
-fn gather_imports(idx: &NodeIndex<'_>, src: &str) -> Vec<Import> {
+/// What an unaliased `import a.b` is recorded as: it binds `a`, and a reader may want the
+/// module it loads (`django.core.cache`, for what a file uses) or what the name `a` refers to
+/// (the package `a`, for resolving `a.x` across modules).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DottedImport {
+    Module,
+    Binding,
+}
+
+/// The file's imports, `from m import x [as y]` as `m.x`, in source order.
+pub(crate) fn imports(idx: &NodeIndex<'_>, src: &str, dotted: DottedImport) -> Vec<Import> {
     let mut out = Vec::new();
     for &stmt in idx.all(kinds::IMPORT_FROM_STATEMENT) {
         let module = stmt
@@ -226,8 +236,15 @@ fn gather_imports(idx: &NodeIndex<'_>, src: &str) -> Vec<Import> {
         let mut cursor = stmt.walk();
         for name in stmt.children_by_field_name("name", &mut cursor) {
             let (target, local) = syntax::aliased_import(name, src);
+            let local = local.split('.').next().unwrap_or(local);
+            let aliased = name.kind() == kinds::ALIASED_IMPORT;
+            let target = if aliased || dotted == DottedImport::Module {
+                target
+            } else {
+                local
+            };
             out.push(Import {
-                local: local.split('.').next().unwrap_or(local).to_string(),
+                local: local.to_string(),
                 target: target.to_string(),
             });
         }
