@@ -151,7 +151,7 @@ pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
             let mocks = (is_test && name.starts_with("test")).then(|| mock_text(idx, f, src));
             Def {
                 name,
-                qualname: facts::qualname(f, src),
+                qualname: facts::qualname(f, idx, src),
                 lines: syntax::lines(f),
                 decorators: decorators(f, src),
                 is_async: syntax::is_async(f),
@@ -203,7 +203,7 @@ pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
             Some(Call {
                 name: imported.unwrap_or(name).to_string(),
                 module: callee_module(&out, callee, name),
-                function: facts::qualname(func, src),
+                function: facts::qualname(func, idx, src),
                 line: site.line,
                 unchecked_use: site.deref_line.filter(|_| !site.checked),
                 binding: site.binding,

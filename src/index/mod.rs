@@ -12,7 +12,7 @@ mod extract;
 mod list;
 
 pub use celery::{TaskRef, exception_covers};
-pub use extract::{Assignment, Call, Decorator, Def, ModuleFacts, module_of};
+pub use extract::{Assignment, Call, Decorator, Def, ModuleFacts, extract, module_of};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::OnceLock;
@@ -27,12 +27,12 @@ pub const MAX_FILES: usize = 50_000;
 /// How far names are followed through re-exports (`from .cache import client`).
 const MAX_IMPORT_HOPS: usize = 4;
 
-/// A touched file's new side as the review holds it: its tree, or only its text when the review
-/// dropped the tree to bound memory (a very large change), to be parsed again if indexed.
+/// A touched file's new side as the review holds it: its tree, or, when the review dropped the
+/// tree to bound memory (a very large change), the facts it read before dropping it.
 #[derive(Clone, Copy)]
 pub enum NewSide<'p> {
     Parsed(&'p ParsedFile),
-    Text(&'p str),
+    Extracted(&'p ModuleFacts),
 }
 
 /// The project index of one review, built the first time a rule asks for it: most changes
@@ -153,17 +153,16 @@ impl ProjectIndex {
                 ),
             });
         }
-        let mut modules: BTreeMap<String, ModuleFacts> = changed
-            .iter()
-            .filter_map(|(path, side)| {
-                let facts = match (*side)? {
+        let touched: Vec<(&String, &Option<NewSide<'_>>)> = changed.iter().collect();
+        let mut modules: BTreeMap<String, ModuleFacts> =
+            parallel_filter_map(&touched, |(path, side)| {
+                let facts = match (**side)? {
                     NewSide::Parsed(parsed) => extract::extract(path, parsed),
-                    NewSide::Text(text) => {
-                        extract::extract(path, &ParsedFile::parse(text.to_string())?)
-                    }
+                    NewSide::Extracted(facts) => facts.clone(),
                 };
-                Some((path.clone(), facts))
+                Some(((*path).clone(), facts))
             })
+            .into_iter()
             .collect();
         let on_disk: Vec<String> = listed
             .into_iter()

@@ -12,8 +12,14 @@ use super::kinds;
 /// Nodes of the `kinds::INDEXED` kinds, each bucket in document (pre-)order.
 pub struct NodeIndex<'t> {
     buckets: Vec<Vec<Node<'t>>>,
+    /// For each node of a bucket, the innermost node of the same bucket that contains it
+    /// (`NONE` at the top): "the function around this call" climbs these instead of asking
+    /// tree-sitter for parents, which it finds by walking down from the root every time.
+    containers: Vec<Vec<u32>>,
     slot_of: HashMap<u16, usize>,
 }
+
+const NONE: u32 = u32::MAX;
 
 impl<'t> NodeIndex<'t> {
     pub fn build(tree: &'t Tree) -> Self {
@@ -27,21 +33,34 @@ impl<'t> NodeIndex<'t> {
         }
         // ERROR is not a named kind of the grammar; it has its own id.
         slot_of.insert(u16::MAX, slot_index(kinds::ERROR));
-        let mut buckets = vec![Vec::new(); kinds::INDEXED.len()];
+        // A table by kind id: one lookup per node of the tree, so no hashing.
+        let mut table = vec![usize::MAX; usize::from(language.node_kind_count() as u16).max(1)];
+        for (&id, &slot) in &slot_of {
+            if let Some(entry) = table.get_mut(usize::from(id)) {
+                *entry = slot;
+            }
+        }
+        let error_slot = slot_index(kinds::ERROR);
+        let mut buckets: Vec<Vec<Node<'t>>> = vec![Vec::new(); kinds::INDEXED.len()];
         let mut cursor = tree.walk();
         walk_preorder(&mut cursor, |node| {
-            let slot = if node.is_error() {
-                slot_of.get(&u16::MAX)
+            // tree-sitter gives ERROR nodes the kind id `u16::MAX`.
+            let id = node.kind_id();
+            let slot = if id == u16::MAX {
+                error_slot
             } else {
-                slot_of.get(&node.kind_id())
+                table.get(usize::from(id)).copied().unwrap_or(usize::MAX)
             };
-            if let Some(&slot) = slot
-                && let Some(bucket) = buckets.get_mut(slot)
-            {
+            if let Some(bucket) = buckets.get_mut(slot) {
                 bucket.push(node);
             }
         });
-        NodeIndex { buckets, slot_of }
+        let containers = buckets.iter().map(|b| containers(b)).collect();
+        NodeIndex {
+            buckets,
+            containers,
+            slot_of,
+        }
     }
 
     /// Every indexed node of `kind` in the file, in document order.
@@ -75,23 +94,41 @@ impl<'t> NodeIndex<'t> {
 
     /// The innermost indexed node of `kind` that contains `node` (not `node` itself).
     pub fn enclosing(&self, node: Node<'_>, kind: &str) -> Option<Node<'t>> {
-        let all = self.all(kind);
+        let slot = slot_index(kind);
+        let (all, up) = (self.buckets.get(slot)?, self.containers.get(slot)?);
         let upto = all.partition_point(|n| n.start_byte() <= node.start_byte());
-        all.get(..upto)?
-            .iter()
-            .rev()
-            .find(|n| {
-                n.id() != node.id()
-                    && n.start_byte() <= node.start_byte()
-                    && n.end_byte() >= node.end_byte()
-            })
-            .copied()
+        // The last node that starts no later than `node` is the one that contains it, or lies
+        // inside the one that does: climb from there.
+        let mut at = upto.checked_sub(1)?;
+        loop {
+            let n = *all.get(at)?;
+            if n.id() != node.id() && n.end_byte() >= node.end_byte() {
+                return Some(n);
+            }
+            at = *up.get(at).filter(|&&p| p != NONE)? as usize;
+        }
     }
 
     /// Whether the grammar knows `kind` (guards against typos in `kinds`).
     pub fn knows(&self, kind: &str) -> bool {
         kind == kinds::ERROR || self.slot_of.values().any(|&s| s == slot_index(kind))
     }
+}
+
+/// For nodes in document order, each one's innermost container among them: byte ranges of a
+/// tree nest, so an open stack gives it in one pass.
+fn containers(nodes: &[Node<'_>]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(nodes.len());
+    let mut open: Vec<(usize, usize)> = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        let end = n.end_byte();
+        while open.last().is_some_and(|&(_, e)| e < end) {
+            open.pop();
+        }
+        out.push(open.last().map_or(NONE, |&(j, _)| j as u32));
+        open.push((i, end));
+    }
+    out
 }
 
 fn slot_index(kind: &str) -> usize {
@@ -141,6 +178,19 @@ impl ParsedFile {
         Some(ParsedFile { text, inner })
     }
 
+    /// Parses `text`, another version of `base`'s file, reusing `base`'s tree where the
+    /// blocks (from the diff's hunks, `base`'s side first) leave it unchanged: the cost of a
+    /// local change is little more than the lines it touches. Parses from scratch when the
+    /// blocks do not describe the two texts.
+    pub fn parse_from(text: String, base: &ParsedFile, blocks: &[super::Block]) -> Option<Self> {
+        let Some(edits) = super::edits(base.text(), &text, blocks) else {
+            return Self::parse(text);
+        };
+        let tree = super::parse_edited(&text, base.tree(), &edits)?;
+        let inner = TreeWithIndex::new(tree, |tree| NodeIndex::build(tree));
+        Some(ParsedFile { text, inner })
+    }
+
     pub fn text(&self) -> &str {
         &self.text
     }
@@ -176,6 +226,35 @@ impl ParsedFile {
             node = child;
         }
         Some(u32::try_from(node.start_position().row).map_or(u32::MAX, |r| r.saturating_add(1)))
+    }
+}
+
+/// A file version's tree for the rules: the one the review kept, or, when the review dropped it
+/// to bound memory, parsed again from its text the first time a rule needs it (most files never
+/// need their old tree: see `review::run_rules`).
+pub struct LazyTree<'a> {
+    kept: Option<&'a ParsedFile>,
+    text: Option<&'a str>,
+    again: std::cell::OnceCell<Option<ParsedFile>>,
+}
+
+impl<'a> LazyTree<'a> {
+    /// `kept`: the tree, if the review still holds it; `text`: what to parse otherwise (`None`
+    /// when there is no tree to have: not Python, absent on this side, over a cap).
+    pub fn new(kept: Option<&'a ParsedFile>, text: Option<&'a str>) -> Self {
+        LazyTree {
+            kept,
+            text,
+            again: std::cell::OnceCell::new(),
+        }
+    }
+
+    pub fn get(&self) -> Option<&ParsedFile> {
+        self.kept.or_else(|| {
+            self.again
+                .get_or_init(|| ParsedFile::parse(self.text?.to_string()))
+                .as_ref()
+        })
     }
 }
 
@@ -255,6 +334,64 @@ mod tests {
                 file.index().knows(kind),
                 "{kind} is not a tree-sitter-python kind"
             );
+        }
+    }
+
+    /// The innermost container by the definition: the last node of the kind, in document
+    /// order, that starts no later and ends no earlier.
+    fn enclosing_by_scan<'t>(idx: &NodeIndex<'t>, node: Node<'_>, kind: &str) -> Option<Node<'t>> {
+        idx.all(kind)
+            .iter()
+            .rev()
+            .find(|n| {
+                n.id() != node.id()
+                    && n.start_byte() <= node.start_byte()
+                    && n.end_byte() >= node.end_byte()
+            })
+            .copied()
+    }
+
+    #[test]
+    fn enclosing_climbs_to_what_a_scan_finds_for_every_indexed_node() {
+        let nested = "class A:\n    def f(self):\n        def g():\n            return h(i(j()))(k)\n        x = [lambda: m() for _ in n()]\n        return g\n\n    class B:\n        def f(self):\n            while a(b):\n                try:\n                    c()\n                except E:\n                    d()\n\n\ndef top():\n    return A().f()\n";
+        let mut sources = vec![nested.to_string()];
+        for dir in ["fixtures/seed/head", "fixtures/seed-context/head"] {
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+            let mut stack = vec![root];
+            while let Some(d) = stack.pop() {
+                for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                    let path = entry.path();
+                    if path.is_dir() {
+                        stack.push(path);
+                    } else if path.extension().is_some_and(|e| e == "py") {
+                        sources.extend(std::fs::read_to_string(&path));
+                    }
+                }
+            }
+        }
+        assert!(sources.len() > 5, "the fixtures were found");
+        for src in &sources {
+            let file = parsed(src);
+            let idx = file.index();
+            for kind in kinds::INDEXED {
+                for &node in idx.all(kind) {
+                    for outer in [
+                        kinds::FUNCTION_DEFINITION,
+                        kinds::CLASS_DEFINITION,
+                        kinds::CALL,
+                        kinds::ASSIGNMENT,
+                        kinds::TRY_STATEMENT,
+                        kinds::AWAIT,
+                    ] {
+                        assert_eq!(
+                            idx.enclosing(node, outer).map(|n| n.id()),
+                            enclosing_by_scan(idx, node, outer).map(|n| n.id()),
+                            "{outer} around a {kind} at byte {}",
+                            node.start_byte()
+                        );
+                    }
+                }
+            }
         }
     }
 }

@@ -4,17 +4,19 @@
 //! judge. Trees are walked with a cursor, never recursively, so a file of 5,000 nested brackets
 //! cannot overflow the stack.
 
+mod incremental;
 mod index;
 pub mod kinds;
 pub mod syntax;
 
-pub use index::{NodeIndex, ParsedFile};
+pub use incremental::{Block, edits};
+pub use index::{LazyTree, NodeIndex, ParsedFile};
 
 use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
-use tree_sitter::{ParseOptions, Parser, Tree};
+use tree_sitter::{InputEdit, ParseOptions, Parser, Tree};
 
 /// How long one file version may take to parse before it is given up on. Generous: a
 /// megabyte of Python parses in well under a second; only pathological input gets near it.
@@ -31,8 +33,22 @@ pub fn parse(text: &str) -> Option<Tree> {
     parse_within(text, PARSE_BUDGET)
 }
 
+/// Parses Python text, reusing what is unchanged of `base`, the tree of another version of the
+/// file, which `edits` (from `incremental::edits`) turn into this text.
+pub fn parse_edited(text: &str, base: &Tree, edits: &[InputEdit]) -> Option<Tree> {
+    let mut old = base.clone();
+    for edit in edits {
+        old.edit(edit);
+    }
+    parse_with(text, Some(&old), PARSE_BUDGET)
+}
+
 /// Parses Python text, giving up after `budget`.
 pub fn parse_within(text: &str, budget: Duration) -> Option<Tree> {
+    parse_with(text, None, budget)
+}
+
+fn parse_with(text: &str, old: Option<&Tree>, budget: Duration) -> Option<Tree> {
     PARSER.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
@@ -55,7 +71,7 @@ pub fn parse_within(text: &str, budget: Duration) -> Option<Tree> {
             }
         };
         let options = ParseOptions::new().progress_callback(&mut progress);
-        let tree = parser.parse_with_options(&mut read, None, Some(options));
+        let tree = parser.parse_with_options(&mut read, old, Some(options));
         if tree.is_none() {
             // A cancelled parse leaves state behind; the next file starts clean.
             parser.reset();

@@ -18,8 +18,8 @@ use rayon::prelude::*;
 
 use crate::config::Settings;
 use crate::diff::{FilePatch, Patch};
-use crate::index::{LazyIndex, NewSide};
-use crate::python::ParsedFile;
+use crate::index::{self, LazyIndex, ModuleFacts, NewSide};
+use crate::python::{Block, LazyTree, ParsedFile};
 use crate::rules::facts;
 use crate::rules::{self, ChangeSet, Check, Ctx, FileChange};
 use crate::source::{self, FileVersions, Side};
@@ -30,7 +30,25 @@ struct Prepared<'p> {
     versions: FileVersions,
     old: Parse,
     new: Parse,
+    /// The index's facts of the new version, read before its tree was dropped (repository mode).
+    new_module: Option<ModuleFacts>,
     errors: Vec<ReviewError>,
+}
+
+impl Prepared<'_> {
+    fn lazy_tree(&self, side: Side) -> LazyTree<'_> {
+        let parse = match side {
+            Side::Old => &self.old,
+            Side::New => &self.new,
+        };
+        match parse {
+            Parse::None => LazyTree::new(None, None),
+            Parse::Kept(f) => LazyTree::new(Some(f), None),
+            Parse::Dropped => {
+                LazyTree::new(None, self.versions.side(side).map(|v| v.text.as_str()))
+            }
+        }
+    }
 }
 
 /// One version's tree between the facts pass and the rules pass.
@@ -45,14 +63,6 @@ enum Parse {
 impl Parse {
     fn exists(&self) -> bool {
         !matches!(self, Parse::None)
-    }
-
-    /// The kept tree, or `again`, the one parsed anew for the rules.
-    fn tree<'a>(&'a self, again: Option<&'a ParsedFile>) -> Option<&'a ParsedFile> {
-        match self {
-            Parse::Kept(f) => Some(f),
-            _ => again,
-        }
     }
 }
 
@@ -103,16 +113,8 @@ pub fn review_observed(
         .par_iter()
         .zip(change.files.par_iter())
         .map(|(p, facts)| {
-            let reparse = |parse: &Parse, side: Side| match parse {
-                Parse::Dropped => ParsedFile::parse(p.versions.side(side)?.text.clone()),
-                _ => None,
-            };
-            let (old_again, new_again) = (reparse(&p.old, Side::Old), reparse(&p.new, Side::New));
-            let trees = (
-                p.old.tree(old_again.as_ref()),
-                p.new.tree(new_again.as_ref()),
-            );
-            run_rules(p, trees, facts, &change, &project, settings)
+            let trees = (p.lazy_tree(Side::Old), p.lazy_tree(Side::New));
+            run_rules(p, &trees, facts, &change, &project, settings)
         })
         .collect();
     errors.extend(project.errors().iter().cloned());
@@ -193,7 +195,7 @@ fn project_index<'p>(
         if let Some(new) = p.patch.new_path.as_deref() {
             let side = match &p.new {
                 Parse::Kept(parsed) => Some(NewSide::Parsed(parsed)),
-                Parse::Dropped => p.versions.new.as_ref().map(|v| NewSide::Text(&v.text)),
+                Parse::Dropped => p.new_module.as_ref().map(NewSide::Extracted),
                 Parse::None => None,
             };
             changed.insert(new.to_string(), side);
@@ -314,17 +316,28 @@ fn prepare<'p>(
             .filter(|v| v.text.len() as u64 > settings.max_file_bytes)
             .map(|v| v.text.len())
     };
-    let parse = |side: Side| {
-        let version = match side {
-            Side::Old => &versions.old,
-            Side::New => &versions.new,
-        };
+    let text = |version: &Option<source::Version>| {
         if !python || oversized(version).is_some() {
             return None;
         }
-        ParsedFile::parse(version.as_ref()?.text.clone())
+        Some(version.as_ref()?.text.clone())
     };
-    let (old, new) = (parse(Side::Old), parse(Side::New));
+    let new = text(&versions.new).and_then(ParsedFile::parse);
+    // The old version from the new one's tree: what the hunks leave alone is not parsed again.
+    let old = text(&versions.old).and_then(|old| match &new {
+        Some(base) => {
+            let blocks: Vec<Block> = patch
+                .hunks
+                .iter()
+                .map(|h| Block {
+                    from: (h.new_start, h.new_count),
+                    to: (h.old_start, h.old_count),
+                })
+                .collect();
+            ParsedFile::parse_from(old, base, &blocks)
+        }
+        None => ParsedFile::parse(old),
+    });
     for (side, version, parsed) in [("old", &versions.old, &old), ("new", &versions.new, &new)] {
         if let Some(len) = oversized(version).filter(|_| python) {
             errors.push(ReviewError {
@@ -379,6 +392,14 @@ fn prepare<'p>(
     if !keep {
         kept_bytes.fetch_sub(size, Ordering::Relaxed);
     }
+    // The project index cannot parse a dropped tree again cheaply in the middle of the rules:
+    // what it would read is read now.
+    let new_module = match settings.workspace {
+        source::Workspace::Repository { .. } if !keep => {
+            new.as_ref().map(|parsed| index::extract(path, parsed))
+        }
+        _ => None,
+    };
     let hold = |parsed: Option<ParsedFile>| match parsed {
         None => Parse::None,
         Some(f) if keep => Parse::Kept(f),
@@ -389,6 +410,7 @@ fn prepare<'p>(
         versions,
         old: hold(old),
         new: hold(new),
+        new_module,
         errors,
     };
     (prepared, facts)
@@ -396,7 +418,7 @@ fn prepare<'p>(
 
 fn run_rules(
     p: &Prepared<'_>,
-    (old_tree, new_tree): (Option<&ParsedFile>, Option<&ParsedFile>),
+    (old_tree, new_tree): &(LazyTree<'_>, LazyTree<'_>),
     facts: &FileChange,
     change: &ChangeSet,
     project: &LazyIndex<'_>,
@@ -407,6 +429,7 @@ fn run_rules(
             Side::Old => (old_tree, new_tree, facts.old.as_ref(), facts.new.as_ref()),
             Side::New => (new_tree, old_tree, facts.new.as_ref(), facts.old.as_ref()),
         };
+        let file = file.get();
         Ctx {
             side,
             path: p.patch.path(),
@@ -416,6 +439,7 @@ fn run_rules(
             other,
             facts: facts_here,
             other_facts: facts_other,
+            memo: Default::default(),
             change,
             project,
             vocab: &settings.vocabulary,
@@ -424,7 +448,6 @@ fn run_rules(
         }
     };
     let mut new = ctx(Side::New);
-    let mut old = ctx(Side::Old);
     let mut kept = Vec::new();
     for rule in rules::ALL.iter().filter(|r| settings.rules.enabled(r.id)) {
         match rule.check {
@@ -438,14 +461,18 @@ fn run_rules(
                     continue;
                 }
                 check(&mut new);
+                let found = std::mem::take(&mut new.findings);
+                // The old version only matters for what the new one found: most files find
+                // nothing, and then their old tree is never walked (nor parsed again when the
+                // review dropped it).
+                if found.is_empty() {
+                    continue;
+                }
+                let mut old = ctx(Side::Old);
                 if old.file.is_some() {
                     check(&mut old);
                 }
-                kept.extend(only_new(
-                    std::mem::take(&mut new.findings),
-                    std::mem::take(&mut old.findings),
-                    &p.versions,
-                ));
+                kept.extend(only_new(found, old.findings, &p.versions));
             }
         }
     }

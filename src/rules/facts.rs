@@ -253,18 +253,27 @@ pub(crate) fn imports(idx: &NodeIndex<'_>, src: &str, dotted: DottedImport) -> V
 }
 
 /// `Class.method` / `outer.inner` for a function node.
-pub fn qualname(func: Node<'_>, src: &str) -> String {
-    let mut parts = vec![syntax::function_name(func, src).to_string()];
-    let mut current = func.parent();
-    while let Some(node) = current {
-        if node.kind() == kinds::FUNCTION_DEFINITION || node.kind() == kinds::CLASS_DEFINITION {
-            let name = node
+pub fn qualname(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> String {
+    let mut parts = vec![syntax::function_name(func, src)];
+    let mut current = func;
+    loop {
+        // The innermost of the function and the class around it.
+        let outer = match (
+            idx.enclosing(current, kinds::FUNCTION_DEFINITION),
+            idx.enclosing(current, kinds::CLASS_DEFINITION),
+        ) {
+            (Some(f), Some(c)) if f.start_byte() >= c.start_byte() => f,
+            (Some(f), None) => f,
+            (_, Some(c)) => c,
+            (None, None) => break,
+        };
+        parts.push(
+            outer
                 .child_by_field_name("name")
                 .map(|n| syntax::text(n, src))
-                .unwrap_or("");
-            parts.push(name.to_string());
-        }
-        current = node.parent();
+                .unwrap_or(""),
+        );
+        current = outer;
     }
     parts.reverse();
     parts.join(".")
@@ -284,7 +293,7 @@ fn function_facts(
             .is_some_and(|f| f.id() == func.id())
     };
     let mut facts = FunctionFacts {
-        qualname: qualname(func, src),
+        qualname: qualname(func, idx, src),
         lines: syntax::lines(func),
         is_async: syntax::is_async(func),
         annotation: syntax::return_annotation(func, src).map(str::to_string),
@@ -437,10 +446,26 @@ pub fn classify_call(call: Node<'_>, src: &str, file: &FileFacts, vocab: &Vocabu
     Target::Other
 }
 
+/// `r` for `r = call(...)` or `r = await call(...)`: `syntax::bound_name`, found through the
+/// index rather than the tree's parents (each of which tree-sitter finds from the root).
+fn bound_name<'s>(call: Node<'_>, idx: &NodeIndex<'_>, src: &'s str) -> Option<&'s str> {
+    let assignment = idx.enclosing(call, kinds::ASSIGNMENT)?;
+    let right = assignment.child_by_field_name("right")?;
+    let value = match right.kind() {
+        kinds::AWAIT => right.named_child(0)?,
+        _ => right,
+    };
+    if value.id() != call.id() {
+        return None;
+    }
+    let left = assignment.child_by_field_name("left")?;
+    (left.kind() == kinds::IDENTIFIER).then(|| syntax::text(left, src))
+}
+
 pub(crate) fn call_site(call: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> CallSite {
     let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION);
     let line = syntax::lines(call).0;
-    let binding = syntax::bound_name(call, src).map(str::to_string);
+    let binding = bound_name(call, idx, src).map(str::to_string);
     let (mut deref_line, mut checked) = (None, false);
     if let (Some(func), Some(name)) = (func, binding.as_deref()) {
         let after = call.end_byte();
@@ -464,7 +489,7 @@ pub(crate) fn call_site(call: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> CallS
     CallSite {
         callee: syntax::callee(call, src).to_string(),
         name: syntax::callee_name(call, src).to_string(),
-        function: func.map(|f| qualname(f, src)).unwrap_or_default(),
+        function: func.map(|f| qualname(f, idx, src)).unwrap_or_default(),
         line,
         binding,
         deref_line,

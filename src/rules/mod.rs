@@ -12,6 +12,7 @@ mod err;
 mod http;
 pub(crate) mod idem;
 mod pay;
+pub mod reach;
 mod retry;
 mod scope;
 mod sup;
@@ -25,7 +26,7 @@ use tree_sitter::Node;
 use crate::config::Vocabulary;
 use crate::diff::FilePatch;
 use crate::index::{LazyIndex, ProjectIndex, TaskRef};
-use crate::python::{NodeIndex, ParsedFile, kinds, syntax};
+use crate::python::{LazyTree, NodeIndex, ParsedFile, kinds, syntax};
 use crate::review::{Finding, Question, Severity};
 use crate::source::{FileVersions, Side};
 use catalogue::Entry;
@@ -109,6 +110,7 @@ pub struct ChangeSet {
     /// Functions and call sites by name, per side (old, new): rules of every file ask "who is
     /// called X", and a scan of the whole change per question is quadratic in a large change.
     names: [OnceLock<Names>; 2],
+    reach: reach::ReachTables,
 }
 
 #[derive(Debug, Default)]
@@ -140,6 +142,7 @@ impl ChangeSet {
         ChangeSet {
             files,
             names: Default::default(),
+            reach: Default::default(),
         }
     }
 
@@ -222,36 +225,13 @@ impl ChangeSet {
                 Some((facts, facts.calls.get(j)?))
             })
     }
+}
 
-    /// Whether calling `name` can reach something `pred` recognises, directly or through the
-    /// functions it calls (by name, anywhere in the change, at most `depth` calls deep). Used for
-    /// "this test now reaches Redis through `create_charge`".
-    pub fn reaches(
-        &self,
-        side: Side,
-        name: &str,
-        depth: usize,
-        pred: &dyn Fn(&FunctionFacts) -> bool,
-    ) -> bool {
-        let mut frontier = vec![name.to_string()];
-        let mut seen = std::collections::BTreeSet::new();
-        for _ in 0..=depth {
-            let mut next = Vec::new();
-            for callee in frontier.drain(..) {
-                if !seen.insert(callee.clone()) {
-                    continue;
-                }
-                for (_, func) in self.functions_named(side, &callee) {
-                    if pred(func) {
-                        return true;
-                    }
-                    next.extend(func.callees.iter().cloned());
-                }
-            }
-            frontier = next;
-        }
-        false
-    }
+/// Per file side, computed on first use.
+#[derive(Default)]
+pub struct Memo {
+    /// Names bound to a cache client the code made itself (`idem::client_aliases`).
+    pub(crate) cache_clients: std::cell::OnceCell<Vec<(String, bool)>>,
 }
 
 /// What a rule sees of one file, on one side.
@@ -262,10 +242,12 @@ pub struct Ctx<'a> {
     pub versions: &'a FileVersions,
     /// This side's parse; `None` when the file does not exist on this side or is not Python.
     pub file: Option<&'a ParsedFile>,
-    /// The other side's parse.
-    pub other: Option<&'a ParsedFile>,
+    /// The other side's parse, made on first use when the review had dropped it.
+    pub other: &'a LazyTree<'a>,
     pub facts: Option<&'a FileFacts>,
     pub other_facts: Option<&'a FileFacts>,
+    /// What rules work out once per file side and ask about for every call.
+    pub memo: Memo,
     pub change: &'a ChangeSet,
     /// The whole repository's facts (repository mode only), built on first use: what the
     /// diff does not show.
@@ -290,8 +272,10 @@ impl<'a> Ctx<'a> {
         let key = syntax::normalized(node, self.src());
         let function = self
             .index()
-            .and_then(|idx| idx.enclosing(node, kinds::FUNCTION_DEFINITION))
-            .map(|f| facts::qualname(f, self.src()))
+            .and_then(|idx| {
+                idx.enclosing(node, kinds::FUNCTION_DEFINITION)
+                    .map(|f| facts::qualname(f, idx, self.src()))
+            })
             .unwrap_or_default();
         self.push(rule, Some(lines), function, key)
     }

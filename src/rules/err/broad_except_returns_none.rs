@@ -26,7 +26,7 @@ fn check(cx: &mut Ctx<'_>) {
         if !handler_returns_none(clause, func, idx) {
             continue;
         }
-        let qualname = crate::rules::facts::qualname(func, src);
+        let qualname = crate::rules::facts::qualname(func, idx, src);
         let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
         let annotation = syntax::return_annotation(func, src)
             .filter(|a| !syntax::annotation_allows_none(a))

@@ -49,7 +49,7 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
-    let qualname = facts::qualname(func, src);
+    let qualname = facts::qualname(func, idx, src);
     let name = syntax::function_name(func, src).to_string();
     let declared = syntax::return_annotation(func, src);
     let annotation = declared

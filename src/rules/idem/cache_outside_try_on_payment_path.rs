@@ -5,7 +5,7 @@ use tree_sitter::Node;
 
 use crate::python::{NodeIndex, kinds, syntax};
 use crate::rules::facts::{self, Target};
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Rule, reach};
 
 pub(crate) static RULE: Rule = Rule {
     id: "IDEM003",
@@ -63,8 +63,8 @@ fn cache_access(cx: &Ctx<'_>, call: Node<'_>, caller: &str) -> Option<Option<Str
         return None;
     }
     let side = cx.side;
-    let reaches_cache = cx.change.reaches(side, name, 2, &|f| f.cache);
-    let pays = cx.change.reaches(side, name, 2, &|f| f.http || f.payment);
+    let reaches_cache = cx.change.reaches(side, name, 2, &reach::CACHE);
+    let pays = cx.change.reaches(side, name, 2, &reach::HTTP_OR_PAYMENT);
     (reaches_cache && !pays).then(|| Some(name.to_string()))
 }
 

@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use tree_sitter::Node;
 
 use crate::python::{NodeIndex, kinds, syntax};
-use crate::rules::Ctx;
 use crate::rules::facts::{self, FunctionFacts};
+use crate::rules::{Ctx, reach};
 
 /// What a cache call does to its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +135,9 @@ fn cache_receiver(call: Node<'_>, cx: &Ctx<'_>) -> Option<bool> {
             || django_import && last == "cache";
         return Some(django);
     }
-    client_aliases(cx)
+    cx.memo
+        .cache_clients
+        .get_or_init(|| client_aliases(cx))
         .iter()
         .find(|(name, _)| name == last)
         .map(|(_, django)| *django)
@@ -272,14 +274,14 @@ pub(crate) fn on_money_path(cx: &Ctx<'_>, func: Option<&FunctionFacts>) -> bool 
     };
     let pays = |f: &FunctionFacts| f.payment || cx.vocab.is_payment_operation(&f.name);
     pays(func)
-        || cx.change.reaches(cx.side, &func.name, 2, &|f| f.payment)
+        || cx.change.reaches(cx.side, &func.name, 2, &reach::PAYMENT)
         || callers(cx, &func.name, 2).iter().any(|(f, _)| pays(f))
 }
 
 /// Whether the function, what it calls or what calls it (in the change) talks HTTP.
 pub(crate) fn reaches_http(cx: &Ctx<'_>, func: &FunctionFacts) -> bool {
     func.http
-        || cx.change.reaches(cx.side, &func.name, 2, &|f| f.http)
+        || cx.change.reaches(cx.side, &func.name, 2, &reach::HTTP)
         || callers(cx, &func.name, 2).iter().any(|(f, _)| f.http)
 }
 
@@ -305,12 +307,13 @@ pub(crate) fn is_idempotency_text(text: &str) -> bool {
 pub(crate) fn function_facts<'c>(cx: &Ctx<'c>, node: Node<'_>) -> Option<&'c FunctionFacts> {
     let idx = cx.index()?;
     let func = idx.enclosing(node, kinds::FUNCTION_DEFINITION)?;
-    cx.facts?.function(&facts::qualname(func, cx.src()))
+    cx.facts?.function(&facts::qualname(func, idx, cx.src()))
 }
 
 /// The facts of a function node.
 pub(crate) fn facts_of<'c>(cx: &Ctx<'c>, func: Node<'_>) -> Option<&'c FunctionFacts> {
-    cx.facts?.function(&facts::qualname(func, cx.src()))
+    cx.facts?
+        .function(&facts::qualname(func, cx.index()?, cx.src()))
 }
 
 /// Where the cache client a call goes through is built, as the project index shows it.
@@ -397,10 +400,15 @@ pub(crate) fn ask_cache_config(cx: &mut Ctx<'_>, call: Node<'_>) {
 /// nor what it calls (two calls deep, in the change) mints a fresh token for it. A re-run of
 /// a killed task is safe only then.
 pub(crate) fn key_is_deterministic(cx: &Ctx<'_>, func: &FunctionFacts) -> bool {
-    let mints = |f: &FunctionFacts| {
-        f.callees
-            .iter()
-            .any(|c| cache_check_then_set::FRESH_VALUES.contains(&c.as_str()))
+    const MINTS: reach::Trait = reach::Trait {
+        name: "mints-a-token",
+        holds: |f| {
+            f.callees
+                .iter()
+                .any(|c| cache_check_then_set::FRESH_VALUES.contains(&c.as_str()))
+        },
     };
-    func.mentions_idempotency && !mints(func) && !cx.change.reaches(cx.side, &func.name, 2, &mints)
+    func.mentions_idempotency
+        && !(MINTS.holds)(func)
+        && !cx.change.reaches(cx.side, &func.name, 2, &MINTS)
 }

@@ -43,16 +43,12 @@ struct Moved {
 }
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(new_file), Some(old_file)) = (cx.file, cx.other) else {
+    let Some(new_file) = cx.file else {
         return;
     };
     let new = Side {
         idx: new_file.index(),
         src: new_file.text(),
-    };
-    let old = Side {
-        idx: old_file.index(),
-        src: old_file.text(),
     };
     for &call in new.idx.all(kinds::CALL) {
         if !super::is_payment_call(call, new.src, cx.vocab) {
@@ -62,6 +58,14 @@ fn check(cx: &mut Ctx<'_>) {
         if !cx.touches_added(first, last) {
             continue;
         }
+        // Only now: most files have no touched payment call, and need no old tree.
+        let Some(old_file) = cx.other.get() else {
+            return;
+        };
+        let old = Side {
+            idx: old_file.index(),
+            src: old_file.text(),
+        };
         let Some(before) = counterpart(call, new, old) else {
             continue;
         };
@@ -110,7 +114,7 @@ fn report(cx: &mut Ctx<'_>, call: Node<'_>, new: Side<'_>, moved: &[Moved]) {
 fn enclosing_qualname(node: Node<'_>, side: Side<'_>) -> String {
     side.idx
         .enclosing(node, kinds::FUNCTION_DEFINITION)
-        .map(|f| facts::qualname(f, side.src))
+        .map(|f| facts::qualname(f, side.idx, side.src))
         .unwrap_or_default()
 }
 

@@ -97,8 +97,10 @@ fn report(
     let key = format!("{} {why} {}", syntax::normalized(assign, src), callee);
     let function = cx
         .index()
-        .and_then(|idx| idx.enclosing(assign, kinds::FUNCTION_DEFINITION))
-        .map(|f| facts::qualname(f, src))
+        .and_then(|idx| {
+            idx.enclosing(assign, kinds::FUNCTION_DEFINITION)
+                .map(|f| facts::qualname(f, idx, src))
+        })
         .unwrap_or_default();
     let finding = cx
         .report_lines(&RULE, (first, last), key)

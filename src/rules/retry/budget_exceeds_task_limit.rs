@@ -36,7 +36,7 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(project) = cx.project() else {
             return;
         };
-        let qualname = facts::qualname(l.func, src);
+        let qualname = facts::qualname(l.func, idx, src);
         let tasks = cx.tasks_reaching(cx.path, &qualname);
         let Some((task, limit_name, limit)) = tasks
             .iter()

@@ -220,7 +220,7 @@ fn check(cx: &mut Ctx<'_>) {
                 .named_child(0)
                 .filter(|_| value.kind() == kinds::AS_PATTERN)
                 .unwrap_or(value);
-            let qualname = facts::qualname(l.func, src);
+            let qualname = facts::qualname(l.func, idx, src);
             let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
             let on_path = cx.on_payment_path(function.as_ref());
             let finding = cx

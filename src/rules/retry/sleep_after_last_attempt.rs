@@ -195,7 +195,10 @@ fn attempt_timeout(cx: &Ctx<'_>, l: &RetryLoop<'_>) -> Option<f64> {
 
 fn report(cx: &mut Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) {
     let src = cx.src();
-    let qualname = facts::qualname(l.func, src);
+    let qualname = cx
+        .index()
+        .map(|idx| facts::qualname(l.func, idx, src))
+        .unwrap_or_default();
     let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
     let on_path = cx.on_payment_path(function.as_ref());
     let budget = budget(cx, l, sleep, false);

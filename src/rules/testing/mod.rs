@@ -9,7 +9,7 @@ use tree_sitter::Node;
 
 use crate::python::{NodeIndex, kinds, syntax};
 use crate::rules::Ctx;
-use crate::rules::facts::{FileFacts, FunctionFacts};
+use crate::rules::facts::FunctionFacts;
 use crate::source::Side;
 
 /// Calls that mock something when given its path or object.
@@ -41,7 +41,7 @@ pub fn tests_of<'t>(cx: &Ctx<'t>) -> Vec<TestFn<'t>> {
     idx.all(kinds::FUNCTION_DEFINITION)
         .iter()
         .filter_map(|&node| {
-            let qualname = crate::rules::facts::qualname(node, src);
+            let qualname = crate::rules::facts::qualname(node, idx, src);
             let f = facts.function(&qualname).filter(|f| f.is_test)?;
             let outer = node
                 .parent()
@@ -194,57 +194,6 @@ fn conftest_fixtures(cx: &Ctx<'_>) -> Vec<String> {
         .filter(|f| f.decorators.iter().any(|d| d.contains("autouse")))
         .map(|f| format!("{} {}", f.name, f.callees.join(" ")).to_ascii_lowercase())
         .collect()
-}
-
-/// How a name called from a test reaches a function `pred` recognises.
-pub struct Reach<'c> {
-    /// Function names from the callee to the one that matched.
-    pub path: Vec<String>,
-    pub file: &'c FileFacts,
-    pub function: &'c FunctionFacts,
-}
-
-/// Breadth-first through the change's functions (by name, at most `depth` calls deep), like
-/// `ChangeSet::reaches`, keeping the path and where it ended. Test files are not followed.
-pub fn reach<'c>(
-    cx: &Ctx<'c>,
-    name: &str,
-    depth: usize,
-    pred: &dyn Fn(&FunctionFacts) -> bool,
-) -> Option<Reach<'c>> {
-    let change = cx.change;
-    let mut frontier = vec![vec![name.to_string()]];
-    let mut seen = std::collections::BTreeSet::new();
-    for _ in 0..=depth {
-        let mut next = Vec::new();
-        for path in frontier.drain(..) {
-            let Some(callee) = path.last().cloned() else {
-                continue;
-            };
-            if !seen.insert(callee.clone()) {
-                continue;
-            }
-            for (file, func) in change.functions_named(cx.side, &callee) {
-                if file.is_test {
-                    continue;
-                }
-                if pred(func) {
-                    return Some(Reach {
-                        path,
-                        file,
-                        function: func,
-                    });
-                }
-                for c in &func.callees {
-                    let mut longer = path.clone();
-                    longer.push(c.clone());
-                    next.push(longer);
-                }
-            }
-        }
-        frontier = next;
-    }
-    None
 }
 
 /// What the test calls that the change defines outside tests; when the diff hides the test's

@@ -2,8 +2,9 @@
 //! real backoff, or does not check that every attempt carried the same idempotency key.
 use tree_sitter::Node;
 
-use super::{Mocks, TestFn, callees_under_test, reach, tests_of};
+use super::{Mocks, TestFn, callees_under_test, tests_of};
 use crate::python::{kinds, syntax};
+use crate::rules::reach::{SLEEPS, Trait};
 use crate::rules::{Check, Ctx, Rule};
 
 pub(crate) static RULE: Rule = Rule {
@@ -13,6 +14,12 @@ pub(crate) static RULE: Rule = Rule {
 };
 
 const DEPTH: usize = 3;
+
+/// Sends or checks an idempotency key.
+const KEYED: Trait = Trait {
+    name: "keyed",
+    holds: |f| f.mentions_idempotency || f.callees.iter().any(|c| mentions_key(c)),
+};
 const RETRY_WORDS: &[&str] = &[
     "retry",
     "retries",
@@ -44,16 +51,14 @@ fn check(cx: &mut Ctx<'_>) {
         let mocks = Mocks::of(cx, &test);
         let sleeps = callees
             .iter()
-            .find_map(|c| reach(cx, c, DEPTH, &|f| f.sleeps))
+            .find_map(|c| cx.change.reach(cx.side, c, DEPTH, &SLEEPS))
             .filter(|_| {
                 let tokens: Vec<String> = CLOCK_MOCKS.iter().map(|s| s.to_string()).collect();
                 !mocks.cover(&tokens)
             });
-        let keyed = callees.iter().find_map(|c| {
-            reach(cx, c, DEPTH, &|f| {
-                f.mentions_idempotency || f.callees.iter().any(|c| mentions_key(c))
-            })
-        });
+        let keyed = callees
+            .iter()
+            .find_map(|c| cx.change.reach(cx.side, c, DEPTH, &KEYED));
         let checks_key = mentions_key(syntax::text(test.node, cx.src()));
         let misses_key = keyed.is_some() && !checks_key;
         if sleeps.is_none() && !misses_key {

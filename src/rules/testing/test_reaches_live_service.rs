@@ -1,8 +1,9 @@
 //! TEST001 test-reaches-live-service: a test whose code under test, after this change, reaches
 //! Redis/a cache or an HTTP service that the test does not mock.
-use super::{Mocks, Reach, TestFn, callees_under_test, reach, tests_of};
+use super::{Mocks, TestFn, callees_under_test, tests_of};
 use crate::python::syntax;
 use crate::rules::facts::{FileFacts, FunctionFacts};
+use crate::rules::reach::{self, Reach, Trait};
 use crate::rules::{Check, Ctx, Rule};
 use crate::source::Side;
 
@@ -22,10 +23,10 @@ enum Service {
 }
 
 impl Service {
-    fn matches(self, f: &FunctionFacts) -> bool {
+    fn talks_to(self) -> &'static Trait {
         match self {
-            Service::Cache => f.cache,
-            Service::Http => f.http,
+            Service::Cache => &reach::CACHE,
+            Service::Http => &reach::HTTP,
         }
     }
 
@@ -80,7 +81,9 @@ fn check(cx: &mut Ctx<'_>) {
             .into_iter()
             .find_map(|service| {
                 callees.iter().find_map(|callee| {
-                    let r = reach(cx, callee, DEPTH, &|f| service.matches(f))?;
+                    let r = cx
+                        .change
+                        .reach(cx.side, callee, DEPTH, service.talks_to())?;
                     let replaced = r.path.iter().any(|n| mocks.replace_function(n));
                     (!replaced && !mocks.cover(&service.tokens(r.file))).then_some((service, r))
                 })
@@ -110,11 +113,13 @@ fn tests_outside_the_change(cx: &mut Ctx<'_>) {
         let found = [Service::Cache, Service::Http]
             .into_iter()
             .find_map(|service| {
-                let r = reach(cx, &func.name, DEPTH, &|f| service.matches(f))?;
+                let r = cx
+                    .change
+                    .reach(cx.side, &func.name, DEPTH, service.talks_to())?;
                 // Reached before the change too: the tests' problem is not this change's.
                 let before = cx
                     .change
-                    .reaches(Side::Old, &func.name, DEPTH, &|f| service.matches(f));
+                    .reaches(Side::Old, &func.name, DEPTH, service.talks_to());
                 (!before).then_some((service, r))
             });
         let Some((service, r)) = found else {
