@@ -1,6 +1,7 @@
 //! The small owned facts the project index keeps of one module; the tree is dropped as soon as
 //! they are read.
 
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::python::{NodeIndex, ParsedFile, kinds, syntax};
@@ -167,7 +168,7 @@ pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
                 && idx.enclosing(**a, kinds::CLASS_DEFINITION).is_none()
         })
         .filter_map(|&a| {
-            let left = a.child_by_field_name("left")?;
+            let left = a.field("left")?;
             (left.kind() == kinds::IDENTIFIER)
                 .then(|| assignment(a, syntax::text(left, src), src))
                 .flatten()
@@ -293,7 +294,7 @@ fn mock_text(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> String {
         }
         outer = idx.enclosing(node, kinds::CLASS_DEFINITION);
     }
-    if let Some(params) = func.child_by_field_name("parameters") {
+    if let Some(params) = func.field("parameters") {
         out.push_str(syntax::text(params, src));
         out.push('\n');
     }
@@ -351,19 +352,19 @@ fn attribute_assignments<'a>(
 ) -> impl Iterator<Item = Assignment> + 'a {
     idx.all(kinds::ASSIGNMENT).iter().filter_map(move |&a| {
         let class = idx.enclosing(a, kinds::CLASS_DEFINITION)?;
-        let class_name = syntax::text(class.child_by_field_name("name")?, src);
-        let left = a.child_by_field_name("left")?;
+        let class_name = syntax::text(class.field("name")?, src);
+        let left = a.field("left")?;
         let in_method = idx
             .enclosing(a, kinds::FUNCTION_DEFINITION)
             .is_some_and(|f| f.start_byte() > class.start_byte());
         let attr = match left.kind() {
             kinds::IDENTIFIER if !in_method => syntax::text(left, src),
             kinds::ATTRIBUTE if in_method => {
-                let object = syntax::text(left.child_by_field_name("object")?, src);
+                let object = syntax::text(left.field("object")?, src);
                 if object != "self" && object != "cls" {
                     return None;
                 }
-                syntax::text(left.child_by_field_name("attribute")?, src)
+                syntax::text(left.field("attribute")?, src)
             }
             _ => return None,
         };
@@ -373,7 +374,7 @@ fn attribute_assignments<'a>(
 }
 
 fn assignment(a: Node<'_>, name: &str, src: &str) -> Option<Assignment> {
-    let right = crate::rules::idem::strip_await(a.child_by_field_name("right")?);
+    let right = crate::rules::idem::strip_await(a.field("right")?);
     let is_call = right.kind() == kinds::CALL;
     Some(Assignment {
         name: name.to_string(),

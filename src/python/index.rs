@@ -235,6 +235,8 @@ impl ParsedFile {
 pub struct LazyTree<'a> {
     kept: Option<&'a ParsedFile>,
     text: Option<&'a str>,
+    /// The other version's tree and the blocks from it to this text, to parse incrementally.
+    base: Option<(&'a ParsedFile, &'a [super::Block])>,
     again: std::cell::OnceCell<Option<ParsedFile>>,
 }
 
@@ -245,14 +247,34 @@ impl<'a> LazyTree<'a> {
         LazyTree {
             kept,
             text,
+            base: None,
             again: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// A dropped tree to be parsed again from `base`, the other version's tree (see
+    /// `ParsedFile::parse_from`).
+    pub fn from_base(
+        text: Option<&'a str>,
+        base: &'a ParsedFile,
+        blocks: &'a [super::Block],
+    ) -> Self {
+        LazyTree {
+            base: Some((base, blocks)),
+            ..LazyTree::new(None, text)
         }
     }
 
     pub fn get(&self) -> Option<&ParsedFile> {
         self.kept.or_else(|| {
             self.again
-                .get_or_init(|| ParsedFile::parse(self.text?.to_string()))
+                .get_or_init(|| {
+                    let text = self.text?.to_string();
+                    match self.base {
+                        Some((base, blocks)) => ParsedFile::parse_from(text, base, blocks),
+                        None => ParsedFile::parse(text),
+                    }
+                })
                 .as_ref()
         })
     }

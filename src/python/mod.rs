@@ -4,11 +4,13 @@
 //! judge. Trees are walked with a cursor, never recursively, so a file of 5,000 nested brackets
 //! cannot overflow the stack.
 
+mod fields;
 mod incremental;
 mod index;
 pub mod kinds;
 pub mod syntax;
 
+pub use fields::Fields;
 pub use incremental::{Block, edits};
 pub use index::{LazyTree, NodeIndex, ParsedFile};
 

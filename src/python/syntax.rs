@@ -3,6 +3,7 @@
 //! Each helper reads one node and its near children; none walks a whole tree (that is
 //! `NodeIndex`'s job). Names follow Python, not tree-sitter.
 
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use super::kinds;
@@ -37,9 +38,7 @@ pub fn normalized(node: Node<'_>, src: &str) -> String {
 }
 
 pub fn function_name<'s>(func: Node<'_>, src: &'s str) -> &'s str {
-    func.child_by_field_name("name")
-        .map(|n| text(n, src))
-        .unwrap_or("")
+    func.field("name").map(|n| text(n, src)).unwrap_or("")
 }
 
 pub fn is_async(func: Node<'_>) -> bool {
@@ -48,19 +47,17 @@ pub fn is_async(func: Node<'_>) -> bool {
 
 /// The callee expression of a call: `httpx.post`, `self.cache.get`, `create_charge`.
 pub fn callee<'s>(call: Node<'_>, src: &'s str) -> &'s str {
-    call.child_by_field_name("function")
-        .map(|n| text(n, src))
-        .unwrap_or("")
+    call.field("function").map(|n| text(n, src)).unwrap_or("")
 }
 
 /// The last name of the callee: `post` for `httpx.post(...)`, `f` for `f(...)`.
 pub fn callee_name<'s>(call: Node<'_>, src: &'s str) -> &'s str {
-    let Some(function) = call.child_by_field_name("function") else {
+    let Some(function) = call.field("function") else {
         return "";
     };
     match function.kind() {
         kinds::ATTRIBUTE => function
-            .child_by_field_name("attribute")
+            .field("attribute")
             .map(|n| text(n, src))
             .unwrap_or(""),
         kinds::IDENTIFIER => text(function, src),
@@ -70,15 +67,15 @@ pub fn callee_name<'s>(call: Node<'_>, src: &'s str) -> &'s str {
 
 /// The object a method is called on: `redis_client` in `redis_client.get(k)`.
 pub fn receiver(call: Node<'_>) -> Option<Node<'_>> {
-    let function = call.child_by_field_name("function")?;
+    let function = call.field("function")?;
     (function.kind() == kinds::ATTRIBUTE)
-        .then(|| function.child_by_field_name("object"))
+        .then(|| function.field("object"))
         .flatten()
 }
 
 /// Positional arguments, in order (splats included as they are).
 pub fn positional_args(call: Node<'_>) -> Vec<Node<'_>> {
-    let Some(args) = call.child_by_field_name("arguments") else {
+    let Some(args) = call.field("arguments") else {
         return Vec::new();
     };
     let mut cursor = args.walk();
@@ -97,15 +94,15 @@ pub fn keyword_arg<'t>(call: Node<'t>, name: &str, src: &str) -> Option<Node<'t>
 
 /// `(name, value)` of each keyword argument of a call.
 pub fn keyword_args<'t, 's>(call: Node<'t>, src: &'s str) -> Vec<(&'s str, Node<'t>)> {
-    let Some(args) = call.child_by_field_name("arguments") else {
+    let Some(args) = call.field("arguments") else {
         return Vec::new();
     };
     let mut cursor = args.walk();
     args.named_children(&mut cursor)
         .filter(|n| n.kind() == kinds::KEYWORD_ARGUMENT)
         .filter_map(|kw| {
-            let name = kw.child_by_field_name("name")?;
-            let value = kw.child_by_field_name("value")?;
+            let name = kw.field("name")?;
+            let value = kw.field("value")?;
             Some((text(name, src), value))
         })
         .collect()
@@ -113,7 +110,7 @@ pub fn keyword_args<'t, 's>(call: Node<'t>, src: &'s str) -> Vec<(&'s str, Node<
 
 /// Whether the call passes `**kwargs`: any keyword may hide in it.
 pub fn has_dict_splat(call: Node<'_>) -> bool {
-    let Some(args) = call.child_by_field_name("arguments") else {
+    let Some(args) = call.field("arguments") else {
         return false;
     };
     let mut cursor = args.walk();
@@ -124,7 +121,7 @@ pub fn has_dict_splat(call: Node<'_>) -> bool {
 /// The exception types an `except` clause names (`except (A, B) as e` gives A and B); empty for
 /// a bare `except:`.
 pub fn except_types(clause: Node<'_>) -> Vec<Node<'_>> {
-    let Some(mut value) = clause.child_by_field_name("value") else {
+    let Some(mut value) = clause.field("value") else {
         return Vec::new();
     };
     if value.kind() == kinds::AS_PATTERN {
@@ -150,11 +147,11 @@ pub fn except_types(clause: Node<'_>) -> Vec<Node<'_>> {
 
 /// The name bound by `except ... as name`.
 pub fn except_alias<'s>(clause: Node<'_>, src: &'s str) -> Option<&'s str> {
-    let value = clause.child_by_field_name("value")?;
+    let value = clause.field("value")?;
     if value.kind() != kinds::AS_PATTERN {
         return None;
     }
-    let target = value.child_by_field_name("alias")?;
+    let target = value.field("alias")?;
     Some(text(target, src).trim())
 }
 
@@ -216,8 +213,7 @@ pub fn returns_none(ret: Node<'_>) -> bool {
 
 /// The function's return annotation text, if any.
 pub fn return_annotation<'s>(func: Node<'_>, src: &'s str) -> Option<&'s str> {
-    func.child_by_field_name("return_type")
-        .map(|n| text(n, src))
+    func.field("return_type").map(|n| text(n, src))
 }
 
 /// Whether an annotation admits `None`: `None`, `Optional[...]`, `X | None`, `Any`, `object`.
@@ -245,15 +241,13 @@ pub fn ancestor<'t>(node: Node<'t>, kind: &str) -> Option<Node<'t>> {
 
 /// The parameter `name` of `func` that has a default (`timeout: float = 15.0`).
 pub fn defaulted_parameter<'t>(func: Node<'t>, name: &str, src: &str) -> Option<Node<'t>> {
-    let params = func.child_by_field_name("parameters")?;
+    let params = func.field("parameters")?;
     let mut cursor = params.walk();
     params.named_children(&mut cursor).find(|p| {
         matches!(
             p.kind(),
             kinds::DEFAULT_PARAMETER | kinds::TYPED_DEFAULT_PARAMETER
-        ) && p
-            .child_by_field_name("name")
-            .is_some_and(|n| text(n, src) == name)
+        ) && p.field("name").is_some_and(|n| text(n, src) == name)
     })
 }
 
@@ -266,10 +260,10 @@ pub fn bound_name<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
         value = parent;
     }
     let assignment = value.parent().filter(|p| p.kind() == kinds::ASSIGNMENT)?;
-    if assignment.child_by_field_name("right")?.id() != value.id() {
+    if assignment.field("right")?.id() != value.id() {
         return None;
     }
-    let left = assignment.child_by_field_name("left")?;
+    let left = assignment.field("left")?;
     (left.kind() == kinds::IDENTIFIER).then(|| text(left, src))
 }
 
@@ -277,14 +271,8 @@ pub fn bound_name<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
 /// twice without an alias.
 pub fn aliased_import<'s>(name: Node<'_>, src: &'s str) -> (&'s str, &'s str) {
     if name.kind() == kinds::ALIASED_IMPORT {
-        let target = name
-            .child_by_field_name("name")
-            .map(|n| text(n, src))
-            .unwrap_or("");
-        let local = name
-            .child_by_field_name("alias")
-            .map(|n| text(n, src))
-            .unwrap_or(target);
+        let target = name.field("name").map(|n| text(n, src)).unwrap_or("");
+        let local = name.field("alias").map(|n| text(n, src)).unwrap_or(target);
         (target, local)
     } else {
         let text = text(name, src);

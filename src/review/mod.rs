@@ -32,23 +32,44 @@ struct Prepared<'p> {
     new: Parse,
     /// The index's facts of the new version, read before its tree was dropped (repository mode).
     new_module: Option<ModuleFacts>,
+    /// `new_to_old` of the patch.
+    blocks: Vec<Block>,
     errors: Vec<ReviewError>,
 }
 
 impl Prepared<'_> {
-    fn lazy_tree(&self, side: Side) -> LazyTree<'_> {
-        let parse = match side {
-            Side::Old => &self.old,
-            Side::New => &self.new,
-        };
-        match parse {
+    fn new_tree(&self) -> LazyTree<'_> {
+        match &self.new {
             Parse::None => LazyTree::new(None, None),
             Parse::Kept(f) => LazyTree::new(Some(f), None),
             Parse::Dropped => {
-                LazyTree::new(None, self.versions.side(side).map(|v| v.text.as_str()))
+                LazyTree::new(None, self.versions.new.as_ref().map(|v| v.text.as_str()))
             }
         }
     }
+
+    /// The old tree: kept, or parsed again from the new one (`new`, that tree) when needed.
+    fn old_tree<'a>(&'a self, new: Option<&'a ParsedFile>) -> LazyTree<'a> {
+        let text = self.versions.old.as_ref().map(|v| v.text.as_str());
+        match (&self.old, new) {
+            (Parse::None, _) => LazyTree::new(None, None),
+            (Parse::Kept(f), _) => LazyTree::new(Some(f), None),
+            (Parse::Dropped, Some(new)) => LazyTree::from_base(text, new, &self.blocks),
+            (Parse::Dropped, None) => LazyTree::new(None, text),
+        }
+    }
+}
+
+/// The hunks as blocks from the new version to the old one, for `ParsedFile::parse_from`.
+fn new_to_old(patch: &FilePatch) -> Vec<Block> {
+    patch
+        .hunks
+        .iter()
+        .map(|h| Block {
+            from: (h.new_start, h.new_count),
+            to: (h.old_start, h.old_count),
+        })
+        .collect()
 }
 
 /// One version's tree between the facts pass and the rules pass.
@@ -113,8 +134,9 @@ pub fn review_observed(
         .par_iter()
         .zip(change.files.par_iter())
         .map(|(p, facts)| {
-            let trees = (p.lazy_tree(Side::Old), p.lazy_tree(Side::New));
-            run_rules(p, &trees, facts, &change, &project, settings)
+            let new = p.new_tree();
+            let old = p.old_tree(new.get());
+            run_rules(p, (&old, &new), facts, &change, &project, settings)
         })
         .collect();
     errors.extend(project.errors().iter().cloned());
@@ -323,19 +345,10 @@ fn prepare<'p>(
         Some(version.as_ref()?.text.clone())
     };
     let new = text(&versions.new).and_then(ParsedFile::parse);
+    let blocks = new_to_old(patch);
     // The old version from the new one's tree: what the hunks leave alone is not parsed again.
     let old = text(&versions.old).and_then(|old| match &new {
-        Some(base) => {
-            let blocks: Vec<Block> = patch
-                .hunks
-                .iter()
-                .map(|h| Block {
-                    from: (h.new_start, h.new_count),
-                    to: (h.old_start, h.old_count),
-                })
-                .collect();
-            ParsedFile::parse_from(old, base, &blocks)
-        }
+        Some(base) => ParsedFile::parse_from(old, base, &blocks),
         None => ParsedFile::parse(old),
     });
     for (side, version, parsed) in [("old", &versions.old, &old), ("new", &versions.new, &new)] {
@@ -383,24 +396,28 @@ fn prepare<'p>(
         old: gather(&old),
         new: gather(&new),
     };
-    let size = [&old, &new]
-        .iter()
-        .filter_map(|p| p.as_ref())
-        .map(|p| p.text().len() as u64)
-        .sum::<u64>();
-    let keep = kept_bytes.fetch_add(size, Ordering::Relaxed) + size <= settings.kept_source_bytes;
-    if !keep {
-        kept_bytes.fetch_sub(size, Ordering::Relaxed);
-    }
+    // The new tree is the one to keep: every rule walks it, while the old one is walked only
+    // where the new one has findings, and is parsed again cheaply from the new tree.
+    let reserve = |parsed: &Option<ParsedFile>| {
+        let size = parsed.as_ref().map_or(0, |p| p.text().len() as u64);
+        let fits =
+            kept_bytes.fetch_add(size, Ordering::Relaxed) + size <= settings.kept_source_bytes;
+        if !fits {
+            kept_bytes.fetch_sub(size, Ordering::Relaxed);
+        }
+        fits
+    };
+    let keep_new = reserve(&new);
+    let keep_old = keep_new && reserve(&old);
     // The project index cannot parse a dropped tree again cheaply in the middle of the rules:
     // what it would read is read now.
     let new_module = match settings.workspace {
-        source::Workspace::Repository { .. } if !keep => {
+        source::Workspace::Repository { .. } if !keep_new => {
             new.as_ref().map(|parsed| index::extract(path, parsed))
         }
         _ => None,
     };
-    let hold = |parsed: Option<ParsedFile>| match parsed {
+    let hold = |parsed: Option<ParsedFile>, keep: bool| match parsed {
         None => Parse::None,
         Some(f) if keep => Parse::Kept(f),
         Some(_) => Parse::Dropped,
@@ -408,9 +425,10 @@ fn prepare<'p>(
     let prepared = Prepared {
         patch,
         versions,
-        old: hold(old),
-        new: hold(new),
+        old: hold(old, keep_old),
+        new: hold(new, keep_new),
         new_module,
+        blocks,
         errors,
     };
     (prepared, facts)
@@ -418,7 +436,7 @@ fn prepare<'p>(
 
 fn run_rules(
     p: &Prepared<'_>,
-    (old_tree, new_tree): &(LazyTree<'_>, LazyTree<'_>),
+    (old_tree, new_tree): (&LazyTree<'_>, &LazyTree<'_>),
     facts: &FileChange,
     change: &ChangeSet,
     project: &LazyIndex<'_>,

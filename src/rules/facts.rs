@@ -4,6 +4,7 @@
 //! Gathered once per file version from the shared `NodeIndex`; rules of any file can ask the
 //! `ChangeSet` about any other file of the change without touching its tree.
 
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::config::Vocabulary;
@@ -220,7 +221,7 @@ pub(crate) fn imports(idx: &NodeIndex<'_>, src: &str, dotted: DottedImport) -> V
     let mut out = Vec::new();
     for &stmt in idx.all(kinds::IMPORT_FROM_STATEMENT) {
         let module = stmt
-            .child_by_field_name("module_name")
+            .field("module_name")
             .map(|m| syntax::text(m, src))
             .unwrap_or("");
         let mut cursor = stmt.walk();
@@ -269,7 +270,7 @@ pub fn qualname(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> String {
         };
         parts.push(
             outer
-                .child_by_field_name("name")
+                .field("name")
                 .map(|n| syntax::text(n, src))
                 .unwrap_or(""),
         );
@@ -331,9 +332,7 @@ fn function_facts(
     }
     facts.caught.sort();
     facts.caught.dedup();
-    facts.falls_off_end = func
-        .child_by_field_name("body")
-        .is_some_and(syntax::block_falls_through);
+    facts.falls_off_end = func.field("body").is_some_and(syntax::block_falls_through);
     let mut callees = Vec::new();
     for call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
         match classify_call(*call, src, file, vocab) {
@@ -450,7 +449,7 @@ pub fn classify_call(call: Node<'_>, src: &str, file: &FileFacts, vocab: &Vocabu
 /// index rather than the tree's parents (each of which tree-sitter finds from the root).
 fn bound_name<'s>(call: Node<'_>, idx: &NodeIndex<'_>, src: &'s str) -> Option<&'s str> {
     let assignment = idx.enclosing(call, kinds::ASSIGNMENT)?;
-    let right = assignment.child_by_field_name("right")?;
+    let right = assignment.field("right")?;
     let value = match right.kind() {
         kinds::AWAIT => right.named_child(0)?,
         _ => right,
@@ -458,7 +457,7 @@ fn bound_name<'s>(call: Node<'_>, idx: &NodeIndex<'_>, src: &'s str) -> Option<&
     if value.id() != call.id() {
         return None;
     }
-    let left = assignment.child_by_field_name("left")?;
+    let left = assignment.field("left")?;
     (left.kind() == kinds::IDENTIFIER).then(|| syntax::text(left, src))
 }
 
@@ -474,7 +473,7 @@ pub(crate) fn call_site(call: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> CallS
             .iter()
             .filter(|a| a.start_byte() > after)
             .find(|a| {
-                a.child_by_field_name("object")
+                a.field("object")
                     .is_some_and(|o| syntax::text(o, src) == name)
             })
             .map(|a| syntax::lines(*a).0);
@@ -483,7 +482,7 @@ pub(crate) fn call_site(call: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> CallS
             .within(func, kinds::IF_STATEMENT)
             .iter()
             .filter(|s| s.start_byte() > after && syntax::lines(**s).0 <= until)
-            .filter_map(|s| s.child_by_field_name("condition"))
+            .filter_map(|s| s.field("condition"))
             .any(|c| words_of(syntax::text(c, src)).any(|w| w == name.to_ascii_lowercase()));
     }
     CallSite {

@@ -1,5 +1,6 @@
 //! ERR001 broad-except-returns-none: `except Exception` (or bare, or `BaseException`) whose
 //! handler ends the function with `None` where a result is expected.
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::python::{NodeIndex, kinds, syntax};
@@ -105,7 +106,7 @@ fn handler_returns_none(clause: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>) -
     };
     // Falling through only returns `None` if the `try` is the function's last statement.
     let try_stmt = clause.parent();
-    let func_body = func.child_by_field_name("body");
+    let func_body = func.field("body");
     let last = func_body.and_then(|b| syntax::statements(b).last().copied());
     syntax::block_falls_through(body) && try_stmt.zip(last).is_some_and(|(t, l)| t.id() == l.id())
 }

@@ -6,6 +6,7 @@ pub mod error_contract_changed;
 pub mod retries_exhausted_return_none;
 pub mod traceback_lost;
 
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::index::{ProjectIndex, TaskRef, exception_covers};
@@ -77,13 +78,10 @@ fn names_attempts(text: &str) -> bool {
 pub(crate) fn is_retry_loop(lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
     if lp.kind() == kinds::FOR_STATEMENT {
         let iterable = lp
-            .child_by_field_name("right")
+            .field("right")
             .map(|r| syntax::text(r, src))
             .unwrap_or("");
-        let target = lp
-            .child_by_field_name("left")
-            .map(|l| syntax::text(l, src))
-            .unwrap_or("");
+        let target = lp.field("left").map(|l| syntax::text(l, src)).unwrap_or("");
         if !(iterable.starts_with("range(") || names_attempts(iterable) || names_attempts(target)) {
             return false;
         }
@@ -111,7 +109,7 @@ pub(crate) fn innermost_loop<'t>(node: Node<'_>, idx: &NodeIndex<'t>) -> Option<
 
 fn wraps_call(try_stmt: Node<'_>, idx: &NodeIndex<'_>) -> bool {
     try_stmt
-        .child_by_field_name("body")
+        .field("body")
         .is_some_and(|body| !idx.within(body, kinds::CALL).is_empty())
 }
 
@@ -137,9 +135,7 @@ fn handler_goes_round(try_stmt: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> boo
 /// The loop gives up by raising on its own: a `raise` under an `if` about the attempts (or the
 /// loop variable), or in the loop's `else:`.
 pub(crate) fn raises_when_exhausted(lp: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
-    let loop_var = lp
-        .child_by_field_name("left")
-        .map(|l| syntax::text(l, src).to_string());
+    let loop_var = lp.field("left").map(|l| syntax::text(l, src).to_string());
     let about_attempts = |cond: &str| {
         names_attempts(cond)
             || loop_var.as_deref().is_some_and(|v| {
@@ -148,13 +144,13 @@ pub(crate) fn raises_when_exhausted(lp: Node<'_>, idx: &NodeIndex<'_>, src: &str
             })
     };
     let in_else = lp
-        .child_by_field_name("alternative")
+        .field("alternative")
         .is_some_and(|e| !idx.within(e, kinds::RAISE_STATEMENT).is_empty());
     in_else
         || idx.within(lp, kinds::RAISE_STATEMENT).iter().any(|r| {
             idx.enclosing(*r, kinds::IF_STATEMENT)
                 .filter(|i| i.start_byte() > lp.start_byte())
-                .and_then(|i| i.child_by_field_name("condition"))
+                .and_then(|i| i.field("condition"))
                 .is_some_and(|c| about_attempts(syntax::text(c, src)))
         })
 }

@@ -1,5 +1,6 @@
 //! ERR002 retries-exhausted-return-none: a retry loop that, once every attempt has failed,
 //! hands the caller `None` instead of raising.
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::python::{NodeIndex, kinds, syntax};
@@ -133,7 +134,7 @@ fn runs_forever(lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, src: &str) ->
         return false;
     }
     let endless = lp
-        .child_by_field_name("condition")
+        .field("condition")
         .is_some_and(|c| matches!(syntax::text(c, src), "True" | "1"));
     endless && !has_own_break(lp, func, idx)
 }
@@ -181,7 +182,7 @@ fn exhausted_exit(
         }
     }
     // Falls off the end only if the loop sits in the function's own body.
-    let body = func.child_by_field_name("body")?;
+    let body = func.field("body")?;
     if body.id() != block.id() {
         return None;
     }

@@ -1,5 +1,6 @@
 //! ERR004 traceback-lost: an `except ... as exc` handler logs the exception object at error
 //! level without `exc_info`, so the log keeps the message and loses the stack.
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::python::{NodeIndex, kinds, syntax};
@@ -109,7 +110,7 @@ fn continues_a_loop(clause: Node<'_>, body: Node<'_>, idx: &NodeIndex<'_>) -> bo
 /// Whether the call hands the exception object to the logger: as an argument, through
 /// `str()`/`repr()`, `%` or `.format()`, or inside an f-string.
 fn passes(call: Node<'_>, alias: &str, src: &str) -> bool {
-    let Some(args) = call.child_by_field_name("arguments") else {
+    let Some(args) = call.field("arguments") else {
         return false;
     };
     let mut cursor = args.walk();
@@ -117,7 +118,7 @@ fn passes(call: Node<'_>, alias: &str, src: &str) -> bool {
         .named_children(&mut cursor)
         .map(|a| {
             if a.kind() == kinds::KEYWORD_ARGUMENT {
-                a.child_by_field_name("value").unwrap_or(a)
+                a.field("value").unwrap_or(a)
             } else {
                 a
             }
@@ -139,14 +140,14 @@ fn mentions(node: Node<'_>, alias: &str, src: &str, depth: u8) -> bool {
         kinds::STRING => children()
             .into_iter()
             .filter(|c| c.kind() == "interpolation")
-            .filter_map(|c| c.child_by_field_name("expression"))
+            .filter_map(|c| c.field("expression"))
             .any(|e| mentions(e, alias, src, depth - 1)),
         kinds::CALL => {
             let name = syntax::callee_name(node, src);
             let converts = matches!(name, "str" | "repr" | "format");
             converts
                 && node
-                    .child_by_field_name("arguments")
+                    .field("arguments")
                     .is_some_and(|a| mentions(a, alias, src, depth - 1))
         }
         kinds::ARGUMENT_LIST

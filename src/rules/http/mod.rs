@@ -5,6 +5,7 @@
 pub(crate) mod http_call_without_timeout;
 pub(crate) mod scalar_timeout;
 
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::python::{kinds, syntax};
@@ -84,10 +85,7 @@ fn clients(cx: &Ctx<'_>) -> Vec<(String, Lib, bool)> {
         }
     };
     for &a in idx.all(kinds::ASSIGNMENT) {
-        if let (Some(l), Some(r)) = (
-            a.child_by_field_name("left"),
-            a.child_by_field_name("right"),
-        ) {
+        if let (Some(l), Some(r)) = (a.field("left"), a.field("right")) {
             bind(l, r);
         }
     }
@@ -110,14 +108,12 @@ fn with_items(with: Node<'_>) -> Vec<(Node<'_>, Node<'_>)> {
         let mut inner = clause.walk();
         for item in clause.named_children(&mut inner) {
             let Some(pattern) = item
-                .child_by_field_name("value")
+                .field("value")
                 .filter(|v| v.kind() == kinds::AS_PATTERN)
             else {
                 continue;
             };
-            if let (Some(value), Some(alias)) =
-                (pattern.named_child(0), pattern.child_by_field_name("alias"))
-            {
+            if let (Some(value), Some(alias)) = (pattern.named_child(0), pattern.field("alias")) {
                 out.push((value, alias));
             }
         }

@@ -1,5 +1,6 @@
 //! HTTP001 scalar-timeout: one number as the timeout of an httpx or requests call (or of an
 //! `httpx.Client`), which bounds the TCP connect as long as the read.
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use super::{HttpCall, Lib};
@@ -143,7 +144,7 @@ fn is_number(node: Node<'_>, src: &str) -> bool {
 fn parameter_default<'t>(cx: &Ctx<'t>, at: Node<'_>, name: &str) -> Option<(Node<'t>, Node<'t>)> {
     let func = cx.index()?.enclosing(at, kinds::FUNCTION_DEFINITION)?;
     let found = syntax::defaulted_parameter(func, name, cx.src())?;
-    Some((found, found.child_by_field_name("value")?))
+    Some((found, found.field("value")?))
 }
 
 /// The number a module-level `NAME = 15.0` assigns.
@@ -153,10 +154,10 @@ fn module_constant(cx: &Ctx<'_>, name: &str) -> Option<String> {
         .iter()
         .filter(|a| idx.enclosing(**a, kinds::FUNCTION_DEFINITION).is_none())
         .filter(|a| {
-            a.child_by_field_name("left")
+            a.field("left")
                 .is_some_and(|l| syntax::text(l, src) == name)
         })
-        .filter_map(|a| a.child_by_field_name("right"))
+        .filter_map(|a| a.field("right"))
         .next_back()
         .filter(|r| is_number(*r, src))
         .map(|r| syntax::normalized(r, src))

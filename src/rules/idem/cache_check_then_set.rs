@@ -1,6 +1,7 @@
 //! IDEM001 cache-check-then-set: a cache key is read, then written by a separate command
 //! (`get` … `set` without `nx=True`, Django's `get_or_set`), so two concurrent attempts both see
 //! nothing and both write.
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use super::{CacheCall, Op};
@@ -174,7 +175,7 @@ fn guards(cx: &Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>) -> bool {
     };
     let binding = syntax::bound_name(read.node, src);
     idx.within(func, kinds::IF_STATEMENT).iter().any(|stmt| {
-        let Some(condition) = stmt.child_by_field_name("condition") else {
+        let Some(condition) = stmt.field("condition") else {
             return false;
         };
         let tests_read = condition.start_byte() <= read.node.start_byte()
@@ -187,7 +188,7 @@ fn guards(cx: &Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>) -> bool {
             });
         tests_read
             && stmt
-                .child_by_field_name("consequence")
+                .field("consequence")
                 .and_then(|b| syntax::statements(b).last().copied())
                 .is_some_and(|last| {
                     matches!(

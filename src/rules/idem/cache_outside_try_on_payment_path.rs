@@ -1,6 +1,7 @@
 //! IDEM003 cache-outside-try-on-payment-path: a function that makes the payment/HTTP call also
 //! reaches the cache (directly or through a helper of the change) outside any `try`, so a cache
 //! outage escapes from the payment call as a connection error nobody decided on.
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::python::{NodeIndex, kinds, syntax};
@@ -75,7 +76,7 @@ fn inside_try(idx: &NodeIndex<'_>, node: Node<'_>, func: Node<'_>) -> bool {
         if stmt.start_byte() < func.start_byte() {
             return false;
         }
-        let in_body = stmt.child_by_field_name("body").is_some_and(|b| {
+        let in_body = stmt.field("body").is_some_and(|b| {
             b.start_byte() <= node.start_byte() && node.end_byte() <= b.end_byte()
         });
         let mut cursor = stmt.walk();

@@ -1,5 +1,6 @@
 //! IDEM002 decode-cached-value: `.decode()` on what a Redis read returned, which is `bytes` or
 //! `str` depending on the client's `decode_responses`, with no `isinstance` guard.
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use super::Op;
@@ -39,7 +40,7 @@ fn check(cx: &mut Ctx<'_>) {
         }
         let decodes = client.filter(|c| c.decodes == Some(true));
         let expr = call
-            .child_by_field_name("function")
+            .field("function")
             .map_or_else(String::new, |f| syntax::normalized(f, src));
         let function = super::function_facts(cx, call);
         let on_path = super::on_money_path(cx, function)
@@ -115,10 +116,10 @@ fn read_into<'t>(cx: &Ctx<'t>, at: Node<'_>, name: &str) -> Option<Node<'t>> {
         .iter()
         .filter(|a| a.end_byte() <= at.start_byte())
         .filter(|a| {
-            a.child_by_field_name("left")
+            a.field("left")
                 .is_some_and(|l| syntax::text(l, src) == name)
         })
-        .filter_map(|a| a.child_by_field_name("right"))
+        .filter_map(|a| a.field("right"))
         .next_back()?;
     raw_read(cx, super::strip_await(right))
 }

@@ -6,6 +6,7 @@ pub(crate) mod cache_check_then_set;
 pub(crate) mod cache_outside_try_on_payment_path;
 pub(crate) mod decode_cached_value;
 
+use crate::python::Fields;
 use std::collections::BTreeSet;
 
 use tree_sitter::Node;
@@ -151,9 +152,9 @@ fn is_value_name(cx: &Ctx<'_>, call: Node<'_>, name: &str) -> bool {
     };
     let scope = idx.enclosing(call, kinds::FUNCTION_DEFINITION);
     assignments_in(idx, scope).iter().any(|a| {
-        a.child_by_field_name("left")
+        a.field("left")
             .is_some_and(|l| syntax::text(l, src) == name)
-            && a.child_by_field_name("right")
+            && a.field("right")
                 .map(strip_await)
                 .is_some_and(|r| r.kind() == kinds::CALL && syntax::callee_name(r, src) == "get")
     })
@@ -167,10 +168,7 @@ fn client_aliases(cx: &Ctx<'_>) -> Vec<(String, bool)> {
     };
     let mut out = Vec::new();
     for &a in idx.all(kinds::ASSIGNMENT) {
-        let (Some(left), Some(right)) = (
-            a.child_by_field_name("left"),
-            a.child_by_field_name("right").map(strip_await),
-        ) else {
+        let (Some(left), Some(right)) = (a.field("left"), a.field("right").map(strip_await)) else {
             continue;
         };
         let made_by = match right.kind() {
@@ -218,10 +216,10 @@ pub(crate) fn resolve(cx: &Ctx<'_>, at: Node<'_>, text: &str) -> String {
         .iter()
         .filter(|a| a.end_byte() <= at.start_byte())
         .filter(|a| {
-            a.child_by_field_name("left")
+            a.field("left")
                 .is_some_and(|l| l.kind() == kinds::IDENTIFIER && syntax::text(l, src) == text)
         })
-        .filter_map(|a| a.child_by_field_name("right"))
+        .filter_map(|a| a.field("right"))
         .next_back()
         .map_or_else(|| text.to_string(), |r| syntax::normalized(r, src))
 }
@@ -355,7 +353,7 @@ pub(crate) fn client_site(cx: &Ctx<'_>, call: Node<'_>) -> Option<ClientSite> {
         // What the enclosing class built for itself, in this file.
         Some(attr) => {
             let class = cx.index()?.enclosing(call, kinds::CLASS_DEFINITION)?;
-            let name = syntax::text(class.child_by_field_name("name")?, cx.src());
+            let name = syntax::text(class.field("name")?, cx.src());
             let module = project.file(cx.path)?;
             (module, module.assignment(&format!("{name}.{attr}"))?)
         }

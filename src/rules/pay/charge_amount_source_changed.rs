@@ -1,5 +1,6 @@
 //! PAY001 charge-amount-source-changed: a payment call's amount or currency used to come from
 //! the stored order (invoice, payment…) and now comes from whoever calls the function.
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::config::Vocabulary;
@@ -161,7 +162,7 @@ fn moved_arguments(
     let old_positional = syntax::positional_args(before);
     for (was, value) in old_positional.iter().zip(syntax::positional_args(call)) {
         let was_money = super::unwrap_conversion(*was, old.src)
-            .child_by_field_name("attribute")
+            .field("attribute")
             .is_some_and(|a| vocab.is_money_argument(syntax::text(a, old.src)));
         if was_money {
             pairs.push((*was, value));
@@ -203,10 +204,10 @@ fn loaded_in_function(name: &str, call: Node<'_>, side: Side<'_>) -> bool {
         .iter()
         .filter(|a| a.start_byte() < call.start_byte())
         .filter(|a| {
-            a.child_by_field_name("left")
+            a.field("left")
                 .is_some_and(|l| syntax::text(l, side.src) == name)
         })
-        .filter_map(|a| a.child_by_field_name("right"))
+        .filter_map(|a| a.field("right"))
         .any(|right| {
             let right = if right.kind() == kinds::AWAIT {
                 right.named_child(0).unwrap_or(right)
@@ -253,10 +254,10 @@ fn is_supplied(value: Node<'_>, call: Node<'_>, side: Side<'_>, vocab: &Vocabula
         .iter()
         .filter(|a| a.start_byte() < call.start_byte())
         .filter(|a| {
-            a.child_by_field_name("left")
+            a.field("left")
                 .is_some_and(|l| syntax::text(l, side.src) == name)
         })
-        .filter_map(|a| a.child_by_field_name("right"))
+        .filter_map(|a| a.field("right"))
         .any(|right| {
             let right = super::unwrap_conversion(right, side.src);
             right.kind() != kinds::IDENTIFIER && supplied_root(right)

@@ -3,6 +3,7 @@
 pub mod charge_amount_source_changed;
 pub mod success_recorded_before_result;
 
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::config::Vocabulary;
@@ -40,7 +41,7 @@ fn snake(name: &str) -> String {
 
 /// The names a function's parameters bind, `self`/`cls` left out; `*args`/`**kwargs` by name.
 pub(crate) fn parameters(func: Node<'_>, src: &str) -> Vec<String> {
-    let Some(params) = func.child_by_field_name("parameters") else {
+    let Some(params) = func.field("parameters") else {
         return Vec::new();
     };
     let mut cursor = params.walk();
@@ -62,7 +63,7 @@ pub(crate) fn entity_object<'s>(attribute: Node<'_>, src: &'s str) -> Option<&'s
     if attribute.kind() != kinds::ATTRIBUTE {
         return None;
     }
-    let object = syntax::text(attribute.child_by_field_name("object")?, src);
+    let object = syntax::text(attribute.field("object")?, src);
     Some(object.rsplit('.').next().unwrap_or(object))
 }
 

@@ -1,5 +1,6 @@
 //! PAY002 success-recorded-before-result: an entity is marked paid/charged before the payment
 //! call, or after it but before anyone checked that the call actually succeeded.
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::config::Vocabulary;
@@ -116,10 +117,7 @@ fn report(
 /// `order.status = "charged"`, `payment.state = PaymentState.CAPTURED`, `invoice.is_paid = True`,
 /// `order.paid_at = timezone.now()` on an entity.
 fn is_success_assignment(assign: Node<'_>, src: &str, vocab: &Vocabulary) -> bool {
-    let (Some(left), Some(right)) = (
-        assign.child_by_field_name("left"),
-        assign.child_by_field_name("right"),
-    ) else {
+    let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else {
         return false;
     };
     let Some(object) = super::entity_object(left, src) else {
@@ -129,7 +127,7 @@ fn is_success_assignment(assign: Node<'_>, src: &str, vocab: &Vocabulary) -> boo
         return false;
     }
     let attr = left
-        .child_by_field_name("attribute")
+        .field("attribute")
         .map(|a| syntax::text(a, src).to_ascii_lowercase())
         .unwrap_or_default();
     if attr.contains("status") || attr.contains("state") {

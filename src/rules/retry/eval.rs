@@ -4,6 +4,7 @@
 //! Anything else (a call to `random`, a value changed in the loop) is unknown: the rules then
 //! say less rather than guess.
 
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::python::{NodeIndex, kinds, syntax};
@@ -34,7 +35,7 @@ impl<'t> Env<'t, '_> {
             kinds::INTEGER | kinds::FLOAT => text.replace('_', "").parse().ok(),
             kinds::PARENTHESIZED_EXPRESSION => self.eval_at(node.named_child(0)?, depth + 1),
             kinds::UNARY_OPERATOR => {
-                let value = self.eval_at(node.child_by_field_name("argument")?, depth + 1)?;
+                let value = self.eval_at(node.field("argument")?, depth + 1)?;
                 Some(if text.starts_with('-') { -value } else { value })
             }
             kinds::BINARY_OPERATOR => self.binary(node, depth),
@@ -45,9 +46,9 @@ impl<'t> Env<'t, '_> {
     }
 
     fn binary(&self, node: Node<'_>, depth: usize) -> Option<f64> {
-        let left = self.eval_at(node.child_by_field_name("left")?, depth + 1)?;
-        let right = self.eval_at(node.child_by_field_name("right")?, depth + 1)?;
-        let op = node.child_by_field_name("operator")?.kind();
+        let left = self.eval_at(node.field("left")?, depth + 1)?;
+        let right = self.eval_at(node.field("right")?, depth + 1)?;
+        let op = node.field("operator")?.kind();
         let value = match op {
             "+" => left + right,
             "-" => left - right,
@@ -109,18 +110,18 @@ impl<'t> Env<'t, '_> {
             .iter()
             .filter(|a| a.start_byte() < at.start_byte())
             .rfind(|a| assigned_name(**a, self.src) == Some(name))?
-            .child_by_field_name("right")
+            .field("right")
     }
 }
 
 fn assigned_name<'s>(assignment: Node<'_>, src: &'s str) -> Option<&'s str> {
-    let left = assignment.child_by_field_name("left")?;
+    let left = assignment.field("left")?;
     (left.kind() == kinds::IDENTIFIER).then(|| syntax::text(left, src))
 }
 
 /// The default of parameter `name` of `func` (`timeout: float = 15.0` gives `15.0`).
 pub fn parameter_default<'t>(func: Node<'t>, name: &str, src: &str) -> Option<Node<'t>> {
-    syntax::defaulted_parameter(func, name, src)?.child_by_field_name("value")
+    syntax::defaulted_parameter(func, name, src)?.field("value")
 }
 
 /// `NAME = value` at module level: the value of the last such assignment.
@@ -128,7 +129,7 @@ pub fn module_constant<'t>(idx: &NodeIndex<'t>, name: &str, src: &str) -> Option
     module_assignments(idx)
         .filter(|a| assigned_name(*a, src) == Some(name))
         .last()
-        .and_then(|a| a.child_by_field_name("right"))
+        .and_then(|a| a.field("right"))
 }
 
 /// Assignments that are statements of the module itself.

@@ -1,6 +1,7 @@
 //! RETRY002 incomplete-retryable-set: an `except` in a retry loop that retries some transport
 //! errors of httpx or requests but lets others, just as safe to retry, fail the call.
 use super::loops;
+use crate::python::Fields;
 use crate::python::{kinds, syntax};
 use crate::review::Severity;
 use crate::rules::facts::{self, FileFacts};
@@ -213,7 +214,7 @@ fn check(cx: &mut Ctx<'_>) {
             // `raise_for_status()` alone only turns a 503 into an error nobody retries.
             let loop_text = syntax::text(l.body, src).replace("raise_for_status", "");
             let statuses_handled = loop_text.to_ascii_lowercase().contains("status");
-            let Some(value) = clause.child_by_field_name("value") else {
+            let Some(value) = clause.field("value") else {
                 continue;
             };
             let shown = value

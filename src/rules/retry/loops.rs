@@ -4,6 +4,7 @@
 //! A loop over data (`for item in items`, `range(len(xs))`) is not a retry loop; a counted loop is
 //! one only when it sleeps, ignores its counter (`for _ in range(3)`), or is named like one.
 
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use super::eval::Env;
@@ -87,8 +88,8 @@ pub fn loop_of<'a, 't>(loops: &'a [RetryLoop<'t>], node: Node<'_>) -> Option<&'a
 
 fn for_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<RetryLoop<'t>> {
     let func = idx.enclosing(node, kinds::FUNCTION_DEFINITION)?;
-    let left = node.child_by_field_name("left")?;
-    let range = node.child_by_field_name("right")?;
+    let left = node.field("left")?;
+    let range = node.field("right")?;
     if left.kind() != kinds::IDENTIFIER
         || range.kind() != kinds::CALL
         || syntax::callee(range, src) != "range"
@@ -115,7 +116,7 @@ fn for_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<RetryL
     let counter = syntax::text(left, src);
     Some(RetryLoop {
         node,
-        body: node.child_by_field_name("body")?,
+        body: node.field("body")?,
         func,
         counter: (counter != "_").then(|| counter.to_string()),
         attempts,
@@ -130,8 +131,8 @@ fn for_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<RetryL
 
 fn while_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<RetryLoop<'t>> {
     let func = idx.enclosing(node, kinds::FUNCTION_DEFINITION)?;
-    let body = node.child_by_field_name("body")?;
-    let condition = node.child_by_field_name("condition")?;
+    let body = node.field("body")?;
+    let condition = node.field("condition")?;
     let forever = condition.kind() == kinds::TRUE || syntax::text(condition, src) == "1";
     let (counter, limit, inclusive) = if forever {
         forever_counter(idx, src, body)?
@@ -143,7 +144,7 @@ fn while_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<Retr
         .iter()
         .copied()
         .find(|a| {
-            a.child_by_field_name("left")
+            a.field("left")
                 .is_some_and(|l| syntax::text(l, src) == counter)
         });
     // A `while` loop that never counts is a poll, not a bounded retry.
@@ -159,10 +160,10 @@ fn while_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<Retr
         .iter()
         .filter(|a| a.end_byte() <= node.start_byte())
         .rfind(|a| {
-            a.child_by_field_name("left")
+            a.field("left")
                 .is_some_and(|l| syntax::text(l, src) == counter)
         })
-        .and_then(|a| a.child_by_field_name("right"))
+        .and_then(|a| a.field("right"))
         .and_then(|r| env.eval(r));
     let end = env.eval(limit);
     let attempts = start
@@ -210,7 +211,7 @@ fn forever_counter<'t, 's>(
             if !exits(idx, *stmt) {
                 return None;
             }
-            let cond = stmt.child_by_field_name("condition")?;
+            let cond = stmt.field("condition")?;
             if cond.kind() != kinds::COMPARISON_OPERATOR || cond.named_child_count() != 2 {
                 return None;
             }
@@ -228,7 +229,7 @@ fn forever_counter<'t, 's>(
 
 /// Whether an `if` statement's own block leaves the loop or the function.
 pub fn exits(idx: &NodeIndex<'_>, stmt: Node<'_>) -> bool {
-    let Some(block) = stmt.child_by_field_name("consequence") else {
+    let Some(block) = stmt.field("consequence") else {
         return false;
     };
     syntax::statements(block).iter().any(|s| {

@@ -1,5 +1,6 @@
 //! RETRY004 misleading-retry-constants: a retry count that really counts attempts, a backoff
 //! constant with no unit in its name, and bare time arithmetic (`ex=60 * 60 * 24`) in a call.
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use super::eval::{self, Env};
@@ -77,20 +78,14 @@ fn retries_that_count_attempts(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str)
             let Some(assignment) = module_assignment(idx, name, src) else {
                 continue;
             };
-            let value = assignment
-                .child_by_field_name("right")
-                .and_then(|r| env.eval(r));
+            let value = assignment.field("right").and_then(|r| env.eval(r));
             if value != Some(attempts.len() as f64) {
                 continue;
             }
             let bound = l
                 .range
                 .map(|r| syntax::text(r, src))
-                .or_else(|| {
-                    l.node
-                        .child_by_field_name("condition")
-                        .map(|c| syntax::text(c, src))
-                })
+                .or_else(|| l.node.field("condition").map(|c| syntax::text(c, src)))
                 .unwrap_or("")
                 .to_string();
             reported.push(name.clone());
@@ -112,7 +107,7 @@ fn delays_without_unit(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
         .all(kinds::CALL)
         .iter()
         .filter(|c| syntax::callee_name(**c, src) == "sleep")
-        .filter_map(|c| c.child_by_field_name("arguments"))
+        .filter_map(|c| c.field("arguments"))
         .map(|a| syntax::text(a, src).to_string())
         .collect();
     // `delay = BACKOFF ** attempt; sleep(delay)`: the constant reaches the sleep through a local.
@@ -120,17 +115,15 @@ fn delays_without_unit(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
         .all(kinds::ASSIGNMENT)
         .iter()
         .filter(|a| {
-            a.child_by_field_name("left")
+            a.field("left")
                 .is_some_and(|l| sleep_args.iter().any(|s| has_word(s, syntax::text(l, src))))
         })
-        .filter_map(|a| a.child_by_field_name("right"))
+        .filter_map(|a| a.field("right"))
         .map(|r| syntax::text(r, src).to_string())
         .collect();
     for assignment in eval::module_assignments(idx) {
-        let (Some(left), Some(right)) = (
-            assignment.child_by_field_name("left"),
-            assignment.child_by_field_name("right"),
-        ) else {
+        let (Some(left), Some(right)) = (assignment.field("left"), assignment.field("right"))
+        else {
             continue;
         };
         let name = syntax::text(left, src);
@@ -192,13 +185,13 @@ fn bare_time_arithmetic(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
 /// `60 * 60 * 24`: integers multiplied, nothing named.
 fn literal_product(node: Node<'_>) -> bool {
     if node.kind() != kinds::BINARY_OPERATOR
-        || node.child_by_field_name("operator").map(|o| o.kind()) != Some("*")
+        || node.field("operator").map(|o| o.kind()) != Some("*")
     {
         return false;
     }
     let factor =
         |n: Option<Node<'_>>| n.is_some_and(|n| n.kind() == kinds::INTEGER || literal_product(n));
-    factor(node.child_by_field_name("left")) && factor(node.child_by_field_name("right"))
+    factor(node.field("left")) && factor(node.field("right"))
 }
 
 /// `cache.set(..., timeout=...)` (Django) is a lifetime, not a request timeout.
@@ -259,7 +252,7 @@ fn human(seconds: f64) -> String {
 fn module_assignment<'t>(idx: &NodeIndex<'t>, name: &str, src: &str) -> Option<Node<'t>> {
     eval::module_assignments(idx)
         .filter(|a| {
-            a.child_by_field_name("left")
+            a.field("left")
                 .is_some_and(|l| syntax::text(l, src) == name)
         })
         .last()

@@ -1,6 +1,7 @@
 //! RETRY001 sleep-after-last-attempt: a backoff sleep in a retry loop that also runs after the
 //! final attempt, so the caller waits for nothing before the failure; the message adds up the
 //! loop's worst case when its numbers are in the file.
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use super::eval::{self, Env};
@@ -50,7 +51,7 @@ fn after_an_attempt(l: &RetryLoop<'_>, sleep: Node<'_>, idx: &NodeIndex<'_>, src
 fn guarded(l: &RetryLoop<'_>, sleep: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
     idx.within(l.body, kinds::IF_STATEMENT).iter().any(|stmt| {
         let about_attempts = stmt
-            .child_by_field_name("condition")
+            .field("condition")
             .is_some_and(|c| mentions_attempts(l, syntax::text(c, src)));
         if !about_attempts {
             return false;

@@ -5,6 +5,7 @@
 pub mod retry_test_sleeps_or_misses_key;
 pub mod test_reaches_live_service;
 
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::python::{NodeIndex, kinds, syntax};
@@ -143,7 +144,7 @@ fn decorators(decorated: Node<'_>) -> Vec<Node<'_>> {
 }
 
 fn parameters(func: Node<'_>, src: &str) -> Vec<String> {
-    let Some(params) = func.child_by_field_name("parameters") else {
+    let Some(params) = func.field("parameters") else {
         return Vec::new();
     };
     let mut cursor = params.walk();
@@ -153,7 +154,7 @@ fn parameters(func: Node<'_>, src: &str) -> Vec<String> {
             let name = if p.kind() == kinds::IDENTIFIER {
                 Some(p)
             } else {
-                p.child_by_field_name("name").or_else(|| p.named_child(0))
+                p.field("name").or_else(|| p.named_child(0))
             }?;
             Some(syntax::text(name, src).to_ascii_lowercase())
         })
@@ -177,7 +178,7 @@ fn fixtures_named(idx: &NodeIndex<'_>, src: &str, params: &[String]) -> Vec<Stri
         .filter(|d| syntax::text(**d, src).contains("fixture"))
         .filter_map(|d| d.parent())
         .filter(|def| {
-            def.child_by_field_name("definition")
+            def.field("definition")
                 .map(|f| syntax::function_name(f, src).to_ascii_lowercase())
                 .is_some_and(|name| params.contains(&name))
         })

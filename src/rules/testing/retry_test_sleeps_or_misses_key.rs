@@ -1,5 +1,6 @@
 //! TEST002 retry-test-sleeps-or-misses-key: a test of retry behaviour that waits through the
 //! real backoff, or does not check that every attempt carried the same idempotency key.
+use crate::python::Fields;
 use tree_sitter::Node;
 
 use super::{Mocks, TestFn, callees_under_test, tests_of};
@@ -98,10 +99,10 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
         .within(test.node, kinds::ASSIGNMENT)
         .iter()
         .filter(|a| {
-            a.child_by_field_name("left")
+            a.field("left")
                 .is_some_and(|l| syntax::text(l, src).ends_with("side_effect"))
         })
-        .filter_map(|a| a.child_by_field_name("right"));
+        .filter_map(|a| a.field("right"));
     let passed = idx
         .within(test.outer, kinds::CALL)
         .iter()
