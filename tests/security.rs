@@ -163,19 +163,36 @@ fn a_file_of_deeply_nested_blocks_does_not_overflow_the_stack() {
 
 #[test]
 fn dropping_trees_to_bound_memory_changes_nothing_in_the_review() {
-    // With no room for trees, every file is parsed twice (facts, then rules) instead of once.
-    let diff = read("seed/pr.diff");
-    let render = |settings: &payreview::config::Settings| {
-        json(&review(&diff, settings), payreview::review::Lang::En)
+    // With no room for trees, every file is parsed twice (facts, then rules) instead of once;
+    // with room for some, a file may keep its new tree and have its old one parsed again from
+    // it; the project index then reads the facts taken before the drop.
+    let render = |diff: &[u8], settings: &payreview::config::Settings| {
+        json(&review(diff, settings), payreview::review::Lang::En)
     };
-    for mut settings in [
-        repo_settings(&fixture("seed/head")),
-        payreview::config::Settings::diff_only(),
-    ] {
-        let kept = render(&settings);
-        settings.kept_source_bytes = 0;
-        let dropped = render(&settings);
-        assert!(kept.contains("IDEM001"), "the seed has findings to compare");
-        assert_eq!(kept, dropped);
+    // seed-context is the seed's pull request against a fuller head.
+    let diff = read("seed/pr.diff");
+    for (case, rule) in [("seed", "IDEM001"), ("seed-context", "RETRY005")] {
+        for settings in [
+            repo_settings(&fixture(&format!("{case}/head"))),
+            payreview::config::Settings::diff_only(),
+        ] {
+            let kept = render(&diff, &settings);
+            let in_repo = matches!(
+                settings.workspace,
+                payreview::source::Workspace::Repository { .. }
+            );
+            if in_repo || case == "seed" {
+                assert!(kept.contains(rule), "{case} has {rule} to compare");
+            }
+            for budget in [0, 1_500, 4_000] {
+                let mut tight = settings.clone();
+                tight.kept_source_bytes = budget;
+                assert_eq!(
+                    kept,
+                    render(&diff, &tight),
+                    "{case} with {budget} bytes of trees"
+                );
+            }
+        }
     }
 }
