@@ -77,7 +77,8 @@ enum Parse {
     /// Not Python, absent on this side, over the size cap, or past the parse budget.
     None,
     Kept(ParsedFile),
-    /// Parsed and its facts gathered, then dropped to bound memory; parsed again for the rules.
+    /// Parsed and its facts gathered, then dropped to bound memory; parsed again when the rules
+    /// need it (see `Settings::kept_source_bytes`).
     Dropped,
 }
 
