@@ -4,27 +4,50 @@
 //! of the grammar, on every call; rules and the facts pass ask it hundreds of thousands of times
 //! on a large change. The ids are read once here and the child is found by id.
 
-use std::collections::HashMap;
 use std::num::NonZeroU16;
 use std::sync::OnceLock;
 
 use tree_sitter::Node;
 
+/// The field names payreview asks for, most asked first. A name not listed still works, by
+/// the grammar's own (slow) lookup.
+const NAMES: [&str; 20] = [
+    "left",
+    "right",
+    "value",
+    "name",
+    "condition",
+    "body",
+    "arguments",
+    "parameters",
+    "object",
+    "function",
+    "attribute",
+    "alias",
+    "operator",
+    "consequence",
+    "return_type",
+    "module_name",
+    "expression",
+    "definition",
+    "argument",
+    "alternative",
+];
+
+fn language() -> tree_sitter::Language {
+    tree_sitter_python::LANGUAGE.into()
+}
+
 fn field_id(name: &str) -> Option<NonZeroU16> {
-    static IDS: OnceLock<HashMap<String, NonZeroU16>> = OnceLock::new();
-    IDS.get_or_init(|| {
-        let language: tree_sitter::Language = tree_sitter_python::LANGUAGE.into();
-        (1..=language.field_count() as u16)
-            .filter_map(|id| {
-                Some((
-                    language.field_name_for_id(id)?.to_string(),
-                    NonZeroU16::new(id)?,
-                ))
-            })
-            .collect()
-    })
-    .get(name)
-    .copied()
+    static IDS: OnceLock<[Option<NonZeroU16>; NAMES.len()]> = OnceLock::new();
+    // A string comparison against a short list is cheaper than hashing the name.
+    match NAMES.iter().position(|n| *n == name) {
+        Some(slot) => IDS.get_or_init(|| {
+            let language = language();
+            NAMES.map(|n| language.field_id_for_name(n))
+        })[slot],
+        None => language().field_id_for_name(name),
+    }
 }
 
 /// `child_by_field_name` for the Python grammar, by id.
