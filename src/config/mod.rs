@@ -96,25 +96,24 @@ impl Default for Vocabulary {
 impl Vocabulary {
     /// Whether `name` (a function or method name) is a payment operation.
     pub fn is_payment_operation(&self, name: &str) -> bool {
-        let lower = name.to_ascii_lowercase();
-        self.payment_operations
-            .iter()
-            .any(|op| lower == *op || lower.split('_').any(|part| part == op))
+        names_one_of(name, &self.payment_operations)
     }
 
     pub fn is_money_argument(&self, name: &str) -> bool {
-        let lower = name.to_ascii_lowercase();
-        self.money_arguments
-            .iter()
-            .any(|m| lower == *m || lower.split('_').any(|part| part == m))
+        names_one_of(name, &self.money_arguments)
     }
 
     pub fn is_entity(&self, name: &str) -> bool {
-        let lower = name.to_ascii_lowercase();
-        self.entities
-            .iter()
-            .any(|e| lower == *e || lower.split('_').any(|part| part == e))
+        names_one_of(name, &self.entities)
     }
+}
+
+/// Whether `name`, or one of its `_`-separated words, is one of `words` (case-insensitive):
+/// `capture_payment` names `capture`. Asked for every function and call: the name is split once.
+fn names_one_of(name: &str, words: &[String]) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let known = |part: &str| words.iter().any(|w| w == part);
+    known(&lower) || lower.split('_').any(known)
 }
 
 /// Which rules run and how severe their findings are, from the configuration.

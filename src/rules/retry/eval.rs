@@ -134,11 +134,24 @@ pub fn module_constant<'t>(idx: &NodeIndex<'t>, name: &str, src: &str) -> Option
 
 /// Assignments that are statements of the module itself.
 pub fn module_assignments<'a, 't>(idx: &'a NodeIndex<'t>) -> impl Iterator<Item = Node<'t>> + 'a {
+    // Inside a block it is not a module constant; the index says so without asking tree-sitter
+    // for parents, which it finds from the root each time. What is left is checked exactly.
+    const BLOCKS: [&str; 8] = [
+        kinds::FUNCTION_DEFINITION,
+        kinds::CLASS_DEFINITION,
+        kinds::IF_STATEMENT,
+        kinds::FOR_STATEMENT,
+        kinds::WHILE_STATEMENT,
+        kinds::TRY_STATEMENT,
+        kinds::WITH_STATEMENT,
+        kinds::ASSIGNMENT,
+    ];
     idx.all(kinds::ASSIGNMENT).iter().copied().filter(|a| {
-        a.parent()
-            .filter(|p| p.kind() == kinds::EXPRESSION_STATEMENT)
-            .and_then(|p| p.parent())
-            .is_some_and(|m| m.kind() == kinds::MODULE)
+        BLOCKS.iter().all(|k| idx.enclosing(*a, k).is_none())
+            && a.parent()
+                .filter(|p| p.kind() == kinds::EXPRESSION_STATEMENT)
+                .and_then(|p| p.parent())
+                .is_some_and(|m| m.kind() == kinds::MODULE)
     })
 }
 
