@@ -29,9 +29,19 @@ def measure(cmd, env):
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def median_of(cmd, env, runs):
-    samples = [measure(cmd, env) for _ in range(runs)]
-    return tuple(statistics.median(s[i] for s in samples) for i in range(3))
+def rounds(cmds, env, runs):
+    """`runs` rounds in which each command runs once, in turn: a slow spell of a shared machine
+    then falls on every command of a round rather than on all the runs of one. Gives each
+    command's (wall, cpu, RSS) samples, round by round."""
+    samples = {name: [] for name, _ in cmds}
+    for _ in range(runs):
+        for name, cmd in cmds:
+            samples[name].append(measure(cmd, env))
+    return samples
+
+
+def median(samples, i):
+    return statistics.median(s[i] for s in samples)
 
 
 def python_bytes(folder):
@@ -53,14 +63,18 @@ def main():
     for w in args.workloads:
         w = os.path.abspath(w)
         mb = (python_bytes(os.path.join(w, "base")) + python_bytes(os.path.join(w, "head"))) / 1e6
-        floor = median_of([FLOOR, os.path.join(w, "base"), os.path.join(w, "head")], env, args.runs)
+        floor = [FLOOR, os.path.join(w, "base"), os.path.join(w, "head")]
         review = [BIN, "review", os.path.join(w, "pr.diff"), "--format", "json", "--fail-on", "never",
                   "--isolated", "--output", os.devnull]
-        rows = [("floor", floor),
-                ("repository", median_of(review + ["--repo", os.path.join(w, "repo")], env, args.runs)),
-                ("diff-only", median_of(review + ["--diff-only"], env, args.runs))]
-        for mode, (wall, cpu, rss) in rows:
-            ratio = wall / floor[0] if floor[0] else float("nan")
+        got = rounds([("floor", floor),
+                      ("repository", review + ["--repo", os.path.join(w, "repo")]),
+                      ("diff-only", review + ["--diff-only"])], env, args.runs)
+        for mode, samples in got.items():
+            wall, cpu, rss = (median(samples, i) for i in range(3))
+            # The ratio of each round, then their median: both sides of a ratio ran in the
+            # same spell.
+            ratio = statistics.median(s[0] / f[0] if f[0] else float("nan")
+                                      for s, f in zip(samples, got["floor"]))
             print(f"| {os.path.basename(w)} | {mode} | {wall:.3f} | {cpu:.3f} | {rss:.0f} | {ratio:.2f} | {mb / wall:.1f} |")
 
 
