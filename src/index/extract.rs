@@ -134,6 +134,12 @@ fn keywords(call: Node<'_>, src: &str) -> Vec<Keyword> {
 
 /// Reads the facts of one parsed module.
 pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
+    extract_reusing(path, file, &[])
+}
+
+/// `extract`, taking each call's site from `sites` when the review already read them
+/// (`FileFacts::calls` of the same tree: one per call, in document order).
+pub fn extract_reusing(path: &str, file: &ParsedFile, sites: &[facts::CallSite]) -> ModuleFacts {
     let (idx, src) = (file.index(), file.text());
     let module = module_of(path);
     let imports = facts::imports(idx, src, facts::DottedImport::Binding);
@@ -184,10 +190,12 @@ pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
         calls: Vec::new(),
         fixtures,
     };
-    let mut calls: Vec<Call> = idx
-        .all(kinds::CALL)
+    let all_calls = idx.all(kinds::CALL);
+    let sites = (sites.len() == all_calls.len()).then_some(sites);
+    let mut calls: Vec<Call> = all_calls
         .iter()
-        .filter_map(|&call| {
+        .enumerate()
+        .filter_map(|(i, &call)| {
             let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
             let name = syntax::callee_name(call, src);
             if name.is_empty() {
@@ -200,11 +208,16 @@ pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
                 .flatten()
                 .and_then(|t| t.rsplit_once('.'))
                 .map(|(_, real)| real);
-            let site = facts::call_site(call, idx, src);
+            let site = match sites.and_then(|s| s.get(i)) {
+                Some(site) => site.clone(),
+                None => facts::call_site(call, idx, src),
+            };
+            // The site's function is the qualified name of `func`, the function around the call.
+            debug_assert_eq!(site.function, facts::qualname(func, idx, src));
             Some(Call {
                 name: imported.unwrap_or(name).to_string(),
                 module: callee_module(&out, callee, name),
-                function: facts::qualname(func, idx, src),
+                function: site.function,
                 line: site.line,
                 unchecked_use: site.deref_line.filter(|_| !site.checked),
                 binding: site.binding,

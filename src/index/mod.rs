@@ -12,7 +12,9 @@ mod extract;
 mod list;
 
 pub use celery::{TaskRef, exception_covers};
-pub use extract::{Assignment, Call, Decorator, Def, ModuleFacts, extract, module_of};
+pub use extract::{
+    Assignment, Call, Decorator, Def, ModuleFacts, extract, extract_reusing, module_of,
+};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::OnceLock;

@@ -414,7 +414,9 @@ fn prepare<'p>(
     // what it would read is read now.
     let new_module = match settings.workspace {
         source::Workspace::Repository { .. } if !keep_new => {
-            new.as_ref().map(|parsed| index::extract(path, parsed))
+            let sites = facts.new.as_ref().map_or(&[][..], |f| &f.calls[..]);
+            new.as_ref()
+                .map(|parsed| index::extract_reusing(path, parsed, sites))
         }
         _ => None,
     };
