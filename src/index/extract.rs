@@ -1,10 +1,9 @@
 //! The small owned facts the project index keeps of one module; the tree is dropped as soon as
 //! they are read.
 
-use crate::python::Fields;
 use tree_sitter::Node;
 
-use crate::python::{NodeIndex, ParsedFile, kinds, syntax};
+use crate::python::{Fields, NodeIndex, ParsedFile, kinds, syntax};
 use crate::rules::facts::{self, Import};
 
 /// Calls that replace something for a test (`patch`, `patch.object`, `monkeypatch.setattr`).

@@ -236,7 +236,7 @@ pub struct LazyTree<'a> {
     kept: Option<&'a ParsedFile>,
     text: Option<&'a str>,
     /// The other version's tree and the blocks from it to this text, to parse incrementally.
-    base: Option<(&'a ParsedFile, &'a [super::Block])>,
+    base: Option<(&'a ParsedFile, Vec<super::Block>)>,
     again: std::cell::OnceCell<Option<ParsedFile>>,
 }
 
@@ -257,7 +257,7 @@ impl<'a> LazyTree<'a> {
     pub fn from_base(
         text: Option<&'a str>,
         base: &'a ParsedFile,
-        blocks: &'a [super::Block],
+        blocks: Vec<super::Block>,
     ) -> Self {
         LazyTree {
             base: Some((base, blocks)),
@@ -270,7 +270,7 @@ impl<'a> LazyTree<'a> {
             self.again
                 .get_or_init(|| {
                     let text = self.text?.to_string();
-                    match self.base {
+                    match &self.base {
                         Some((base, blocks)) => ParsedFile::parse_from(text, base, blocks),
                         None => ParsedFile::parse(text),
                     }

@@ -3,10 +3,9 @@
 //! Each helper reads one node and its near children; none walks a whole tree (that is
 //! `NodeIndex`'s job). Names follow Python, not tree-sitter.
 
-use crate::python::Fields;
 use tree_sitter::Node;
 
-use super::kinds;
+use super::{Fields, kinds};
 
 /// The source text of `node`; empty when the range is not inside `src` (never panics).
 pub fn text<'s>(node: Node<'_>, src: &'s str) -> &'s str {

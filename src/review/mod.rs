@@ -32,8 +32,6 @@ struct Prepared<'p> {
     new: Parse,
     /// The index's facts of the new version, read before its tree was dropped (repository mode).
     new_module: Option<ModuleFacts>,
-    /// `new_to_old` of the patch.
-    blocks: Vec<Block>,
     errors: Vec<ReviewError>,
 }
 
@@ -54,7 +52,7 @@ impl Prepared<'_> {
         match (&self.old, new) {
             (Parse::None, _) => LazyTree::new(None, None),
             (Parse::Kept(f), _) => LazyTree::new(Some(f), None),
-            (Parse::Dropped, Some(new)) => LazyTree::from_base(text, new, &self.blocks),
+            (Parse::Dropped, Some(new)) => LazyTree::from_base(text, new, new_to_old(self.patch)),
             (Parse::Dropped, None) => LazyTree::new(None, text),
         }
     }
@@ -431,7 +429,6 @@ fn prepare<'p>(
         old: hold(old, keep_old),
         new: hold(new, keep_new),
         new_module,
-        blocks,
         errors,
     };
     (prepared, facts)

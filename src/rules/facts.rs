@@ -4,11 +4,10 @@
 //! Gathered once per file version from the shared `NodeIndex`; rules of any file can ask the
 //! `ChangeSet` about any other file of the change without touching its tree.
 
-use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::config::Vocabulary;
-use crate::python::{NodeIndex, ParsedFile, kinds, syntax};
+use crate::python::{Fields, NodeIndex, ParsedFile, kinds, syntax};
 
 /// What a call talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

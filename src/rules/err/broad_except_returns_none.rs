@@ -1,9 +1,8 @@
 //! ERR001 broad-except-returns-none: `except Exception` (or bare, or `BaseException`) whose
 //! handler ends the function with `None` where a result is expected.
-use crate::python::Fields;
 use tree_sitter::Node;
 
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::review::Severity;
 use crate::rules::{Check, Ctx, Rule};
 

@@ -98,12 +98,7 @@ fn autoretry_lost(
     else {
         return;
     };
-    finding
-        .arg("task", task.qualname.clone())
-        .arg("task_at", format!("{}:{}", task.path, task.decorator.line))
-        .arg("autoretry", lost.join(", "))
-        .note("autoretry")
-        .evidence(&task.path, task.decorator.line, "evidence_task", Vec::new());
+    super::cite_lost_autoretry(finding, &task, &lost);
 }
 
 /// Callers in the repository but outside the change that use the result of a function of this

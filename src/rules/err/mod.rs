@@ -6,11 +6,11 @@ pub mod error_contract_changed;
 pub mod retries_exhausted_return_none;
 pub mod traceback_lost;
 
-use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::index::{ProjectIndex, TaskRef, exception_covers};
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::review::Finding;
 use crate::rules::Ctx;
 use crate::rules::facts::FunctionFacts;
 
@@ -33,6 +33,16 @@ pub(crate) fn dereferencing_caller(cx: &Ctx<'_>, name: &str) -> Option<String> {
 /// changed function now catches and turns into `None`, with those exception names: the retry
 /// the task was written with no longer happens. `autoretry_for=(Exception,)` still fires (on
 /// the `AttributeError` that follows), so it is not counted.
+/// Names the task whose autoretry the change stops, with its decorator as evidence.
+pub(crate) fn cite_lost_autoretry(finding: &mut Finding, task: &TaskRef, lost: &[String]) {
+    finding
+        .arg("task", task.qualname.clone())
+        .arg("task_at", format!("{}:{}", task.path, task.decorator.line))
+        .arg("autoretry", lost.join(", "))
+        .note("autoretry")
+        .evidence(&task.path, task.decorator.line, "evidence_task", Vec::new());
+}
+
 pub(crate) fn lost_autoretry(
     project: &ProjectIndex,
     tasks: &[TaskRef],

@@ -1,9 +1,8 @@
 //! ERR002 retries-exhausted-return-none: a retry loop that, once every attempt has failed,
 //! hands the caller `None` instead of raising.
-use crate::python::Fields;
 use tree_sitter::Node;
 
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::review::Severity;
 use crate::rules::{Check, Ctx, Rule, facts};
 
@@ -108,12 +107,7 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
             && let Some(finding) = cx.findings.last_mut()
         {
             finding.notes.retain(|n| *n != "task");
-            finding
-                .arg("task", task.qualname.clone())
-                .arg("task_at", format!("{}:{}", task.path, task.decorator.line))
-                .arg("autoretry", lost.join(", "))
-                .note("autoretry")
-                .evidence(&task.path, task.decorator.line, "evidence_task", Vec::new());
+            super::cite_lost_autoretry(finding, &task, &lost);
         }
     }
     // A task found in the repository answers the question (ERR003 and RETRY005 say what).

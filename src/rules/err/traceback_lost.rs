@@ -1,9 +1,8 @@
 //! ERR004 traceback-lost: an `except ... as exc` handler logs the exception object at error
 //! level without `exc_info`, so the log keeps the message and loses the stack.
-use crate::python::Fields;
 use tree_sitter::Node;
 
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::{Check, Ctx, Rule};
 
 pub(crate) static RULE: Rule = Rule {

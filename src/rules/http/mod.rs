@@ -5,10 +5,9 @@
 pub(crate) mod http_call_without_timeout;
 pub(crate) mod scalar_timeout;
 
-use crate::python::Fields;
 use tree_sitter::Node;
 
-use crate::python::{kinds, syntax};
+use crate::python::{Fields, kinds, syntax};
 use crate::rules::Ctx;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,10 +1,9 @@
 //! HTTP001 scalar-timeout: one number as the timeout of an httpx or requests call (or of an
 //! `httpx.Client`), which bounds the TCP connect as long as the read.
-use crate::python::Fields;
 use tree_sitter::Node;
 
 use super::{HttpCall, Lib};
-use crate::python::{kinds, syntax};
+use crate::python::{Fields, kinds, syntax};
 use crate::review::Severity;
 use crate::rules::{Check, Ctx, Rule};
 

@@ -1,11 +1,10 @@
 //! IDEM001 cache-check-then-set: a cache key is read, then written by a separate command
 //! (`get` … `set` without `nx=True`, Django's `get_or_set`), so two concurrent attempts both see
 //! nothing and both write.
-use crate::python::Fields;
 use tree_sitter::Node;
 
 use super::{CacheCall, Op};
-use crate::python::{kinds, syntax};
+use crate::python::{Fields, kinds, syntax};
 use crate::review::Severity;
 use crate::rules::{Check, Ctx, Rule};
 

@@ -1,10 +1,9 @@
 //! IDEM003 cache-outside-try-on-payment-path: a function that makes the payment/HTTP call also
 //! reaches the cache (directly or through a helper of the change) outside any `try`, so a cache
 //! outage escapes from the payment call as a connection error nobody decided on.
-use crate::python::Fields;
 use tree_sitter::Node;
 
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::facts::{self, Target};
 use crate::rules::{Check, Ctx, Rule, reach};
 

@@ -1,10 +1,9 @@
 //! IDEM002 decode-cached-value: `.decode()` on what a Redis read returned, which is `bytes` or
 //! `str` depending on the client's `decode_responses`, with no `isinstance` guard.
-use crate::python::Fields;
 use tree_sitter::Node;
 
 use super::Op;
-use crate::python::{kinds, syntax};
+use crate::python::{Fields, kinds, syntax};
 use crate::review::Severity;
 use crate::rules::{Check, Ctx, Rule};
 

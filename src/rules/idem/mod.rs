@@ -6,12 +6,11 @@ pub(crate) mod cache_check_then_set;
 pub(crate) mod cache_outside_try_on_payment_path;
 pub(crate) mod decode_cached_value;
 
-use crate::python::Fields;
 use std::collections::BTreeSet;
 
 use tree_sitter::Node;
 
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::facts::{self, FunctionFacts};
 use crate::rules::{Ctx, reach};
 

@@ -1,10 +1,9 @@
 //! PAY001 charge-amount-source-changed: a payment call's amount or currency used to come from
 //! the stored order (invoice, payment…) and now comes from whoever calls the function.
-use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::config::Vocabulary;
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::{Check, Ctx, Rule, facts};
 
 pub(crate) static RULE: Rule = Rule {

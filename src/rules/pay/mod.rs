@@ -3,11 +3,10 @@
 pub mod charge_amount_source_changed;
 pub mod success_recorded_before_result;
 
-use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::config::Vocabulary;
-use crate::python::{kinds, syntax};
+use crate::python::{Fields, kinds, syntax};
 
 /// Whether a call moves money: its name is a payment operation (`create_charge`, `refund`,
 /// `capture`), or it creates/confirms/captures on a payment object (`stripe.PaymentIntent.create`,

@@ -1,10 +1,9 @@
 //! PAY002 success-recorded-before-result: an entity is marked paid/charged before the payment
 //! call, or after it but before anyone checked that the call actually succeeded.
-use crate::python::Fields;
 use tree_sitter::Node;
 
 use crate::config::Vocabulary;
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::{Check, Ctx, Rule, facts};
 
 pub(crate) static RULE: Rule = Rule {

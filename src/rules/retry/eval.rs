@@ -4,10 +4,9 @@
 //! Anything else (a call to `random`, a value changed in the loop) is unknown: the rules then
 //! say less rather than guess.
 
-use crate::python::Fields;
 use tree_sitter::Node;
 
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 
 /// Where names are looked up.
 pub struct Env<'t, 's> {

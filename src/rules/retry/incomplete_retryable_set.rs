@@ -1,8 +1,7 @@
 //! RETRY002 incomplete-retryable-set: an `except` in a retry loop that retries some transport
 //! errors of httpx or requests but lets others, just as safe to retry, fail the call.
 use super::loops;
-use crate::python::Fields;
-use crate::python::{kinds, syntax};
+use crate::python::{Fields, kinds, syntax};
 use crate::review::Severity;
 use crate::rules::facts::{self, FileFacts};
 use crate::rules::{Check, Ctx, Rule};

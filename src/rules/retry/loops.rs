@@ -4,11 +4,10 @@
 //! A loop over data (`for item in items`, `range(len(xs))`) is not a retry loop; a counted loop is
 //! one only when it sleeps, ignores its counter (`for _ in range(3)`), or is named like one.
 
-use crate::python::Fields;
 use tree_sitter::Node;
 
 use super::eval::Env;
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 
 /// More attempts than this are not spelled out (nor summed term by term).
 const MAX_ATTEMPTS: f64 = 100.0;

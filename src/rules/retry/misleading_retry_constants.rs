@@ -1,11 +1,10 @@
 //! RETRY004 misleading-retry-constants: a retry count that really counts attempts, a backoff
 //! constant with no unit in its name, and bare time arithmetic (`ex=60 * 60 * 24`) in a call.
-use crate::python::Fields;
 use tree_sitter::Node;
 
 use super::eval::{self, Env};
 use super::loops;
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::{Check, Ctx, Rule};
 
 pub(crate) static RULE: Rule = Rule {

@@ -1,12 +1,11 @@
 //! RETRY001 sleep-after-last-attempt: a backoff sleep in a retry loop that also runs after the
 //! final attempt, so the caller waits for nothing before the failure; the message adds up the
 //! loop's worst case when its numbers are in the file.
-use crate::python::Fields;
 use tree_sitter::Node;
 
 use super::eval::{self, Env};
 use super::loops::{self, RetryLoop};
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::review::Severity;
 use crate::rules::facts::{self, Target};
 use crate::rules::{Check, Ctx, Rule};

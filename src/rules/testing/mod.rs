@@ -5,10 +5,9 @@
 pub mod retry_test_sleeps_or_misses_key;
 pub mod test_reaches_live_service;
 
-use crate::python::Fields;
 use tree_sitter::Node;
 
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::Ctx;
 use crate::rules::facts::FunctionFacts;
 use crate::source::Side;

@@ -1,10 +1,9 @@
 //! TEST002 retry-test-sleeps-or-misses-key: a test of retry behaviour that waits through the
 //! real backoff, or does not check that every attempt carried the same idempotency key.
-use crate::python::Fields;
 use tree_sitter::Node;
 
 use super::{Mocks, TestFn, callees_under_test, tests_of};
-use crate::python::{kinds, syntax};
+use crate::python::{Fields, kinds, syntax};
 use crate::rules::reach::{SLEEPS, Trait};
 use crate::rules::{Check, Ctx, Rule};
 
