@@ -75,8 +75,9 @@ enum Parse {
     /// Not Python, absent on this side, over the size cap, or past the parse budget.
     None,
     Kept(ParsedFile),
-    /// Parsed and its facts gathered, then dropped to bound memory; parsed again when the rules
-    /// need it (see `Settings::kept_source_bytes`).
+    /// Parsed and its facts gathered, then dropped to bound memory (see
+    /// `Settings::kept_source_bytes`), or, for the old version, never parsed whole because its
+    /// facts were derived from the new one's (`facts::derive_old`); parsed when the rules need it.
     Dropped,
 }
 
@@ -344,12 +345,37 @@ fn prepare<'p>(
         Some(version.as_ref()?.text.clone())
     };
     let new = text(&versions.new).and_then(ParsedFile::parse);
+    let gather = |parsed: &Option<ParsedFile>| {
+        parsed
+            .as_ref()
+            .map(|f| facts::gather(path, f, &settings.vocabulary))
+    };
+    let new_facts = gather(&new);
     let blocks = new_to_old(patch);
-    // The old version from the new one's tree: what the hunks leave alone is not parsed again.
-    let old = text(&versions.old).and_then(|old| match &new {
-        Some(base) => ParsedFile::parse_from(old, base, &blocks),
-        None => ParsedFile::parse(old),
-    });
+    // The old version's facts from the new one's where the change is local: its tree is then
+    // parsed only if a rule needs it (see `run_rules`).
+    let derived = match (&new, &new_facts, &versions.old) {
+        (Some(parsed), Some(new_facts), Some(old))
+            if python && oversized(&versions.old).is_none() =>
+        {
+            facts::derive_old(parsed, new_facts, &old.text, &blocks, &settings.vocabulary)
+        }
+        _ => None,
+    };
+    let (old, old_facts) = match derived {
+        Some(facts) => (None, Some(facts)),
+        None => {
+            // The old version from the new one's tree: what the hunks leave alone is not
+            // parsed again.
+            let old = text(&versions.old).and_then(|old| match &new {
+                Some(base) => ParsedFile::parse_from(old, base, &blocks),
+                None => ParsedFile::parse(old),
+            });
+            let facts = gather(&old);
+            (old, facts)
+        }
+    };
+    let old_derived = old.is_none() && old_facts.is_some();
     for (side, version, parsed) in [("old", &versions.old, &old), ("new", &versions.new, &new)] {
         if let Some(len) = oversized(version).filter(|_| python) {
             errors.push(ReviewError {
@@ -360,7 +386,8 @@ fn prepare<'p>(
                     settings.max_file_bytes
                 ),
             });
-        } else if python && version.is_some() && parsed.is_none() {
+        } else if python && version.is_some() && parsed.is_none() && !(side == "old" && old_derived)
+        {
             errors.push(ReviewError {
                 path: path.to_string(),
                 message: format!(
@@ -385,15 +412,10 @@ fn prepare<'p>(
             ),
         });
     }
-    let gather = |parsed: &Option<ParsedFile>| {
-        parsed
-            .as_ref()
-            .map(|f| facts::gather(path, f, &settings.vocabulary))
-    };
     let facts = FileChange {
         path: path.to_string(),
-        old: gather(&old),
-        new: gather(&new),
+        old: old_facts,
+        new: new_facts,
     };
     // The new tree is the one to keep: every rule walks it, while the old one is walked only
     // where the new one has findings, and is parsed again cheaply from the new tree.
@@ -426,7 +448,11 @@ fn prepare<'p>(
     let prepared = Prepared {
         patch,
         versions,
-        old: hold(old, keep_old),
+        old: if old_derived {
+            Parse::Dropped
+        } else {
+            hold(old, keep_old)
+        },
         new: hold(new, keep_new),
         new_module,
         errors,

@@ -4,6 +4,10 @@
 //! Gathered once per file version from the shared `NodeIndex`; rules of any file can ask the
 //! `ChangeSet` about any other file of the change without touching its tree.
 
+mod derive;
+
+pub use derive::derive_old;
+
 use tree_sitter::Node;
 
 use crate::config::Vocabulary;
@@ -185,7 +189,7 @@ pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
             PAYMENT_SDKS.contains(&root)
                 || words_of(&i.target).any(|w| PAYMENT_WORDS.contains(&w.as_str()))
         });
-    let mut facts = FileFacts {
+    let file_facts = FileFacts {
         path: path.to_string(),
         module: module_of(path),
         is_test,
@@ -194,6 +198,14 @@ pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
         functions: Vec::new(),
         calls: Vec::new(),
     };
+    gather_code(file, file_facts, vocab)
+}
+
+/// The functions and calls of `file`, into `facts`, whose file-level part (path, imports) is
+/// already filled in: what classifies a call comes from there, not from the tree.
+fn gather_code(file: &ParsedFile, mut facts: FileFacts, vocab: &Vocabulary) -> FileFacts {
+    let src = file.text();
+    let idx = file.index();
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         let function = function_facts(func, idx, src, &facts, vocab);
         facts.functions.push(function);

@@ -1,0 +1,658 @@
+//! The old version's facts from the new version's, without parsing the old version whole.
+//!
+//! A pull request usually changes a few functions of a file; the rest is the same text, some
+//! lines up or down. A function's facts come from its own code and the file's imports, so where
+//! the hunks leave the code alone the old facts are the new ones with their lines shifted. Only
+//! the old text of what the hunks touch is parsed, inside a copy of the old version in which the
+//! untouched code is blanked down to its newlines (so every line keeps its number), with the
+//! headers of the classes whose methods changed kept for their names.
+//!
+//! The unit of "touched" is a module-level statement, or a statement of the body of a
+//! module-level class (a method), with the blank lines and comments after it; text the old
+//! version has at the boundary of two units belongs to the second. Any doubt about the old
+//! version's structure gives `None`, and the caller parses the old version whole:
+//! - the hunks do not describe the two texts, or the new version has syntax errors;
+//! - the touched text (old or new) holds an import, which may classify calls anywhere;
+//! - the old text of a touched run does not parse by itself, or does not stay inside the class
+//!   or module it replaces (a removed `class` line moves the methods after it to another class);
+//! - too much of the file is touched for this to be cheaper than an incremental parse.
+//!
+//! `tests` compares the result with the facts of the old version parsed whole, on random edits
+//! of the fixtures' files.
+
+use super::{FileFacts, gather_code};
+use crate::config::Vocabulary;
+use crate::python::{Block, Fields, ParsedFile, kinds};
+
+/// Share of the new version's bytes, in tenths, above which the old version is parsed whole
+/// (incrementally) instead. On the benchmark workloads, deriving costs less up to about there.
+const MAX_TOUCHED_TENTHS: usize = 6;
+
+/// Where a unit sits: at module level, the header of the `k`th module-level class (up to its
+/// first statement), or a statement of that class's body.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Place {
+    Module,
+    Header(usize),
+    Member(usize),
+}
+
+/// A unit of the new version: from `start` (a line start) to the next unit's start.
+#[derive(Debug)]
+struct Unit {
+    start: usize,
+    place: Place,
+    touched: bool,
+}
+
+/// A run of touched units: its bytes in the new and old versions, where its old text went in
+/// the blanked copy, and the class whose body it is part of (`None`: the module).
+struct Run {
+    old: (usize, usize),
+    copy: (usize, usize),
+    class: Option<usize>,
+}
+
+/// The old version's facts, when they can be had from `new_facts` and a parse of what the
+/// hunks touched; `blocks` go from the new version to the old one, as `ParsedFile::parse_from`
+/// takes them.
+pub fn derive_old(
+    new: &ParsedFile,
+    new_facts: &FileFacts,
+    old: &str,
+    blocks: &[Block],
+    vocab: &Vocabulary,
+) -> Option<FileFacts> {
+    let text = new.text();
+    if new.root().has_error() {
+        return None;
+    }
+    let mut edits = crate::python::edits(text, old, blocks)?;
+    if edits.is_empty() {
+        return Some(new_facts.clone());
+    }
+    edits.reverse();
+    let mut units = units(new);
+    let end = |units: &[Unit], i: usize| units.get(i + 1).map_or(text.len(), |u| u.start);
+    for e in &edits {
+        let (s, t) = (e.start_byte, e.old_end_byte);
+        let first = units.partition_point(|u| u.start <= s).saturating_sub(1);
+        for i in first..units.len() {
+            let (a, b) = (units[i].start, end(&units, i));
+            if a > t || (a == t && s < t) {
+                break;
+            }
+            // Text put in at a boundary belongs to the unit after it; whether it really starts
+            // there in the old version is checked (`same_indent`).
+            let touches = if s < t {
+                a < t && s < b
+            } else {
+                (a <= s && s < b) || (s == text.len() && i + 1 == units.len())
+            };
+            units[i].touched |= touches;
+        }
+    }
+    close_classes(&mut units);
+    let touched: usize = (0..units.len())
+        .filter(|&i| units[i].touched)
+        .map(|i| end(&units, i) - units[i].start)
+        .sum();
+    if touched * 10 > text.len() * MAX_TOUCHED_TENTHS {
+        return None;
+    }
+    // Old offset of a new offset that no edit spans: an edit that ends there is before it,
+    // text put in there is after it (it belongs to the unit that starts there).
+    let shifts: Vec<(usize, usize, isize)> = edits
+        .iter()
+        .scan(0isize, |acc, e| {
+            *acc += e.new_end_byte as isize - e.old_end_byte as isize;
+            Some((e.start_byte, e.old_end_byte, *acc))
+        })
+        .collect();
+    let old_at = |x: usize| -> usize {
+        if x == text.len() {
+            return old.len();
+        }
+        let before = shifts.partition_point(|&(s, t, _)| t < x || (t == x && s < x));
+        let shift = before.checked_sub(1).map_or(0, |i| shifts[i].2);
+        (x as isize + shift) as usize
+    };
+    let needed: Vec<bool> = {
+        let classes = units
+            .iter()
+            .filter(|u| matches!(u.place, Place::Header(_)))
+            .count();
+        let mut needed = vec![false; classes];
+        for u in units.iter().filter(|u| u.touched) {
+            if let Place::Member(k) = u.place {
+                needed[k] = true;
+            }
+        }
+        needed
+    };
+
+    // The blanked copy of the old version, and the runs in it.
+    let mut copy = String::new();
+    let mut runs = Vec::new();
+    let mut headers = vec![None; needed.len()];
+    let mut i = 0;
+    while i < units.len() {
+        if !units[i].touched {
+            let slice = &text[units[i].start..end(&units, i)];
+            match units[i].place {
+                Place::Header(k) if needed[k] => {
+                    headers[k] = Some(copy.len());
+                    copy.push_str(slice);
+                }
+                _ => copy.extend(std::iter::repeat_n(
+                    '\n',
+                    memchr::memchr_iter(b'\n', slice.as_bytes()).count(),
+                )),
+            }
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < units.len() && units[j].touched {
+            j += 1;
+        }
+        let (a, b) = (units[i].start, end(&units, j - 1));
+        let (oa, ob) = (old_at(a), old_at(b));
+        let old_text = old.get(oa..ob)?;
+        if old_text.contains("import") || text[a..b].contains("import") {
+            return None;
+        }
+        if !same_indent(&text[a..], old_text) {
+            return None;
+        }
+        let class = match units[i].place {
+            Place::Member(k) => Some(k),
+            Place::Module | Place::Header(_) => None,
+        };
+        let at = copy.len();
+        copy.push_str(old_text);
+        runs.push(Run {
+            old: (oa, ob),
+            copy: (at, copy.len()),
+            class,
+        });
+        i = j;
+    }
+    let parsed = ParsedFile::parse(copy)?;
+    if parsed.root().has_error() || !runs_stay_in_place(&parsed, &runs, &headers) {
+        return None;
+    }
+    let skeleton = FileFacts {
+        functions: Vec::new(),
+        calls: Vec::new(),
+        ..new_facts.clone()
+    };
+    let parts = gather_code(&parsed, skeleton.clone(), vocab);
+    Some(merge(
+        (text, new_facts),
+        (old, &parts),
+        &units,
+        &runs,
+        &old_at,
+        skeleton,
+    ))
+}
+
+/// The units of the new version, in order; the first starts at 0. A statement that does not
+/// start its line (`a = 1; b = 2`, `class A: pass`) stays in the unit before it.
+fn units(file: &ParsedFile) -> Vec<Unit> {
+    let text = file.text();
+    let mut units = vec![Unit {
+        start: 0,
+        place: Place::Module,
+        touched: false,
+    }];
+    let push = |units: &mut Vec<Unit>, start: usize, place: Place| {
+        if units.last().is_some_and(|u| u.start == start) {
+            units.pop();
+        }
+        units.push(Unit {
+            start,
+            place,
+            touched: false,
+        });
+    };
+    let mut classes = 0;
+    let root = file.root();
+    let mut cursor = root.walk();
+    for stmt in root.named_children(&mut cursor) {
+        if stmt.kind() == kinds::COMMENT {
+            continue;
+        }
+        let Some(start) = line_start_before(text, stmt.start_byte()) else {
+            continue;
+        };
+        let class = match stmt.kind() {
+            kinds::CLASS_DEFINITION => Some(stmt),
+            kinds::DECORATED_DEFINITION => stmt
+                .field("definition")
+                .filter(|d| d.kind() == kinds::CLASS_DEFINITION),
+            _ => None,
+        };
+        let members: Vec<usize> = class
+            .and_then(|c| c.field("body"))
+            .map(|body| {
+                let mut cursor = body.walk();
+                body.named_children(&mut cursor)
+                    .filter(|m| m.kind() != kinds::COMMENT)
+                    .filter_map(|m| line_start_before(text, m.start_byte()))
+                    .filter(|&m| m > start)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if members.is_empty() {
+            push(&mut units, start, Place::Module);
+            continue;
+        }
+        push(&mut units, start, Place::Header(classes));
+        for m in members {
+            if units.last().is_some_and(|u| u.start >= m) {
+                continue;
+            }
+            push(&mut units, m, Place::Member(classes));
+        }
+        classes += 1;
+    }
+    units
+}
+
+/// The start of the line holding `at`, when only indentation comes before it on that line.
+fn line_start_before(text: &str, at: usize) -> Option<usize> {
+    let start = memchr::memrchr(b'\n', &text.as_bytes()[..at]).map_or(0, |i| i + 1);
+    text[start..at]
+        .bytes()
+        .all(|b| b == b' ' || b == b'\t')
+        .then_some(start)
+}
+
+/// A class whose header is touched is touched whole (its methods' qualified names change with
+/// it), and so is a class of which a run holds both methods and module-level code (the run's
+/// old text then cannot be placed in one body).
+fn close_classes(units: &mut [Unit]) {
+    loop {
+        let mut whole = Vec::new();
+        let mut i = 0;
+        while i < units.len() {
+            if !units[i].touched {
+                i += 1;
+                continue;
+            }
+            let mut j = i;
+            let (mut module, mut members) = (false, Vec::new());
+            while j < units.len() && units[j].touched {
+                match units[j].place {
+                    Place::Header(k) => {
+                        module = true;
+                        whole.push(k);
+                    }
+                    Place::Module => module = true,
+                    Place::Member(k) => members.push(k),
+                }
+                j += 1;
+            }
+            if module {
+                whole.extend(members);
+            }
+            i = j;
+        }
+        let mut changed = false;
+        for u in units.iter_mut() {
+            if let Place::Header(k) | Place::Member(k) = u.place
+                && !u.touched
+                && whole.contains(&k)
+            {
+                u.touched = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+    }
+}
+
+/// Whether the old text of a run starts its first line as the new text does: same
+/// indentation, then code. Otherwise it may continue the statement before it in the old
+/// version.
+fn same_indent(new: &str, old: &str) -> bool {
+    if old.is_empty() {
+        return true;
+    }
+    let indent = new.len() - new.trim_start_matches([' ', '\t']).len();
+    old.get(..indent) == new.get(..indent)
+        && old[indent..]
+            .chars()
+            .next()
+            .is_some_and(|c| !c.is_whitespace())
+}
+
+/// Whether every statement of each run's old text, in the blanked copy, is a statement of the
+/// module or class body the run stands in, and ends inside the run.
+fn runs_stay_in_place(copy: &ParsedFile, runs: &[Run], headers: &[Option<usize>]) -> bool {
+    let root = copy.root();
+    let top = statements(root);
+    for run in runs {
+        let (a, b) = run.copy;
+        let overlaps = |n: &tree_sitter::Node<'_>| n.start_byte() < b && n.end_byte() > a;
+        let inside = |n: &tree_sitter::Node<'_>| n.start_byte() >= a && n.end_byte() <= b;
+        let container = match run.class {
+            None => {
+                if !top.iter().filter(|n| overlaps(n)).all(inside) {
+                    return false;
+                }
+                continue;
+            }
+            Some(k) => {
+                let Some(at) = headers.get(k).copied().flatten() else {
+                    return false;
+                };
+                let Some(stmt) = top.iter().find(|n| n.start_byte() == at) else {
+                    return false;
+                };
+                if top.iter().any(|n| overlaps(n) && n.id() != stmt.id()) {
+                    return false;
+                }
+                let class = match stmt.kind() {
+                    kinds::DECORATED_DEFINITION => stmt.field("definition"),
+                    _ => Some(*stmt),
+                };
+                match class.and_then(|c| c.field("body")) {
+                    Some(body) => body,
+                    None => return false,
+                }
+            }
+        };
+        if !statements(container)
+            .iter()
+            .filter(|n| overlaps(n))
+            .all(inside)
+        {
+            return false;
+        }
+    }
+    true
+}
+
+/// The statements of a module or block, without its comments.
+fn statements(node: tree_sitter::Node<'_>) -> Vec<tree_sitter::Node<'_>> {
+    let mut cursor = node.walk();
+    node.named_children(&mut cursor)
+        .filter(|n| n.kind() != kinds::COMMENT)
+        .collect()
+}
+
+/// The old version's facts: the new facts of each untouched unit with lines shifted, and the
+/// copy's facts inside each run, in source order.
+fn merge(
+    (text, new_facts): (&str, &FileFacts),
+    (old, parts): (&str, &FileFacts),
+    units: &[Unit],
+    runs: &[Run],
+    old_at: &dyn Fn(usize) -> usize,
+    mut out: FileFacts,
+) -> FileFacts {
+    let new_lines = LineStarts::new(text);
+    let old_lines = LineStarts::new(old);
+    let (mut f, mut c) = (0, 0);
+    let (mut pf, mut pc) = (0, 0);
+    let mut run = runs.iter();
+    let mut i = 0;
+    while i < units.len() {
+        let end = |i: usize| units.get(i + 1).map_or(text.len(), |u| u.start);
+        if units[i].touched {
+            let mut j = i;
+            while j < units.len() && units[j].touched {
+                j += 1;
+            }
+            let b = end(j - 1);
+            // The new facts of the run are replaced by the copy's.
+            while f < new_facts.functions.len() && new_lines.at(new_facts.functions[f].lines.0) < b
+            {
+                f += 1;
+            }
+            while c < new_facts.calls.len() && new_lines.at(new_facts.calls[c].line) < b {
+                c += 1;
+            }
+            if let Some(run) = run.next() {
+                let (oa, ob) = run.old;
+                let in_run = |line: u32| (oa..ob).contains(&old_lines.at(line));
+                while pf < parts.functions.len() && old_lines.at(parts.functions[pf].lines.0) < ob {
+                    if in_run(parts.functions[pf].lines.0) {
+                        out.functions.push(parts.functions[pf].clone());
+                    }
+                    pf += 1;
+                }
+                while pc < parts.calls.len() && old_lines.at(parts.calls[pc].line) < ob {
+                    if in_run(parts.calls[pc].line) {
+                        out.calls.push(parts.calls[pc].clone());
+                    }
+                    pc += 1;
+                }
+            }
+            i = j;
+            continue;
+        }
+        let (a, b) = (units[i].start, end(i));
+        let shift = old_lines.row(old_at(a)) as i64 - new_lines.row(a) as i64;
+        let moved = |line: u32| (i64::from(line) + shift).clamp(0, i64::from(u32::MAX)) as u32;
+        while f < new_facts.functions.len() && new_lines.at(new_facts.functions[f].lines.0) < b {
+            let mut func = new_facts.functions[f].clone();
+            func.lines = (moved(func.lines.0), moved(func.lines.1));
+            for line in &mut func.none_returns {
+                *line = moved(*line);
+            }
+            out.functions.push(func);
+            f += 1;
+        }
+        while c < new_facts.calls.len() && new_lines.at(new_facts.calls[c].line) < b {
+            let mut call = new_facts.calls[c].clone();
+            call.line = moved(call.line);
+            call.deref_line = call.deref_line.map(moved);
+            out.calls.push(call);
+            c += 1;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Byte offsets of a text's line starts.
+struct LineStarts(Vec<usize>);
+
+impl LineStarts {
+    fn new(text: &str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1));
+        LineStarts(starts)
+    }
+
+    /// Where 1-based `line` starts.
+    fn at(&self, line: u32) -> usize {
+        let row = (line as usize).saturating_sub(1);
+        self.0.get(row).copied().unwrap_or(usize::MAX)
+    }
+
+    /// The 0-based row of offset `at`.
+    fn row(&self, at: usize) -> usize {
+        self.0.partition_point(|&s| s <= at).saturating_sub(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::facts::gather;
+
+    fn parsed(src: &str) -> ParsedFile {
+        ParsedFile::parse(src.to_string()).expect("the python grammar loads (every parse test)")
+    }
+
+    /// The blocks a line diff gives from `from` to `to`, as a hunk header would write them.
+    fn blocks_between(from: &str, to: &str) -> Vec<Block> {
+        let header = |range: std::ops::Range<usize>| {
+            let count = range.len() as u32;
+            let start = range.start as u32;
+            (if count == 0 { start } else { start + 1 }, count)
+        };
+        similar::TextDiff::from_lines(from, to)
+            .ops()
+            .iter()
+            .filter(|op| op.tag() != similar::DiffTag::Equal)
+            .map(|op| Block {
+                from: header(op.old_range()),
+                to: header(op.new_range()),
+            })
+            .collect()
+    }
+
+    /// The derived facts of `old`, checked against the facts of `old` parsed whole.
+    fn derived(path: &str, new: &str, old: &str) -> Option<FileFacts> {
+        let vocab = Vocabulary::default();
+        let file = parsed(new);
+        let new_facts = gather(path, &file, &vocab);
+        let got = derive_old(&file, &new_facts, old, &blocks_between(new, old), &vocab);
+        let got = got?;
+        assert_eq!(got, gather(path, &parsed(old), &vocab), "old:\n{old}");
+        Some(got)
+    }
+
+    const NEW: &str = "import time\nfrom app.cache import redis_client as rc\n\n\ndef pay(order):\n    for attempt in range(3):\n        try:\n            return client.charge(order.amount, key=order.key)\n        except Timeout:\n            time.sleep(2 ** attempt)\n    return None\n\n\nclass Refunds:\n    \"\"\"Refunds.\"\"\"\n\n    def refund(self, charge):\n        r = client.refund(charge)\n        return r.id\n\n    # The ledger.\n    def ledger(self):\n        rc.get('ledger')\n        return None\n\n\ndef tail():\n    return pay(None)\n\n\ndef one():\n    return httpx.get(URL, timeout=5)\n\n\ndef two():\n    return rc.set('k', 1)\n\n\ndef three():\n    r = one()\n    if r is None:\n        return None\n    return r.json()\n\n\ndef four():\n    time.sleep(1)\n    return two()\n";
+
+    #[test]
+    fn a_changed_method_is_parsed_alone_and_the_rest_moved() {
+        let old = NEW.replace(
+            "    def refund(self, charge):\n        r = client.refund(charge)\n",
+            "    def refund(self, charge, reason):\n        # Why.\n        r = client.refund(charge, reason=reason)\n        audit(r)\n",
+        );
+        let got = derived("app/payments.py", NEW, &old).expect("a local change is derived");
+        let refund = got.function("Refunds.refund").expect("the method");
+        assert_eq!(refund.lines, (17, 21));
+        assert_eq!(got.function("tail").map(|f| f.lines), Some((29, 30)));
+    }
+
+    #[test]
+    fn a_changed_function_and_removed_lines_at_the_end() {
+        let old = NEW.replace(
+            "    return None\n\n\nclass",
+            "    log(order)\n    return None\n\n\nclass",
+        );
+        derived("svc.py", NEW, &old).expect("derived");
+        let old = format!("{NEW}\n\ndef extra():\n    return 1\n");
+        derived("svc.py", NEW, &old).expect("derived");
+    }
+
+    #[test]
+    fn an_unchanged_text_is_the_new_facts() {
+        assert!(derived("svc.py", NEW, NEW).is_some());
+    }
+
+    #[test]
+    fn changed_imports_are_parsed_whole() {
+        let old = NEW.replace("import time\n", "import time\nimport httpx\n");
+        assert_eq!(derived("svc.py", NEW, &old), None);
+    }
+
+    #[test]
+    fn a_renamed_class_is_touched_whole() {
+        let old = NEW.replace("class Refunds:", "class Returns:");
+        let got = derived("svc.py", NEW, &old).expect("derived");
+        assert!(got.function("Returns.ledger").is_some());
+    }
+
+    #[test]
+    fn a_removed_class_line_that_moves_methods_is_parsed_whole() {
+        // In the old version, `ledger` belonged to a second class.
+        let old = NEW.replace("    # The ledger.\n", "class Ledger:\n");
+        assert_eq!(derived("svc.py", NEW, &old), None);
+    }
+
+    #[test]
+    fn a_line_removed_at_the_end_of_a_method_touches_the_method() {
+        // The old `refund` had one more line, more indented than the statement after it.
+        let old = NEW.replace(
+            "        return r.id\n\n",
+            "        return r.id\n        log(r)\n\n",
+        );
+        derived("svc.py", NEW, &old).expect("touching the end of a method touches the method");
+    }
+
+    #[test]
+    fn a_new_version_with_syntax_errors_is_parsed_whole() {
+        let new = NEW.replace("def tail():", "def tail(:");
+        let vocab = Vocabulary::default();
+        let file = parsed(&new);
+        let facts = gather("svc.py", &file, &vocab);
+        assert_eq!(
+            derive_old(&file, &facts, NEW, &blocks_between(&new, NEW), &vocab),
+            None
+        );
+    }
+
+    /// The Python files of the fixtures.
+    fn fixture_sources() -> Vec<String> {
+        let mut out = Vec::new();
+        let mut dirs = vec![std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures"
+        ))];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "py")
+                    && let Ok(text) = std::fs::read_to_string(&path)
+                {
+                    out.push(text);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Lines of real files changed, copied, removed or indented: whenever facts are derived,
+        /// they are the facts of the old version parsed whole (`derived` asserts it).
+        #[test]
+        fn derived_facts_are_the_facts_of_the_whole_old_version(
+            pick in 0usize..1000,
+            changes in proptest::collection::vec((0usize..1000, 0usize..1000, 0u8..5), 1..4),
+        ) {
+            let sources = fixture_sources();
+            proptest::prop_assume!(!sources.is_empty());
+            let new = &sources[pick % sources.len()];
+            let mut lines: Vec<String> = new.split_inclusive('\n').map(str::to_string).collect();
+            for (at, other, how) in changes {
+                if lines.is_empty() {
+                    break;
+                }
+                let (at, other) = (at % lines.len(), other % lines.len());
+                match how {
+                    0 => {
+                        lines.remove(at);
+                    }
+                    1 => {
+                        let copy = lines[other].clone();
+                        lines.insert(at, copy);
+                    }
+                    2 => {
+                        let indent = lines[at].len() - lines[at].trim_start().len();
+                        let line = format!("{}x = call_{other}(y)\n", &lines[at][..indent]);
+                        lines.insert(at, line);
+                    }
+                    3 => lines[at] = format!("    {}", lines[at]),
+                    _ => lines[at] = lines[at].replacen("self", "cls", 1),
+                }
+            }
+            let old: String = lines.concat();
+            derived("app/payments/svc.py", new, &old);
+        }
+    }
+}
