@@ -185,11 +185,12 @@ pub struct Settings {
     /// A diff larger than this is refused before it is parsed.
     pub max_diff_bytes: u64,
     /// Source bytes whose trees a review keeps from the facts pass to the rules pass (a tree
-    /// takes some twelve times its source). New versions are kept first. Past it, a file's trees
-    /// are dropped as soon as its facts are gathered: the new one is parsed again for its rules,
-    /// one file per thread at a time, and the old one only if the new one has findings, from the
-    /// new tree. A second parse for a very large change, in exchange for memory that stops
-    /// growing with it.
+    /// takes some twelve times its source). New versions are kept first; an old version is
+    /// parsed whole only when its facts cannot be derived from the new one's
+    /// (`facts::derive_old`). Past it, a file's trees are dropped as soon as its facts are
+    /// gathered: the new one is parsed again for its rules, one file per thread at a time, and
+    /// the old one only if the new one has findings, from the new tree. A second parse for a
+    /// very large change, in exchange for memory that stops growing with it.
     pub kept_source_bytes: u64,
     pub rules: RuleFilter,
     pub exclude: Exclude,

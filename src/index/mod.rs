@@ -29,11 +29,12 @@ pub const MAX_FILES: usize = 50_000;
 /// How far names are followed through re-exports (`from .cache import client`).
 const MAX_IMPORT_HOPS: usize = 4;
 
-/// A touched file's new side as the review holds it: its tree, or, when the review dropped the
-/// tree to bound memory (a very large change), the facts it read before dropping it.
+/// A touched file's new side as the review holds it: its tree (with the call sites the review
+/// read from it, `FileFacts::calls`), or, when the review dropped the tree to bound memory (a
+/// very large change), the facts it read before dropping it.
 #[derive(Clone, Copy)]
 pub enum NewSide<'p> {
-    Parsed(&'p ParsedFile),
+    Parsed(&'p ParsedFile, &'p [crate::rules::facts::CallSite]),
     Extracted(&'p ModuleFacts),
 }
 
@@ -159,7 +160,7 @@ impl ProjectIndex {
         let mut modules: BTreeMap<String, ModuleFacts> =
             parallel_filter_map(&touched, |(path, side)| {
                 let facts = match (**side)? {
-                    NewSide::Parsed(parsed) => extract::extract(path, parsed),
+                    NewSide::Parsed(parsed, sites) => extract::extract_reusing(path, parsed, sites),
                     NewSide::Extracted(facts) => facts.clone(),
                 };
                 Some(((*path).clone(), facts))

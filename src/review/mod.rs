@@ -12,7 +12,7 @@ pub use model::*;
 pub use suppress::Suppression;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
@@ -87,6 +87,17 @@ impl Parse {
     }
 }
 
+/// Set by the binary, which exits as soon as its one review is written.
+static EXIT_AFTER_REVIEW: AtomicBool = AtomicBool::new(false);
+
+/// Tells the reviews of this process that the process ends right after them: what a review
+/// built (trees, facts) is then left to the operating system, which reclaims it at once,
+/// instead of being freed piece by piece (some 6% of the time of a review whose trees were all
+/// kept). Only for a process that exits after reviewing, or its memory grows with each review.
+pub fn exit_after_review() {
+    EXIT_AFTER_REVIEW.store(true, Ordering::Relaxed);
+}
+
 /// Whether payreview reads a file as Python.
 pub fn is_python(path: &str) -> bool {
     path.ends_with(".py") || path.ends_with(".pyi")
@@ -129,7 +140,7 @@ pub fn review_observed(
         .unzip();
     let change = ChangeSet::new(facts);
     let touched = changed_functions(&prepared, &change);
-    let project = project_index(&prepared, settings, &touched);
+    let project = project_index(&prepared, &change, settings, &touched);
     let results: Vec<(Vec<Finding>, Vec<Question>)> = prepared
         .par_iter()
         .zip(change.files.par_iter())
@@ -182,6 +193,11 @@ pub fn review_observed(
     review.sources = sources(&prepared, &review.findings);
     review.changed_functions = touched;
     review.description = settings.description.clone();
+    if EXIT_AFTER_REVIEW.load(Ordering::Relaxed) {
+        std::mem::forget(project);
+        std::mem::forget(change);
+        std::mem::forget(prepared);
+    }
     if settings.rules.enabled("SCOPE001") {
         let mut undeclared = description::undeclared_changes(&review);
         for f in &mut undeclared {
@@ -200,6 +216,7 @@ pub fn review_observed(
 /// again; a file the change deletes or renames away is left out).
 fn project_index<'p>(
     prepared: &'p [Prepared<'_>],
+    change: &'p ChangeSet,
     settings: &'p Settings,
     touched: &BTreeMap<String, Vec<String>>,
 ) -> LazyIndex<'p> {
@@ -208,7 +225,7 @@ fn project_index<'p>(
         source::Workspace::DiffOnly => None,
     };
     let mut changed = BTreeMap::new();
-    for p in prepared {
+    for (p, facts) in prepared.iter().zip(&change.files) {
         if let Some(old) = p.patch.old_path.as_deref()
             && p.patch.new_path.as_deref() != Some(old)
         {
@@ -216,7 +233,10 @@ fn project_index<'p>(
         }
         if let Some(new) = p.patch.new_path.as_deref() {
             let side = match &p.new {
-                Parse::Kept(parsed) => Some(NewSide::Parsed(parsed)),
+                Parse::Kept(parsed) => Some(NewSide::Parsed(
+                    parsed,
+                    facts.new.as_ref().map_or(&[][..], |f| &f.calls[..]),
+                )),
                 Parse::Dropped => p.new_module.as_ref().map(NewSide::Extracted),
                 Parse::None => None,
             };
