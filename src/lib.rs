@@ -19,6 +19,8 @@ pub mod report;
 pub mod review;
 pub mod rules;
 pub mod source;
+#[cfg(test)]
+mod test_support;
 
 pub use error::Error;
 

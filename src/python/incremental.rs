@@ -129,6 +129,7 @@ pub fn edits(from: &str, to: &str, blocks: &[Block]) -> Option<Vec<InputEdit>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{blocks_between, fixture_sources};
 
     fn block(from: (u32, u32), to: (u32, u32)) -> Block {
         Block { from, to }
@@ -242,44 +243,6 @@ mod tests {
         let back = edits(old, new, &mirrored).expect("the texts match the blocks");
         assert_eq!(apply(old, new, &back), new);
         assert_incremental_parse_matches(old, new, &back);
-    }
-
-    /// The blocks a line diff gives, as a hunk header would write them.
-    fn blocks_between(from: &str, to: &str) -> Vec<Block> {
-        let header = |range: std::ops::Range<usize>| {
-            let count = range.len() as u32;
-            let start = range.start as u32;
-            (if count == 0 { start } else { start + 1 }, count)
-        };
-        similar::TextDiff::from_lines(from, to)
-            .ops()
-            .iter()
-            .filter(|op| op.tag() != similar::DiffTag::Equal)
-            .map(|op| block(header(op.old_range()), header(op.new_range())))
-            .collect()
-    }
-
-    /// The Python files of the fixtures: real code of the kind payreview reviews.
-    fn fixture_sources() -> Vec<String> {
-        let mut out = Vec::new();
-        let mut dirs = vec![std::path::PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/fixtures"
-        ))];
-        while let Some(dir) = dirs.pop() {
-            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    dirs.push(path);
-                } else if path.extension().is_some_and(|e| e == "py")
-                    && let Ok(text) = std::fs::read_to_string(&path)
-                {
-                    out.push(text);
-                }
-            }
-        }
-        out.sort();
-        out
     }
 
     proptest::proptest! {

@@ -487,27 +487,10 @@ impl LineStarts {
 mod tests {
     use super::*;
     use crate::rules::facts::gather;
+    use crate::test_support::{blocks_between, fixture_sources};
 
     fn parsed(src: &str) -> ParsedFile {
         ParsedFile::parse(src.to_string()).expect("the python grammar loads (every parse test)")
-    }
-
-    /// The blocks a line diff gives from `from` to `to`, as a hunk header would write them.
-    fn blocks_between(from: &str, to: &str) -> Vec<Block> {
-        let header = |range: std::ops::Range<usize>| {
-            let count = range.len() as u32;
-            let start = range.start as u32;
-            (if count == 0 { start } else { start + 1 }, count)
-        };
-        similar::TextDiff::from_lines(from, to)
-            .ops()
-            .iter()
-            .filter(|op| op.tag() != similar::DiffTag::Equal)
-            .map(|op| Block {
-                from: header(op.old_range()),
-                to: header(op.new_range()),
-            })
-            .collect()
     }
 
     /// The derived facts of `old`, checked against the facts of `old` parsed whole.
@@ -591,29 +574,6 @@ mod tests {
             derive_old(&file, &facts, NEW, &blocks_between(&new, NEW), &vocab),
             None
         );
-    }
-
-    /// The Python files of the fixtures.
-    fn fixture_sources() -> Vec<String> {
-        let mut out = Vec::new();
-        let mut dirs = vec![std::path::PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/fixtures"
-        ))];
-        while let Some(dir) = dirs.pop() {
-            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    dirs.push(path);
-                } else if path.extension().is_some_and(|e| e == "py")
-                    && let Ok(text) = std::fs::read_to_string(&path)
-                {
-                    out.push(text);
-                }
-            }
-        }
-        out.sort();
-        out
     }
 
     proptest::proptest! {
