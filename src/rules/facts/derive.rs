@@ -120,8 +120,12 @@ pub fn derive_old(
     let needed: Vec<bool> = {
         let classes = units
             .iter()
-            .filter(|u| matches!(u.place, Place::Header(_)))
-            .count();
+            .filter_map(|u| match u.place {
+                Place::Header(k) | Place::Member(k) => Some(k + 1),
+                Place::Module => None,
+            })
+            .max()
+            .unwrap_or(0);
         let mut needed = vec![false; classes];
         for u in units.iter().filter(|u| u.touched) {
             if let Place::Member(k) = u.place {
@@ -182,10 +186,15 @@ pub fn derive_old(
     if parsed.root().has_error() || !runs_stay_in_place(&parsed, &runs, &headers) {
         return None;
     }
+    // The file-level facts stay the new version's: the runs hold no import.
     let skeleton = FileFacts {
+        path: new_facts.path.clone(),
+        module: new_facts.module.clone(),
+        is_test: new_facts.is_test,
+        payment_module: new_facts.payment_module,
+        imports: new_facts.imports.clone(),
         functions: Vec::new(),
         calls: Vec::new(),
-        ..new_facts.clone()
     };
     let parts = gather_code(&parsed, skeleton.clone(), vocab);
     Some(merge(
@@ -263,10 +272,11 @@ fn units(file: &ParsedFile) -> Vec<Unit> {
 
 /// The start of the line holding `at`, when only indentation comes before it on that line.
 fn line_start_before(text: &str, at: usize) -> Option<usize> {
-    let start = memchr::memrchr(b'\n', &text.as_bytes()[..at]).map_or(0, |i| i + 1);
-    text[start..at]
-        .bytes()
-        .all(|b| b == b' ' || b == b'\t')
+    let before = text.as_bytes().get(..at)?;
+    let start = memchr::memrchr(b'\n', before).map_or(0, |i| i + 1);
+    before[start..]
+        .iter()
+        .all(|&b| b == b' ' || b == b'\t')
         .then_some(start)
 }
 
