@@ -9,7 +9,7 @@
 //! distances, and is the one a breadth-first walk from the name would have found first.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::ChangeSet;
 use super::facts::{FileFacts, FunctionFacts};
@@ -71,7 +71,7 @@ type Question = (Side, &'static str, Through);
 /// Distances, computed on first use per side, trait and walk.
 #[derive(Debug, Default)]
 pub struct ReachTables {
-    tables: Mutex<HashMap<Question, Arc<Distances>>>,
+    tables: Mutex<HashMap<Question, Arc<OnceLock<Distances>>>>,
 }
 
 impl ChangeSet {
@@ -80,15 +80,29 @@ impl ChangeSet {
     /// test now reaches Redis through `create_charge`".
     pub fn reaches(&self, side: Side, name: &str, depth: usize, t: &Trait) -> bool {
         debug_assert!(depth <= MAX_DEPTH);
-        self.distances(side, t, Through::All)
-            .get(name)
-            .is_some_and(|&d| d <= depth)
+        self.with_distances((side, t, Through::All), |table| {
+            table.get(name).is_some_and(|&d| d <= depth)
+        })
     }
 
     /// Like `reaches`, through code outside tests only, with the path and where it ended.
     pub fn reach(&self, side: Side, name: &str, depth: usize, t: &Trait) -> Option<Reach<'_>> {
         debug_assert!(depth <= MAX_DEPTH);
-        let table = self.distances(side, t, Through::Code);
+        self.with_distances((side, t, Through::Code), |table| {
+            self.path_to(side, name, depth, t, table)
+        })
+    }
+
+    /// The path a breadth-first walk from `name` would find to a function with `t`, from the
+    /// distances to such functions.
+    fn path_to(
+        &self,
+        side: Side,
+        name: &str,
+        depth: usize,
+        t: &Trait,
+        table: &Distances,
+    ) -> Option<Reach<'_>> {
         let mut left = *table.get(name).filter(|&&d| d <= depth)?;
         let mut path = vec![name.to_string()];
         while left > 0 {
@@ -113,19 +127,24 @@ impl ChangeSet {
         })
     }
 
-    fn distances(&self, side: Side, t: &Trait, through: Through) -> Arc<Distances> {
+    /// `f` of the distances table for a side, trait and walk.
+    fn with_distances<R>(
+        &self,
+        (side, t, through): (Side, &Trait, Through),
+        f: impl FnOnce(&Distances) -> R,
+    ) -> R {
         let key = (side, t.name, through);
-        // Computed under the lock: other threads asking the same question wait for the one
-        // answer rather than all computing it.
-        let mut tables = self
+        let cell = self
             .reach
             .tables
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        tables
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
             .entry(key)
-            .or_insert_with(|| Arc::new(self.compute(side, t, through)))
-            .clone()
+            .or_default()
+            .clone();
+        // Computed outside the map's lock: threads asking the same question wait for the one
+        // answer, threads asking another one go on.
+        f(cell.get_or_init(|| self.compute(side, t, through)))
     }
 
     /// Breadth-first backwards from the functions with the trait, over "calls" edges by name.

@@ -210,11 +210,23 @@ fn gather_code(file: &ParsedFile, mut facts: FileFacts, vocab: &Vocabulary) -> F
         let function = function_facts(func, idx, src, &facts, vocab);
         facts.functions.push(function);
     }
-    facts.calls = idx
+    // A call's function is one of those just read: its qualified name is not worked out again
+    // for each of its calls.
+    let functions = idx.all(kinds::FUNCTION_DEFINITION);
+    let qualname_of = |func: Node<'_>| {
+        functions
+            .binary_search_by_key(&func.start_byte(), |f| f.start_byte())
+            .ok()
+            .filter(|&i| functions[i].id() == func.id())
+            .and_then(|i| facts.functions.get(i))
+            .map_or_else(|| qualname(func, idx, src), |f| f.qualname.clone())
+    };
+    let calls = idx
         .all(kinds::CALL)
         .iter()
-        .map(|&call| call_site(call, idx, src))
+        .map(|&call| call_site_with(call, idx, src, &qualname_of))
         .collect();
+    facts.calls = calls;
     facts
 }
 
@@ -473,6 +485,16 @@ fn bound_name<'s>(call: Node<'_>, idx: &NodeIndex<'_>, src: &'s str) -> Option<&
 }
 
 pub(crate) fn call_site(call: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> CallSite {
+    call_site_with(call, idx, src, &|func| qualname(func, idx, src))
+}
+
+/// `call_site`, with the qualified name of the function around the call from `qualname_of`.
+fn call_site_with(
+    call: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &str,
+    qualname_of: &dyn Fn(Node<'_>) -> String,
+) -> CallSite {
     let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION);
     let line = syntax::lines(call).0;
     let binding = bound_name(call, idx, src).map(str::to_string);
@@ -499,7 +521,7 @@ pub(crate) fn call_site(call: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> CallS
     CallSite {
         callee: syntax::callee(call, src).to_string(),
         name: syntax::callee_name(call, src).to_string(),
-        function: func.map(|f| qualname(f, idx, src)).unwrap_or_default(),
+        function: func.map(qualname_of).unwrap_or_default(),
         line,
         binding,
         deref_line,
