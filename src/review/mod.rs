@@ -161,7 +161,7 @@ pub fn review_observed(
         errors.extend(p.errors.iter().cloned());
     }
     let mut suppressions: Vec<Suppression> = prepared
-        .iter()
+        .par_iter()
         .filter(|p| p.new.exists())
         .filter_map(|p| {
             Some(suppress::scan(

@@ -21,6 +21,10 @@ pub struct Suppression {
 /// The suppressions written in `text` (a file's new version).
 pub fn scan(path: &str, text: &str) -> Vec<Suppression> {
     let mut out = Vec::new();
+    // Most files have neither marker: one search over the text instead of a look at each line.
+    if !text.contains("payreview: ignore[") && !text.contains("noqa:") {
+        return out;
+    }
     for (index, line) in text.lines().enumerate() {
         let Some(hash) = line.find('#') else {
             continue;
