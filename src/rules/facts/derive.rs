@@ -118,15 +118,7 @@ pub fn derive_old(
         (x as isize + shift) as usize
     };
     let needed: Vec<bool> = {
-        let classes = units
-            .iter()
-            .filter_map(|u| match u.place {
-                Place::Header(k) | Place::Member(k) => Some(k + 1),
-                Place::Module => None,
-            })
-            .max()
-            .unwrap_or(0);
-        let mut needed = vec![false; classes];
+        let mut needed = vec![false; class_count(&units)];
         for u in units.iter().filter(|u| u.touched) {
             if let Place::Member(k) = u.place {
                 needed[k] = true;
@@ -280,12 +272,25 @@ fn line_start_before(text: &str, at: usize) -> Option<usize> {
         .then_some(start)
 }
 
+/// How many module-level classes the units were cut from.
+fn class_count(units: &[Unit]) -> usize {
+    units
+        .iter()
+        .filter_map(|u| match u.place {
+            Place::Header(k) | Place::Member(k) => Some(k + 1),
+            Place::Module => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// A class whose header is touched is touched whole (its methods' qualified names change with
 /// it), and so is a class of which a run holds both methods and module-level code (the run's
 /// old text then cannot be placed in one body).
 fn close_classes(units: &mut [Unit]) {
+    let classes = class_count(units);
     loop {
-        let mut whole = Vec::new();
+        let mut whole = vec![false; classes];
         let mut i = 0;
         while i < units.len() {
             if !units[i].touched {
@@ -298,7 +303,7 @@ fn close_classes(units: &mut [Unit]) {
                 match units[j].place {
                     Place::Header(k) => {
                         module = true;
-                        whole.push(k);
+                        whole[k] = true;
                     }
                     Place::Module => module = true,
                     Place::Member(k) => members.push(k),
@@ -306,7 +311,9 @@ fn close_classes(units: &mut [Unit]) {
                 j += 1;
             }
             if module {
-                whole.extend(members);
+                for k in members {
+                    whole[k] = true;
+                }
             }
             i = j;
         }
@@ -314,7 +321,7 @@ fn close_classes(units: &mut [Unit]) {
         for u in units.iter_mut() {
             if let Place::Header(k) | Place::Member(k) = u.place
                 && !u.touched
-                && whole.contains(&k)
+                && whole[k]
             {
                 u.touched = true;
                 changed = true;
@@ -344,48 +351,55 @@ fn same_indent(new: &str, old: &str) -> bool {
 /// Whether every statement of each run's old text, in the blanked copy, is a statement of the
 /// module or class body the run stands in, and ends inside the run.
 fn runs_stay_in_place(copy: &ParsedFile, runs: &[Run], headers: &[Option<usize>]) -> bool {
-    let root = copy.root();
-    let top = statements(root);
+    let top = statements(copy.root());
+    // The class of the runs before, with its statement and its body's statements: a class's
+    // runs come one after another.
+    let mut class: Option<(usize, usize, Vec<tree_sitter::Node<'_>>)> = None;
     for run in runs {
-        let (a, b) = run.copy;
-        let overlaps = |n: &tree_sitter::Node<'_>| n.start_byte() < b && n.end_byte() > a;
-        let inside = |n: &tree_sitter::Node<'_>| n.start_byte() >= a && n.end_byte() <= b;
-        let container = match run.class {
-            None => {
-                if !top.iter().filter(|n| overlaps(n)).all(inside) {
-                    return false;
-                }
-                continue;
+        let inside =
+            |n: &tree_sitter::Node<'_>| n.start_byte() >= run.copy.0 && n.end_byte() <= run.copy.1;
+        let Some(k) = run.class else {
+            if !overlapping(&top, run.copy).iter().all(inside) {
+                return false;
             }
-            Some(k) => {
-                let Some(at) = headers.get(k).copied().flatten() else {
-                    return false;
-                };
-                let Some(stmt) = top.iter().find(|n| n.start_byte() == at) else {
-                    return false;
-                };
-                if top.iter().any(|n| overlaps(n) && n.id() != stmt.id()) {
-                    return false;
-                }
-                let class = match stmt.kind() {
-                    kinds::DECORATED_DEFINITION => stmt.field("definition"),
-                    _ => Some(*stmt),
-                };
-                match class.and_then(|c| c.field("body")) {
-                    Some(body) => body,
-                    None => return false,
-                }
-            }
+            continue;
         };
-        if !statements(container)
-            .iter()
-            .filter(|n| overlaps(n))
-            .all(inside)
+        if class.as_ref().is_none_or(|(seen, _, _)| *seen != k) {
+            let Some(at) = headers.get(k).copied().flatten() else {
+                return false;
+            };
+            let Some(stmt) = top.iter().find(|n| n.start_byte() == at) else {
+                return false;
+            };
+            let definition = match stmt.kind() {
+                kinds::DECORATED_DEFINITION => stmt.field("definition"),
+                _ => Some(*stmt),
+            };
+            let Some(body) = definition.and_then(|c| c.field("body")) else {
+                return false;
+            };
+            class = Some((k, stmt.id(), statements(body)));
+        }
+        let Some((_, id, members)) = &class else {
+            return false;
+        };
+        if overlapping(&top, run.copy).iter().any(|n| n.id() != *id)
+            || !overlapping(members, run.copy).iter().all(inside)
         {
             return false;
         }
     }
     true
+}
+
+/// The nodes of `nodes` (siblings, in order) that overlap bytes `a..b`.
+fn overlapping<'n, 't>(
+    nodes: &'n [tree_sitter::Node<'t>],
+    (a, b): (usize, usize),
+) -> &'n [tree_sitter::Node<'t>] {
+    let first = nodes.partition_point(|n| n.end_byte() <= a);
+    let rest = nodes.get(first..).unwrap_or(&[]);
+    &rest[..rest.partition_point(|n| n.start_byte() < b)]
 }
 
 /// The statements of a module or block, without its comments.
@@ -572,6 +586,30 @@ mod tests {
             "        return r.id\n        log(r)\n\n",
         );
         derived("svc.py", NEW, &old).expect("touching the end of a method touches the method");
+    }
+
+    #[test]
+    fn edits_across_many_classes_close_each_class_once() {
+        // A run from the last method of one class into the next class's header makes both
+        // classes touched whole; the closing goes on class by class.
+        let class = |i: usize| {
+            format!(
+                "class C{i}:\n    def a(self):\n        return call_{i}(self)\n\n    def b(self):\n        return None\n\n\n"
+            )
+        };
+        let new: String = (0..300).map(class).collect();
+        let mut old = new.clone();
+        for i in (0..300).step_by(7) {
+            old = old.replace(
+                &format!("        return None\n\n\nclass C{}:", i + 1),
+                &format!(
+                    "        log({i})\n        return None\n\n\nclass D{}:",
+                    i + 1
+                ),
+            );
+        }
+        let got = derived("svc.py", &new, &old).expect("derived");
+        assert!(got.function("D8.b").is_some() && got.function("C9.b").is_some());
     }
 
     #[test]
