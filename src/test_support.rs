@@ -42,3 +42,34 @@ pub fn fixture_sources() -> Vec<String> {
     out.sort();
     out
 }
+
+/// `text` with line edits applied, each `(at, other, how)`: `how` 0 removes line `at`, 1 copies
+/// line `other` before it, 2 breaks it with an open bracket, 3 puts a call line before it at its
+/// indentation, 4 indents it further, 5 renames its first `self`. Line numbers wrap around.
+pub fn edit_lines(text: &str, changes: &[(usize, usize, u8)]) -> String {
+    let mut lines: Vec<String> = text.split_inclusive('\n').map(str::to_string).collect();
+    for &(at, other, how) in changes {
+        if lines.is_empty() {
+            break;
+        }
+        let (at, other) = (at % lines.len(), other % lines.len());
+        match how {
+            0 => {
+                lines.remove(at);
+            }
+            1 => {
+                let copy = lines[other].clone();
+                lines.insert(at, copy);
+            }
+            2 => lines[at] = lines[at].replacen(' ', "  x = (", 1),
+            3 => {
+                let indent = lines[at].len() - lines[at].trim_start().len();
+                let line = format!("{}x = call_{other}(y)\n", &lines[at][..indent]);
+                lines.insert(at, line);
+            }
+            4 => lines[at] = format!("    {}", lines[at]),
+            _ => lines[at] = lines[at].replacen("self", "cls", 1),
+        }
+    }
+    lines.concat()
+}

@@ -129,7 +129,7 @@ pub fn edits(from: &str, to: &str, blocks: &[Block]) -> Option<Vec<InputEdit>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{blocks_between, fixture_sources};
+    use crate::test_support::{blocks_between, edit_lines, fixture_sources};
 
     fn block(from: (u32, u32), to: (u32, u32)) -> Block {
         Block { from, to }
@@ -257,24 +257,7 @@ mod tests {
             let sources = fixture_sources();
             proptest::prop_assume!(!sources.is_empty());
             let from = &sources[pick % sources.len()];
-            let mut lines: Vec<String> = from.split_inclusive('\n').map(str::to_string).collect();
-            for (at, other, how) in changes {
-                if lines.is_empty() {
-                    break;
-                }
-                let (at, other) = (at % lines.len(), other % lines.len());
-                match how {
-                    0 => {
-                        lines.remove(at);
-                    }
-                    1 => {
-                        let copy = lines[other].clone();
-                        lines.insert(at, copy);
-                    }
-                    _ => lines[at] = lines[at].replacen(' ', "  x = (", 1),
-                }
-            }
-            let to: String = lines.concat();
+            let to = edit_lines(from, &changes);
             let blocks = blocks_between(from, &to);
             let e = edits(from, &to, &blocks).expect("a line diff describes its texts");
             proptest::prop_assert_eq!(apply(from, &to, &e), to.clone());
