@@ -637,8 +637,10 @@ mod tests {
             proptest::prop_assume!(!sources.is_empty());
             let new = &sources[pick % sources.len()];
             // Every kind of edit but the open bracket, which seldom leaves Python to derive.
-            let changes: Vec<(usize, usize, u8)> =
-                changes.into_iter().map(|(at, other, how)| (at, other, [0, 1, 3, 4, 5][usize::from(how)])).collect();
+            let changes: Vec<(usize, usize, u8)> = changes
+                .into_iter()
+                .map(|(at, other, how)| (at, other, [0, 1, 3, 4, 5][usize::from(how)]))
+                .collect();
             let old = edit_lines(new, &changes);
             derived("app/payments/svc.py", new, &old);
         }
