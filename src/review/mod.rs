@@ -382,6 +382,7 @@ fn prepare<'p>(
         }
         _ => None,
     };
+    let old_derived = derived.is_some();
     let (old, old_facts) = match derived {
         Some(facts) => (None, Some(facts)),
         None => {
@@ -395,8 +396,12 @@ fn prepare<'p>(
             (old, facts)
         }
     };
-    let old_derived = old.is_none() && old_facts.is_some();
-    for (side, version, parsed) in [("old", &versions.old, &old), ("new", &versions.new, &new)] {
+    // A derived old version was not parsed, and did not fail to be.
+    let sides = [
+        ("old", &versions.old, &old, old_derived),
+        ("new", &versions.new, &new, false),
+    ];
+    for (side, version, parsed, derived) in sides {
         if let Some(len) = oversized(version).filter(|_| python) {
             errors.push(ReviewError {
                 path: path.to_string(),
@@ -406,8 +411,7 @@ fn prepare<'p>(
                     settings.max_file_bytes
                 ),
             });
-        } else if python && version.is_some() && parsed.is_none() && !(side == "old" && old_derived)
-        {
+        } else if python && version.is_some() && parsed.is_none() && !derived {
             errors.push(ReviewError {
                 path: path.to_string(),
                 message: format!(
