@@ -185,13 +185,17 @@ pub struct Settings {
     /// A diff larger than this is refused before it is parsed.
     pub max_diff_bytes: u64,
     /// Source bytes whose trees a review keeps from the facts pass to the rules pass (a tree
-    /// takes some twelve times its source). New versions are kept first; an old version is
-    /// parsed whole only when its facts cannot be derived from the new one's
-    /// (`facts::derive_old`). Past it, a file's trees are dropped as soon as its facts are
-    /// gathered: the new one is parsed again for its rules, one file per thread at a time, and
-    /// the old one only if the new one has findings, from the new tree. A second parse for a
-    /// very large change, in exchange for memory that stops growing with it.
+    /// and its index take some twenty times their source). Only new versions that some rule
+    /// will read (`rules::gate`) are kept; an old version is parsed whole only when its facts
+    /// cannot be derived from the new one's (`facts::derive_old`), and dropped at once. Past the
+    /// budget, a new tree is dropped as soon as its facts are gathered and parsed again for its
+    /// rules, one file per thread at a time; an old one is parsed again, from the new tree, only
+    /// if the new one has findings. A second parse for a very large change, in exchange for
+    /// memory that stops growing with it.
     pub kept_source_bytes: u64,
+    /// Skip the rules whose gate (`rules::gate`) a file does not pass. Off only to check that
+    /// gates hide nothing: the review must be the same either way.
+    pub gates: bool,
     pub rules: RuleFilter,
     pub exclude: Exclude,
     /// The configuration file in force, if any.
@@ -213,6 +217,7 @@ impl Settings {
             max_files: DEFAULT_MAX_FILES,
             max_diff_bytes: DEFAULT_MAX_DIFF_BYTES,
             kept_source_bytes: 8 * 1024 * 1024,
+            gates: true,
             rules: RuleFilter::default(),
             exclude: Exclude::default(),
             config_source: None,

@@ -235,8 +235,9 @@ impl ParsedFile {
 pub struct LazyTree<'a> {
     kept: Option<&'a ParsedFile>,
     text: Option<&'a str>,
-    /// The other version's tree and the blocks from it to this text, to parse incrementally.
-    base: Option<(&'a ParsedFile, Vec<super::Block>)>,
+    /// The other version's tree (itself parsed on demand) and the blocks from it to this text,
+    /// to parse incrementally.
+    base: Option<(&'a LazyTree<'a>, Vec<super::Block>)>,
     again: std::cell::OnceCell<Option<ParsedFile>>,
 }
 
@@ -253,10 +254,10 @@ impl<'a> LazyTree<'a> {
     }
 
     /// A dropped tree to be parsed again from `base`, the other version's tree (see
-    /// `ParsedFile::parse_from`).
+    /// `ParsedFile::parse_from`), or from nothing when that has none.
     pub fn from_base(
         text: Option<&'a str>,
-        base: &'a ParsedFile,
+        base: &'a LazyTree<'a>,
         blocks: Vec<super::Block>,
     ) -> Self {
         LazyTree {
@@ -265,12 +266,21 @@ impl<'a> LazyTree<'a> {
         }
     }
 
+    /// Whether there is a tree to have (it may still fail to parse, past the parse budget).
+    pub fn exists(&self) -> bool {
+        self.kept.is_some() || self.text.is_some()
+    }
+
     pub fn get(&self) -> Option<&ParsedFile> {
         self.kept.or_else(|| {
             self.again
                 .get_or_init(|| {
                     let text = self.text?.to_string();
-                    match &self.base {
+                    match self
+                        .base
+                        .as_ref()
+                        .and_then(|(b, blocks)| Some((b.get()?, blocks)))
+                    {
                         Some((base, blocks)) => ParsedFile::parse_from(text, base, blocks),
                         None => ParsedFile::parse(text),
                     }

@@ -21,7 +21,8 @@ use crate::diff::{FilePatch, Patch};
 use crate::index::{self, LazyIndex, ModuleFacts, NewSide};
 use crate::python::{Block, LazyTree, ParsedFile};
 use crate::rules::facts;
-use crate::rules::{self, ChangeSet, Check, Ctx, FileChange};
+use crate::rules::gate::{self, Bits, Open};
+use crate::rules::{self, ChangeSet, Check, Ctx, FileChange, Gate, Scan};
 use crate::source::{self, FileVersions, Side};
 
 /// A file after reconstruction and parsing, before rules.
@@ -32,6 +33,8 @@ struct Prepared<'p> {
     new: Parse,
     /// The index's facts of the new version, read before its tree was dropped (repository mode).
     new_module: Option<ModuleFacts>,
+    /// The gated rules that can report on the new version (`rules::gate`).
+    open: Bits,
     errors: Vec<ReviewError>,
 }
 
@@ -47,13 +50,12 @@ impl Prepared<'_> {
     }
 
     /// The old tree: kept, or parsed again from the new one (`new`, that tree) when needed.
-    fn old_tree<'a>(&'a self, new: Option<&'a ParsedFile>) -> LazyTree<'a> {
+    fn old_tree<'a>(&'a self, new: &'a LazyTree<'a>) -> LazyTree<'a> {
         let text = self.versions.old.as_ref().map(|v| v.text.as_str());
-        match (&self.old, new) {
-            (Parse::None, _) => LazyTree::new(None, None),
-            (Parse::Kept(f), _) => LazyTree::new(Some(f), None),
-            (Parse::Dropped, Some(new)) => LazyTree::from_base(text, new, new_to_old(self.patch)),
-            (Parse::Dropped, None) => LazyTree::new(None, text),
+        match &self.old {
+            Parse::None => LazyTree::new(None, None),
+            Parse::Kept(f) => LazyTree::new(Some(f), None),
+            Parse::Dropped => LazyTree::from_base(text, new, new_to_old(self.patch)),
         }
     }
 }
@@ -74,10 +76,11 @@ fn new_to_old(patch: &FilePatch) -> Vec<Block> {
 enum Parse {
     /// Not Python, absent on this side, over the size cap, or past the parse budget.
     None,
+    /// A new version that rules will read, within `Settings::kept_source_bytes`.
     Kept(ParsedFile),
-    /// Parsed and its facts gathered, then dropped to bound memory (see
-    /// `Settings::kept_source_bytes`), or, for the old version, never parsed whole because its
-    /// facts were derived from the new one's (`facts::derive_old`); parsed when the rules need it.
+    /// Parsed and its facts gathered, then dropped (always, for an old version), or, for an old
+    /// version, never parsed whole because its facts were derived from the new one's
+    /// (`facts::derive_old`); parsed when a rule needs it.
     Dropped,
 }
 
@@ -146,7 +149,7 @@ pub fn review_observed(
         .zip(change.files.par_iter())
         .map(|(p, facts)| {
             let new = p.new_tree();
-            let old = p.old_tree(new.get());
+            let old = p.old_tree(&new);
             run_rules(p, (&old, &new), facts, &change, &project, settings)
         })
         .collect();
@@ -371,6 +374,19 @@ fn prepare<'p>(
             .map(|f| facts::gather(path, f, &settings.vocabulary))
     };
     let new_facts = gather(&new);
+    // Decided while the new tree is in hand: a file no rule can report on is not kept for the
+    // rules, nor parsed again for them.
+    let open = match (&new, &new_facts) {
+        _ if !settings.gates => Open {
+            rules: Bits::ALL,
+            tree: true,
+        },
+        (Some(parsed), Some(facts)) => gate::open(
+            &Scan::new(parsed, facts, &versions.lines, &settings.vocabulary),
+            |rule| settings.rules.enabled(rule.id),
+        ),
+        _ => Open::default(),
+    };
     let blocks = new_to_old(patch);
     // The old version's facts from the new one's where the change is local: its tree is then
     // parsed only if a rule needs it (see `run_rules`).
@@ -441,10 +457,11 @@ fn prepare<'p>(
         old: old_facts,
         new: new_facts,
     };
-    // The new tree is the one to keep: every rule walks it, while the old one is walked only
-    // where the new one has findings, and is parsed again cheaply from the new tree.
-    let reserve = |parsed: &Option<ParsedFile>| {
-        let size = parsed.as_ref().map_or(0, |p| p.text().len() as u64);
+    // Only new trees are kept, and only those a rule will read: the old one is walked only where
+    // the new one has findings (a few files of a large change), and is then parsed again
+    // cheaply from the new tree.
+    let keep_new = open.tree && {
+        let size = new.as_ref().map_or(0, |p| p.text().len() as u64);
         let fits =
             kept_bytes.fetch_add(size, Ordering::Relaxed) + size <= settings.kept_source_bytes;
         if !fits {
@@ -452,8 +469,6 @@ fn prepare<'p>(
         }
         fits
     };
-    let keep_new = reserve(&new);
-    let keep_old = keep_new && reserve(&old);
     // The project index cannot parse a dropped tree again cheaply in the middle of the rules:
     // what it would read is read now.
     let new_module = match settings.workspace {
@@ -464,21 +479,21 @@ fn prepare<'p>(
         }
         _ => None,
     };
-    let hold = |parsed: Option<ParsedFile>, keep: bool| match parsed {
-        None => Parse::None,
-        Some(f) if keep => Parse::Kept(f),
-        Some(_) => Parse::Dropped,
-    };
     let prepared = Prepared {
         patch,
         versions,
-        old: if old_derived {
+        old: if old_derived || old.is_some() {
             Parse::Dropped
         } else {
-            hold(old, keep_old)
+            Parse::None
         },
-        new: hold(new, keep_new),
+        new: match new {
+            None => Parse::None,
+            Some(f) if keep_new => Parse::Kept(f),
+            Some(_) => Parse::Dropped,
+        },
         new_module,
+        open: open.rules,
         errors,
     };
     (prepared, facts)
@@ -497,13 +512,12 @@ fn run_rules(
             Side::Old => (old_tree, new_tree, facts.old.as_ref(), facts.new.as_ref()),
             Side::New => (new_tree, old_tree, facts.new.as_ref(), facts.old.as_ref()),
         };
-        let file = file.get();
         Ctx {
             side,
             path: p.patch.path(),
             patch: p.patch,
             versions: &p.versions,
-            file,
+            tree: file,
             other,
             facts: facts_here,
             other_facts: facts_other,
@@ -517,7 +531,14 @@ fn run_rules(
     };
     let mut new = ctx(Side::New);
     let mut kept = Vec::new();
-    for rule in rules::ALL.iter().filter(|r| settings.rules.enabled(r.id)) {
+    let rules = rules::ALL
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| settings.rules.enabled(r.id));
+    for (i, rule) in rules {
+        if !matches!(rule.gate, Gate::Always) && !p.open.is_open(i) {
+            continue;
+        }
         match rule.check {
             Check::Driver => {}
             Check::Change(check) => {
@@ -525,7 +546,9 @@ fn run_rules(
                 kept.append(&mut new.findings);
             }
             Check::Tree(check) => {
-                if new.file.is_none() {
+                // Whether the file is there, not its tree: a rule that reads the tree only in
+                // some files (`Gate::Split`) has not asked for it yet.
+                if !new.tree.exists() {
                     continue;
                 }
                 check(&mut new);
@@ -537,7 +560,7 @@ fn run_rules(
                     continue;
                 }
                 let mut old = ctx(Side::Old);
-                if old.file.is_some() {
+                if old.tree.exists() {
                     check(&mut old);
                 }
                 kept.extend(only_new(found, old.findings, &p.versions));

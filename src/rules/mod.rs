@@ -6,6 +6,7 @@
 
 pub mod catalogue;
 pub mod facts;
+pub mod gate;
 
 mod diff_header;
 mod err;
@@ -31,6 +32,7 @@ use crate::review::{Finding, Question, Severity};
 use crate::source::{FileVersions, Side};
 use catalogue::Entry;
 use facts::{CallSite, FileFacts, FunctionFacts};
+pub use gate::{Gate, Scan};
 
 /// How a rule is run.
 #[derive(Clone, Copy)]
@@ -46,11 +48,12 @@ pub enum Check {
     Driver,
 }
 
-/// A rule: its id, its catalogue text (compiled in) and how to run it.
+/// A rule: its id, its catalogue text (compiled in), how to run it and on which files.
 pub struct Rule {
     pub id: &'static str,
     pub doc: &'static str,
     pub check: Check,
+    pub gate: Gate,
 }
 
 /// Every rule, sorted by id.
@@ -234,14 +237,47 @@ pub struct Memo {
     pub(crate) cache_clients: std::cell::OnceCell<Vec<(String, bool)>>,
 }
 
+/// What a check that needs nothing beyond one file side reads of it. Both a rule's `Ctx` and a
+/// gate's `Scan` (before the rest of the change is known) give it, so the two share such
+/// checks instead of restating them.
+pub(crate) trait Local<'a> {
+    fn src(&self) -> &'a str;
+    fn index(&self) -> Option<&'a NodeIndex<'a>>;
+    fn facts(&self) -> Option<&'a FileFacts>;
+    fn vocab(&self) -> &'a Vocabulary;
+    fn memo(&self) -> &Memo;
+}
+
+impl<'a> Local<'a> for Ctx<'a> {
+    fn src(&self) -> &'a str {
+        Ctx::src(self)
+    }
+
+    fn index(&self) -> Option<&'a NodeIndex<'a>> {
+        Ctx::index(self)
+    }
+
+    fn facts(&self) -> Option<&'a FileFacts> {
+        self.facts
+    }
+
+    fn vocab(&self) -> &'a Vocabulary {
+        self.vocab
+    }
+
+    fn memo(&self) -> &Memo {
+        &self.memo
+    }
+}
+
 /// What a rule sees of one file, on one side.
 pub struct Ctx<'a> {
     pub side: Side,
     pub path: &'a str,
     pub patch: &'a FilePatch,
     pub versions: &'a FileVersions,
-    /// This side's parse; `None` when the file does not exist on this side or is not Python.
-    pub file: Option<&'a ParsedFile>,
+    /// This side's tree, parsed again on first use when the review had dropped it.
+    pub tree: &'a LazyTree<'a>,
     /// The other side's parse, made on first use when the review had dropped it.
     pub other: &'a LazyTree<'a>,
     pub facts: Option<&'a FileFacts>,
@@ -258,12 +294,17 @@ pub struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
+    /// This side's parse; `None` when the file does not exist on this side or is not Python.
+    pub fn file(&self) -> Option<&'a ParsedFile> {
+        self.tree.get()
+    }
+
     pub fn src(&self) -> &'a str {
-        self.file.map_or("", |f| f.text())
+        self.file().map_or("", |f| f.text())
     }
 
     pub fn index(&self) -> Option<&'a NodeIndex<'a>> {
-        self.file.map(|f| f.index())
+        self.file().map(|f| f.index())
     }
 
     /// Reports `rule` at `node` with its default severity; chain to add arguments.

@@ -1,10 +1,11 @@
 //! DIFF003 diff-does-not-apply: the hunks disagree with the file in the repository.
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Rule};
 
 pub(crate) static RULE: Rule = Rule {
     id: "DIFF003",
     doc: include_str!("../../../rules/diff/DIFF003.md"),
     check: Check::Change(check),
+    gate: Gate::Always,
 };
 
 fn check(cx: &mut Ctx<'_>) {

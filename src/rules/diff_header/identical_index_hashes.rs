@@ -1,10 +1,11 @@
 //! DIFF001 identical-index-hashes: `index a..a` on a file whose hunks change it.
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Rule};
 
 pub(crate) static RULE: Rule = Rule {
     id: "DIFF001",
     doc: include_str!("../../../rules/diff/DIFF001.md"),
     check: Check::Change(check),
+    gate: Gate::Always,
 };
 
 fn check(cx: &mut Ctx<'_>) {

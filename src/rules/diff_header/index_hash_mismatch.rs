@@ -1,13 +1,14 @@
 //! DIFF002 index-hash-mismatch: the `index` line's blob ids are not those of the files.
 use sha1::{Digest, Sha1};
 
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Rule};
 use crate::source::{Origin, Version};
 
 pub(crate) static RULE: Rule = Rule {
     id: "DIFF002",
     doc: include_str!("../../../rules/diff/DIFF002.md"),
     check: Check::Change(check),
+    gate: Gate::Always,
 };
 
 /// git's blob id: SHA-1 of `blob <len>\0<content>`.

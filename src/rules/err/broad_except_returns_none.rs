@@ -4,13 +4,25 @@ use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::review::Severity;
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
     id: "ERR001",
     doc: include_str!("../../../rules/err/ERR001.md"),
     check: Check::Tree(check),
+    gate: Gate::When(gate),
 };
+
+/// Every finding starts from a broad `except` in a function, whose handler returns `None`.
+fn gate(s: &Scan<'_>) -> bool {
+    let idx = s.index();
+    idx.all(kinds::EXCEPT_CLAUSE).iter().any(|&clause| {
+        syntax::is_broad_except(clause, s.src())
+            && idx
+                .enclosing(clause, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|func| handler_returns_none(clause, func, idx))
+    })
+}
 
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {

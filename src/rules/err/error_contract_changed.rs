@@ -3,13 +3,14 @@
 use crate::index::{ProjectIndex, TaskRef};
 use crate::review::{Finding, Severity};
 use crate::rules::facts::{CallSite, FileFacts, FunctionFacts};
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Rule};
 use crate::source::Side;
 
 pub(crate) static RULE: Rule = Rule {
     id: "ERR003",
     doc: include_str!("../../../rules/err/ERR003.md"),
     check: Check::Change(check),
+    gate: Gate::Always,
 };
 
 /// A function whose new version may return `None` where its old one could not.

@@ -4,12 +4,13 @@ use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::review::Severity;
-use crate::rules::{Check, Ctx, Rule, facts};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
 
 pub(crate) static RULE: Rule = Rule {
     id: "ERR002",
     doc: include_str!("../../../rules/err/ERR002.md"),
     check: Check::Tree(check),
+    gate: Gate::When(gate),
 };
 
 /// Where a function ends up after its retry loop ran out of attempts.
@@ -20,10 +21,25 @@ struct Exhausted {
     key: String,
 }
 
+/// The rule needs the rest of the change only to weigh what it found: the gate is the whole
+/// search.
+fn gate(s: &Scan<'_>) -> bool {
+    !exhausted_loops(s.index(), s.src()).is_empty()
+}
+
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
+    for (lp, func, exhausted) in exhausted_loops(idx, src) {
+        report(cx, lp, func, exhausted);
+    }
+}
+
+/// Each retry loop that lets its function return `None` once it runs out of attempts, with
+/// that function and where it ends up.
+fn exhausted_loops<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>, Exhausted)> {
+    let mut out = Vec::new();
     let loops = idx
         .all(kinds::FOR_STATEMENT)
         .iter()
@@ -41,8 +57,9 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(exhausted) = exhausted_exit(lp, func, idx, src) else {
             continue;
         };
-        report(cx, lp, func, exhausted);
+        out.push((lp, func, exhausted));
     }
+    out
 }
 
 fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) {

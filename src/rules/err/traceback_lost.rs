@@ -3,21 +3,43 @@
 use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
     id: "ERR004",
     doc: include_str!("../../../rules/err/ERR004.md"),
     check: Check::Tree(check),
+    gate: Gate::When(gate),
 };
 
 /// Logging methods that record a failure; `exception` keeps the traceback by itself.
 const LEVELS: &[&str] = &["error", "critical", "fatal", "warning", "warn", "log"];
 
+/// The rule needs nothing beyond the file: the gate is the whole check.
+fn gate(s: &Scan<'_>) -> bool {
+    !lost(s.index(), s.src()).is_empty()
+}
+
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
+    for (call, level, alias) in lost(idx, src) {
+        let receiver = syntax::receiver(call)
+            .map(|r| syntax::text(r, src))
+            .unwrap_or("logger")
+            .to_string();
+        cx.report(&RULE, call)
+            .arg("call", format!("{receiver}.{level}"))
+            .arg("receiver", receiver)
+            .arg("exc", alias.to_string());
+    }
+}
+
+/// Each logging call that passes a caught exception without its traceback: the call, its
+/// level and the exception's name.
+fn lost<'t, 's>(idx: &NodeIndex<'t>, src: &'s str) -> Vec<(Node<'t>, &'s str, &'s str)> {
+    let mut out = Vec::new();
     for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
         let Some(alias) = syntax::except_alias(clause, src) else {
             continue;
@@ -41,16 +63,10 @@ fn check(cx: &mut Ctx<'_>) {
             if syntax::keyword_arg(call, "exc_info", src).is_some() || !passes(call, alias, src) {
                 continue;
             }
-            let receiver = syntax::receiver(call)
-                .map(|r| syntax::text(r, src))
-                .unwrap_or("logger")
-                .to_string();
-            cx.report(&RULE, call)
-                .arg("call", format!("{receiver}.{level}"))
-                .arg("receiver", receiver)
-                .arg("exc", alias.to_string());
+            out.push((call, level, alias));
         }
     }
+    out
 }
 
 /// `logger.error(...)`-like call on a logger-like receiver: its level.

@@ -2,13 +2,24 @@
 //! to wait (requests, `urllib.request.urlopen`, aiohttp's five minutes) and no `timeout`.
 use super::{HttpCall, Lib};
 use crate::python::syntax;
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
     id: "HTTP002",
     doc: include_str!("../../../rules/http/HTTP002.md"),
     check: Check::Tree(check),
+    gate: Gate::When(gate),
 };
+
+/// Outside tests, every finding is an HTTP call that waits forever; which of them are on the
+/// money path is for the rule, with the rest of the change, to say.
+fn gate(s: &Scan<'_>) -> bool {
+    !s.facts.is_test
+        && super::names_a_library(s)
+        && super::http_calls(s)
+            .iter()
+            .any(|call| !call.constructor && waits_forever(s, call))
+}
 
 fn check(cx: &mut Ctx<'_>) {
     if cx.facts.is_some_and(|f| f.is_test) {
@@ -33,7 +44,7 @@ fn check(cx: &mut Ctx<'_>) {
 }
 
 /// Whether the call has no timeout of its own and its library's default does not bound it.
-fn waits_forever(cx: &Ctx<'_>, call: &HttpCall<'_>) -> bool {
+fn waits_forever<'a>(cx: &impl Local<'a>, call: &HttpCall<'_>) -> bool {
     let src = cx.src();
     if syntax::keyword_arg(call.node, "timeout", src).is_some() || syntax::has_dict_splat(call.node)
     {

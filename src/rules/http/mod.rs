@@ -8,7 +8,7 @@ pub(crate) mod scalar_timeout;
 use tree_sitter::Node;
 
 use crate::python::{Fields, kinds, syntax};
-use crate::rules::Ctx;
+use crate::rules::{Ctx, Local};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lib {
@@ -35,9 +35,12 @@ const VERBS: &[&str] = &[
 
 /// Which library a dotted callee comes from, through the file's imports
 /// (`import requests as rq`, `from httpx import post`).
-fn lib_of(callee: &str, cx: &Ctx<'_>) -> Option<Lib> {
+fn lib_of<'a>(callee: &str, cx: &impl Local<'a>) -> Option<Lib> {
     let root = callee.split('.').next().unwrap_or(callee);
-    let target = cx.facts.and_then(|f| f.import_target(root)).unwrap_or(root);
+    let target = cx
+        .facts()
+        .and_then(|f| f.import_target(root))
+        .unwrap_or(root);
     let target_root = target.split('.').next().unwrap_or(target);
     match target_root {
         "httpx" => Some(Lib::Httpx),
@@ -50,7 +53,7 @@ fn lib_of(callee: &str, cx: &Ctx<'_>) -> Option<Lib> {
 
 /// A client constructor and its library: `httpx.Client`, `httpx.AsyncClient`,
 /// `requests.Session`, `aiohttp.ClientSession`.
-fn constructor(call: Node<'_>, cx: &Ctx<'_>) -> Option<Lib> {
+fn constructor<'a>(call: Node<'_>, cx: &impl Local<'a>) -> Option<Lib> {
     let src = cx.src();
     let callee = syntax::callee(call, src);
     let name = syntax::callee_name(call, src);
@@ -66,7 +69,7 @@ fn constructor(call: Node<'_>, cx: &Ctx<'_>) -> Option<Lib> {
 
 /// Clients the file builds: the last name they are bound to (`self.session` → `session`,
 /// `async with httpx.AsyncClient() as client`), their library and whether `timeout=` was given.
-fn clients(cx: &Ctx<'_>) -> Vec<(String, Lib, bool)> {
+fn clients<'a>(cx: &impl Local<'a>) -> Vec<(String, Lib, bool)> {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return Vec::new();
     };
@@ -120,8 +123,14 @@ fn with_items(with: Node<'_>) -> Vec<(Node<'_>, Node<'_>)> {
     out
 }
 
+/// Whether the text names an HTTP library the family knows: every call it recognises is tied to
+/// one through an import, a constructor or a dotted callee (`lib_of`), all spelled in the file.
+pub(crate) fn names_a_library(s: &crate::rules::Scan<'_>) -> bool {
+    s.mentions(&["httpx", "requests", "aiohttp", "urllib"])
+}
+
 /// Every HTTP call and client construction of the file.
-pub(crate) fn http_calls<'t>(cx: &Ctx<'t>) -> Vec<HttpCall<'t>> {
+pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return Vec::new();
     };

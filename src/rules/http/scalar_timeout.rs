@@ -5,12 +5,13 @@ use tree_sitter::Node;
 use super::{HttpCall, Lib};
 use crate::python::{Fields, kinds, syntax};
 use crate::review::Severity;
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
     id: "HTTP001",
     doc: include_str!("../../../rules/http/HTTP001.md"),
     check: Check::Tree(check),
+    gate: Gate::When(gate),
 };
 
 /// Where the number comes from.
@@ -21,6 +22,17 @@ enum Source<'t> {
     Parameter(Node<'t>),
     /// `timeout=TIMEOUT`, a module constant holding the number.
     Constant(Node<'t>, String),
+}
+
+/// Every finding is a scalar timeout longer than a short one, on a requests or httpx call.
+fn gate(s: &Scan<'_>) -> bool {
+    super::names_a_library(s)
+        && super::http_calls(s).iter().any(|call| {
+            !matches!(call.lib, Lib::Aiohttp | Lib::Urllib)
+                && scalar_timeout(s, call).is_some_and(|(value, _)| {
+                    !seconds(&value).is_some_and(|s| s <= SHORT_ENOUGH_SECONDS)
+                })
+        })
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -83,7 +95,7 @@ fn check(cx: &mut Ctx<'_>) {
 }
 
 /// The number a call's `timeout=` comes down to, and where it is written.
-fn scalar_timeout<'t>(cx: &Ctx<'t>, call: &HttpCall<'t>) -> Option<(String, Source<'t>)> {
+fn scalar_timeout<'t>(cx: &impl Local<'t>, call: &HttpCall<'t>) -> Option<(String, Source<'t>)> {
     let src = cx.src();
     let value = syntax::keyword_arg(call.node, "timeout", src)?;
     if is_number(value, src) {
@@ -140,14 +152,18 @@ fn is_number(node: Node<'_>, src: &str) -> bool {
 }
 
 /// The parameter `name` of the function enclosing `at`, with its default value.
-fn parameter_default<'t>(cx: &Ctx<'t>, at: Node<'_>, name: &str) -> Option<(Node<'t>, Node<'t>)> {
+fn parameter_default<'t>(
+    cx: &impl Local<'t>,
+    at: Node<'_>,
+    name: &str,
+) -> Option<(Node<'t>, Node<'t>)> {
     let func = cx.index()?.enclosing(at, kinds::FUNCTION_DEFINITION)?;
     let found = syntax::defaulted_parameter(func, name, cx.src())?;
     Some((found, found.field("value")?))
 }
 
 /// The number a module-level `NAME = 15.0` assigns.
-fn module_constant(cx: &Ctx<'_>, name: &str) -> Option<String> {
+fn module_constant<'a>(cx: &impl Local<'a>, name: &str) -> Option<String> {
     let (idx, src) = (cx.index()?, cx.src());
     idx.all(kinds::ASSIGNMENT)
         .iter()

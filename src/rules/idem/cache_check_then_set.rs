@@ -6,12 +6,13 @@ use tree_sitter::Node;
 use super::{CacheCall, Op};
 use crate::python::{Fields, kinds, syntax};
 use crate::review::Severity;
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
     id: "IDEM001",
     doc: include_str!("../../../rules/idem/IDEM001.md"),
     check: Check::Tree(check),
+    gate: Gate::When(gate),
 };
 
 /// Values that can only be a freshly minted token: caching one per entity is key minting.
@@ -24,10 +25,32 @@ pub(crate) const FRESH_VALUES: &[&str] = &[
     "urandom",
 ];
 
+/// Every finding is a race `races` finds; the cache calls are looked for first, once for the
+/// whole family.
+fn gate(s: &Scan<'_>) -> bool {
+    super::has_cache_call(s) && !races(s).is_empty()
+}
+
 fn check(cx: &mut Ctx<'_>) {
+    for race in races(cx) {
+        report(cx, race.scope, &race.read, &race.write);
+    }
+}
+
+/// The read and the write of a check-then-set, or a `get_or_set` as both.
+struct Race<'t> {
+    /// The function they are in; `None` at module level.
+    scope: Option<Node<'t>>,
+    read: CacheCall<'t>,
+    write: CacheCall<'t>,
+}
+
+/// At most one race per function (or module).
+fn races<'a>(cx: &impl Local<'a>) -> Vec<Race<'a>> {
     let Some(idx) = cx.index() else {
-        return;
+        return Vec::new();
     };
+    let mut out = Vec::new();
     let mut scopes: Vec<Option<Node<'_>>> = vec![None];
     scopes.extend(idx.all(kinds::FUNCTION_DEFINITION).iter().map(|f| Some(*f)));
     for scope in scopes {
@@ -40,11 +63,16 @@ fn check(cx: &mut Ctx<'_>) {
         .filter_map(|c| super::cache_call(*c, cx))
         .collect();
         if let Some((read, write)) = check_then_set(&calls) {
-            report(cx, scope, &read, &write);
+            out.push(Race { scope, read, write });
         } else if let Some(call) = calls.iter().find(|c| c.op == Op::GetOrSet) {
-            report(cx, scope, call, call);
+            out.push(Race {
+                scope,
+                read: call.clone(),
+                write: call.clone(),
+            });
         }
     }
+    out
 }
 
 /// The first plain write preceded by a read of the same key.

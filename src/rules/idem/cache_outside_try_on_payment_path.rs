@@ -5,13 +5,19 @@ use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::facts::{self, Target};
-use crate::rules::{Check, Ctx, Rule, reach};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan, reach};
 
 pub(crate) static RULE: Rule = Rule {
     id: "IDEM003",
     doc: include_str!("../../../rules/idem/IDEM003.md"),
     check: Check::Tree(check),
+    gate: Gate::When(gate),
 };
+
+/// Outside tests, every finding is in a function that pays or calls HTTP.
+fn gate(s: &Scan<'_>) -> bool {
+    !s.facts.is_test && s.facts.functions.iter().any(|f| f.payment || f.http)
+}
 
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), Some(file)) = (cx.index(), cx.facts) else {

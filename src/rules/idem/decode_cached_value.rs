@@ -5,13 +5,23 @@ use tree_sitter::Node;
 use super::Op;
 use crate::python::{Fields, kinds, syntax};
 use crate::review::Severity;
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
     id: "IDEM002",
     doc: include_str!("../../../rules/idem/IDEM002.md"),
     check: Check::Tree(check),
+    gate: Gate::When(gate),
 };
+
+/// Every finding is a `.decode(…)` of what a cache call read.
+fn gate(s: &Scan<'_>) -> bool {
+    let (idx, src) = (s.index(), s.src());
+    idx.all(kinds::CALL)
+        .iter()
+        .any(|c| syntax::callee_name(*c, src) == "decode")
+        && super::has_cache_call(s)
+}
 
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {

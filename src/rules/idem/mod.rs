@@ -12,7 +12,7 @@ use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::facts::{self, FunctionFacts};
-use crate::rules::{Ctx, reach};
+use crate::rules::{Ctx, Local, reach};
 
 /// What a cache call does to its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,8 +57,24 @@ const ATOMIC_WRITES: &[&str] = &["setnx", "hsetnx", "add"];
 /// Methods whose key is a hash name plus a field.
 const HASH_METHODS: &[&str] = &["hget", "hexists", "hset", "hsetnx"];
 
+/// Whether the file holds a call on a cache client (see `cache_call`).
+pub(crate) fn has_cache_call(s: &crate::rules::Scan<'_>) -> bool {
+    *s.cache_call.get_or_init(|| {
+        let src = s.src();
+        s.index().all(kinds::CALL).iter().any(|&call| {
+            // The method first: it rules out nearly every call before the receiver is looked at.
+            let method = syntax::callee_name(call, src);
+            (READS.contains(&method)
+                || WRITES.contains(&method)
+                || ATOMIC_WRITES.contains(&method)
+                || method == "get_or_set")
+                && cache_receiver(call, s).is_some()
+        })
+    })
+}
+
 /// Recognises a call on a cache client and reads its key.
-pub(crate) fn cache_call<'t>(call: Node<'t>, cx: &Ctx<'_>) -> Option<CacheCall<'t>> {
+pub(crate) fn cache_call<'t, 'a>(call: Node<'t>, cx: &impl Local<'a>) -> Option<CacheCall<'t>> {
     let src = cx.src();
     let method = syntax::callee_name(call, src);
     let op = if READS.contains(&method) {
@@ -112,9 +128,9 @@ fn key_of(call: Node<'_>, method: &str, src: &str) -> Option<String> {
 }
 
 /// Whether the call's receiver is a cache client; `Some(true)` for Django's cache.
-fn cache_receiver(call: Node<'_>, cx: &Ctx<'_>) -> Option<bool> {
+fn cache_receiver<'a>(call: Node<'_>, cx: &impl Local<'a>) -> Option<bool> {
     let src = cx.src();
-    let facts = cx.facts?;
+    let facts = cx.facts()?;
     let recv = syntax::receiver(call)?;
     let full = syntax::text(recv, src);
     let last = facts::receiver_name(call, src)?;
@@ -128,14 +144,14 @@ fn cache_receiver(call: Node<'_>, cx: &Ctx<'_>) -> Option<bool> {
     if is_value_name(cx, call, last) {
         return None;
     }
-    if facts::is_cache_name(last, facts, cx.vocab) {
+    if facts::is_cache_name(last, facts, cx.vocab()) {
         let django = facts
             .import_target(last)
             .is_some_and(|t| t.starts_with("django"))
             || django_import && last == "cache";
         return Some(django);
     }
-    cx.memo
+    cx.memo()
         .cache_clients
         .get_or_init(|| client_aliases(cx))
         .iter()
@@ -145,7 +161,7 @@ fn cache_receiver(call: Node<'_>, cx: &Ctx<'_>) -> Option<bool> {
 
 /// A name bound from a cache read (`cached = r.get(k)`) is a value, not a client, though its
 /// name says "cache".
-fn is_value_name(cx: &Ctx<'_>, call: Node<'_>, name: &str) -> bool {
+fn is_value_name<'a>(cx: &impl Local<'a>, call: Node<'_>, name: &str) -> bool {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return false;
     };
@@ -161,7 +177,7 @@ fn is_value_name(cx: &Ctx<'_>, call: Node<'_>, name: &str) -> bool {
 
 /// Names given to a cache client the code obtained itself: `r = redis.Redis(...)`,
 /// `conn = get_redis_connection()`, `store = caches["default"]`; `true` for Django's.
-fn client_aliases(cx: &Ctx<'_>) -> Vec<(String, bool)> {
+fn client_aliases<'a>(cx: &impl Local<'a>) -> Vec<(String, bool)> {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return Vec::new();
     };
@@ -204,7 +220,7 @@ pub(crate) fn strip_await(node: Node<'_>) -> Node<'_> {
 
 /// The key text with a local variable replaced by the last expression assigned to it before
 /// `at` in the same function.
-pub(crate) fn resolve(cx: &Ctx<'_>, at: Node<'_>, text: &str) -> String {
+pub(crate) fn resolve<'a>(cx: &impl Local<'a>, at: Node<'_>, text: &str) -> String {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return text.to_string();
     };

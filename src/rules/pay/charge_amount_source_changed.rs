@@ -4,12 +4,13 @@ use tree_sitter::Node;
 
 use crate::config::Vocabulary;
 use crate::python::{Fields, NodeIndex, kinds, syntax};
-use crate::rules::{Check, Ctx, Rule, facts};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
 
 pub(crate) static RULE: Rule = Rule {
     id: "PAY001",
     doc: include_str!("../../../rules/pay/PAY001.md"),
     check: Check::Change(check),
+    gate: Gate::When(gate),
 };
 
 /// Roots of values that arrive from outside: a request, a message, a task's payload.
@@ -42,8 +43,17 @@ struct Moved {
     line: u32,
 }
 
+/// Every finding is a payment call on an added line.
+fn gate(s: &Scan<'_>) -> bool {
+    let (idx, src) = (s.index(), s.src());
+    idx.all(kinds::CALL).iter().any(|&call| {
+        let (first, last) = syntax::lines(call);
+        super::is_payment_call(call, src, s.vocab) && s.lines.touches_added(first, last)
+    })
+}
+
 fn check(cx: &mut Ctx<'_>) {
-    let Some(new_file) = cx.file else {
+    let Some(new_file) = cx.file() else {
         return;
     };
     let new = Side {

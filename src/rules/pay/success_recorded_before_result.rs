@@ -4,12 +4,13 @@ use tree_sitter::Node;
 
 use crate::config::Vocabulary;
 use crate::python::{Fields, NodeIndex, kinds, syntax};
-use crate::rules::{Check, Ctx, Rule, facts};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
 
 pub(crate) static RULE: Rule = Rule {
     id: "PAY002",
     doc: include_str!("../../../rules/pay/PAY002.md"),
     check: Check::Tree(check),
+    gate: Gate::When(gate),
 };
 
 /// Status values that say the money moved.
@@ -36,6 +37,14 @@ const SUCCESS_STEMS: &[&str] = &[
     "refunded",
     "completed",
 ];
+
+/// Every finding starts from an assignment that records success.
+fn gate(s: &Scan<'_>) -> bool {
+    s.index()
+        .all(kinds::ASSIGNMENT)
+        .iter()
+        .any(|a| is_success_assignment(*a, s.src(), s.vocab))
+}
 
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {

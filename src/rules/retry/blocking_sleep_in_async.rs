@@ -3,12 +3,13 @@
 use tree_sitter::Node;
 
 use crate::python::{kinds, syntax};
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
     id: "RETRY003",
     doc: include_str!("../../../rules/retry/RETRY003.md"),
     check: Check::Tree(check),
+    gate: Gate::When(gate),
 };
 
 /// Calls that run their argument off the event loop.
@@ -19,6 +20,14 @@ const OFFLOADERS: &[&str] = &[
     "run_sync",
     "sync_to_async",
 ];
+
+/// Every finding is a call inside an `async def`.
+fn gate(s: &Scan<'_>) -> bool {
+    s.index()
+        .all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .any(|f| syntax::is_async(*f))
+}
 
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {

@@ -8,12 +8,13 @@ use crate::index::{ProjectIndex, TaskRef};
 use crate::python::syntax;
 use crate::review::Severity;
 use crate::rules::facts;
-use crate::rules::{Check, Ctx, Rule, idem};
+use crate::rules::{Check, Ctx, Gate, Rule, idem};
 
 pub(crate) static RULE: Rule = Rule {
     id: "RETRY005",
     doc: include_str!("../../../rules/retry/RETRY005.md"),
     check: Check::Tree(check),
+    gate: Gate::When(super::has_retry_loop),
 };
 
 fn check(cx: &mut Ctx<'_>) {

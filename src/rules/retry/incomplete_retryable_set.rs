@@ -4,12 +4,13 @@ use super::loops;
 use crate::python::{Fields, kinds, syntax};
 use crate::review::Severity;
 use crate::rules::facts::{self, FileFacts};
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Rule};
 
 pub(crate) static RULE: Rule = Rule {
     id: "RETRY002",
     doc: include_str!("../../../rules/retry/RETRY002.md"),
     check: Check::Tree(check),
+    gate: Gate::When(super::has_retry_loop),
 };
 
 /// An exception class of a client library and the classes it derives from.

@@ -5,12 +5,13 @@ use tree_sitter::Node;
 use super::eval::{self, Env};
 use super::loops;
 use crate::python::{Fields, NodeIndex, kinds, syntax};
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
     id: "RETRY004",
     doc: include_str!("../../../rules/retry/RETRY004.md"),
     check: Check::Tree(check),
+    gate: Gate::When(gate),
 };
 
 const DELAY_WORDS: &[&str] = &[
@@ -47,6 +48,19 @@ const TIME_KEYWORDS: &[&str] = &[
     "time_limit",
     "visibility_timeout",
 ];
+
+/// The three checks start from a retry loop, a `sleep(…)` call, and a time keyword given a
+/// product of literals.
+fn gate(s: &Scan<'_>) -> bool {
+    let (idx, src) = (s.index(), s.src());
+    super::has_retry_loop(s)
+        || idx.all(kinds::CALL).iter().any(|&call| {
+            syntax::callee_name(call, src) == "sleep"
+                || syntax::keyword_args(call, src)
+                    .iter()
+                    .any(|(k, v)| TIME_KEYWORDS.contains(k) && literal_product(*v))
+        })
+}
 
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {

@@ -10,3 +10,10 @@ pub mod sleep_after_last_attempt;
 
 mod eval;
 mod loops;
+
+/// Whether the file holds a retry loop, where most of the family's checks start; worked out
+/// once per file for all of them.
+pub(crate) fn has_retry_loop(s: &crate::rules::Scan<'_>) -> bool {
+    *s.retry_loop
+        .get_or_init(|| !loops::retry_loops(s.index(), s.src()).is_empty())
+}

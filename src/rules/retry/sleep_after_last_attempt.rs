@@ -8,12 +8,13 @@ use super::loops::{self, RetryLoop};
 use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::review::Severity;
 use crate::rules::facts::{self, Target};
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Rule};
 
 pub(crate) static RULE: Rule = Rule {
     id: "RETRY001",
     doc: include_str!("../../../rules/retry/RETRY001.md"),
     check: Check::Tree(check),
+    gate: Gate::When(super::has_retry_loop),
 };
 
 /// Words in a condition that say it is about the last attempt.

@@ -5,12 +5,13 @@ use tree_sitter::Node;
 use super::{Mocks, TestFn, callees_under_test, tests_of};
 use crate::python::{Fields, kinds, syntax};
 use crate::rules::reach::{SLEEPS, Trait};
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
     id: "TEST002",
     doc: include_str!("../../../rules/test/TEST002.md"),
     check: Check::Tree(check),
+    gate: Gate::When(gate),
 };
 
 const DEPTH: usize = 3;
@@ -38,6 +39,11 @@ const CLOCK_MOCKS: &[&str] = &[
     "fake_time",
     "clock",
 ];
+
+/// Only tests are checked.
+fn gate(s: &Scan<'_>) -> bool {
+    s.facts.is_test
+}
 
 fn check(cx: &mut Ctx<'_>) {
     if !cx.facts.is_some_and(|f| f.is_test) {

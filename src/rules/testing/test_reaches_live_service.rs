@@ -4,13 +4,17 @@ use super::{Mocks, TestFn, callees_under_test, tests_of};
 use crate::python::syntax;
 use crate::rules::facts::{FileFacts, FunctionFacts};
 use crate::rules::reach::{self, Reach, Trait};
-use crate::rules::{Check, Ctx, Rule};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan};
 use crate::source::Side;
 
 pub(crate) static RULE: Rule = Rule {
     id: "TEST001",
     doc: include_str!("../../../rules/test/TEST001.md"),
     check: Check::Tree(check),
+    gate: Gate::Split {
+        reports,
+        tree: reads_tree,
+    },
 };
 
 /// How calls follow one another from a test to the client.
@@ -67,6 +71,20 @@ fn cache_clients(file: &FileFacts) -> Vec<String> {
         })
         .map(|i| i.local.clone())
         .collect()
+}
+
+/// Tests are checked, and, elsewhere, the functions the change adds lines to.
+fn reports(s: &Scan<'_>) -> bool {
+    s.facts.is_test
+        || s.facts
+            .functions
+            .iter()
+            .any(|f| s.lines.touches_added(f.lines.0, f.lines.1))
+}
+
+/// Outside tests the rule reads facts and the project index only.
+fn reads_tree(s: &Scan<'_>) -> bool {
+    s.facts.is_test
 }
 
 fn check(cx: &mut Ctx<'_>) {
