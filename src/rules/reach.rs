@@ -71,8 +71,28 @@ type Question = (Side, &'static str, Through);
 /// Distances, computed on first use per side, trait and walk.
 #[derive(Debug, Default)]
 pub struct ReachTables {
-    tables: Mutex<HashMap<Question, Arc<OnceLock<Distances>>>>,
+    tables: Slots<Question, Distances>,
+    /// Who calls each name, per side and walk: the same for every trait, and most of the cost
+    /// of a table (a dozen tables on a large change).
+    callers: Slots<(Side, Through), Callers>,
 }
+
+/// Values computed on first use, per key. Each is computed outside the map's lock: threads
+/// asking for the same key wait for the one answer, threads asking for another one go on.
+type Slots<K, V> = Mutex<HashMap<K, Arc<OnceLock<V>>>>;
+
+fn slot<K: std::hash::Hash + Eq, V>(slots: &Slots<K, V>, key: K) -> Arc<OnceLock<V>> {
+    slots
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .entry(key)
+        .or_default()
+        .clone()
+}
+
+/// For each name, the functions that call it, as (file, function) indices into the change, in
+/// change order and call order.
+type Callers = HashMap<String, Vec<(u32, u32)>>;
 
 impl ChangeSet {
     /// Whether calling `name` can reach a function with `t`, itself or through the functions
@@ -133,41 +153,31 @@ impl ChangeSet {
         (side, t, through): (Side, &Trait, Through),
         f: impl FnOnce(&Distances) -> R,
     ) -> R {
-        let key = (side, t.name, through);
-        let cell = self
-            .reach
-            .tables
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .entry(key)
-            .or_default()
-            .clone();
-        // Computed outside the map's lock: threads asking the same question wait for the one
-        // answer, threads asking another one go on.
+        let cell = slot(&self.reach.tables, (side, t.name, through));
         f(cell.get_or_init(|| self.compute(side, t, through)))
     }
 
     /// Breadth-first backwards from the functions with the trait, over "calls" edges by name.
     fn compute(&self, side: Side, t: &Trait, through: Through) -> Distances {
+        let cell = slot(&self.reach.callers, (side, through));
+        let callers = cell.get_or_init(|| self.callers(side, through));
         let mut dist: Distances = HashMap::new();
-        let mut callers: HashMap<&str, Vec<&str>> = HashMap::new();
         let mut frontier: Vec<&str> = Vec::new();
-        let files = self
-            .side(side)
-            .filter(|f| through == Through::All || !f.is_test);
-        for func in files.flat_map(|f| f.functions.iter()) {
+        for (_, _, func) in self.walked(side, through) {
             if (t.holds)(func) && !dist.contains_key(&func.name) {
                 dist.insert(func.name.clone(), 0);
                 frontier.push(&func.name);
             }
-            for callee in &func.callees {
-                callers.entry(callee).or_default().push(&func.name);
-            }
         }
+        let name_of = |(i, j): (u32, u32)| {
+            let file = self.files.get(i as usize)?.side(side)?;
+            Some(file.functions.get(j as usize)?.name.as_str())
+        };
         for d in 1..=MAX_DEPTH {
             let mut next = Vec::new();
             for name in frontier {
-                for &caller in callers.get(name).into_iter().flatten() {
+                let of_name = callers.get(name).into_iter().flatten();
+                for caller in of_name.filter_map(|&at| name_of(at)) {
                     if !dist.contains_key(caller) {
                         dist.insert(caller.to_string(), d);
                         next.push(caller);
@@ -177,6 +187,41 @@ impl ChangeSet {
             frontier = next;
         }
         dist
+    }
+
+    /// The functions a walk goes through, with their (file, function) indices.
+    fn walked(
+        &self,
+        side: Side,
+        through: Through,
+    ) -> impl Iterator<Item = (u32, u32, &FunctionFacts)> {
+        self.files
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, f)| Some((i, f.side(side)?)))
+            .filter(move |(_, f)| through == Through::All || !f.is_test)
+            .flat_map(|(i, f)| {
+                f.functions
+                    .iter()
+                    .enumerate()
+                    .map(move |(j, func)| (i as u32, j as u32, func))
+            })
+    }
+
+    fn callers(&self, side: Side, through: Through) -> Callers {
+        let mut callers: Callers = HashMap::new();
+        for (i, j, func) in self.walked(side, through) {
+            for callee in &func.callees {
+                // Looked up before inserted: a name is allocated once, not once per call.
+                match callers.get_mut(callee.as_str()) {
+                    Some(list) => list.push((i, j)),
+                    None => {
+                        callers.insert(callee.clone(), vec![(i, j)]);
+                    }
+                }
+            }
+        }
+        callers
     }
 }
 
