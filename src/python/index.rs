@@ -16,13 +16,20 @@ pub struct NodeIndex<'t> {
     /// (`NONE` at the top): "the function around this call" climbs these instead of asking
     /// tree-sitter for parents, which it finds by walking down from the root every time.
     containers: Vec<Vec<u32>>,
-    slot_of: HashMap<u16, usize>,
 }
 
-const NONE: u32 = u32::MAX;
+/// Where each kind id of the grammar goes in an index.
+struct Slots {
+    slot_of: HashMap<u16, usize>,
+    /// By kind id: one lookup per node of the tree, so no hashing.
+    table: Vec<usize>,
+}
 
-impl<'t> NodeIndex<'t> {
-    pub fn build(tree: &'t Tree) -> Self {
+static SLOTS: std::sync::OnceLock<Slots> = std::sync::OnceLock::new();
+
+/// The slots of the grammar, worked out once: finding a kind's id scans the grammar's names.
+fn slots(tree: &Tree) -> &'static Slots {
+    SLOTS.get_or_init(|| {
         let language = tree.language();
         let mut slot_of = HashMap::new();
         for (slot, kind) in kinds::INDEXED.iter().enumerate() {
@@ -33,13 +40,21 @@ impl<'t> NodeIndex<'t> {
         }
         // ERROR is not a named kind of the grammar; it has its own id.
         slot_of.insert(u16::MAX, slot_index(kinds::ERROR));
-        // A table by kind id: one lookup per node of the tree, so no hashing.
         let mut table = vec![usize::MAX; usize::from(language.node_kind_count() as u16).max(1)];
         for (&id, &slot) in &slot_of {
             if let Some(entry) = table.get_mut(usize::from(id)) {
                 *entry = slot;
             }
         }
+        Slots { slot_of, table }
+    })
+}
+
+const NONE: u32 = u32::MAX;
+
+impl<'t> NodeIndex<'t> {
+    pub fn build(tree: &'t Tree) -> Self {
+        let Slots { table, .. } = slots(tree);
         let error_slot = slot_index(kinds::ERROR);
         let mut buckets: Vec<Vec<Node<'t>>> = vec![Vec::new(); kinds::INDEXED.len()];
         let mut cursor = tree.walk();
@@ -59,7 +74,6 @@ impl<'t> NodeIndex<'t> {
         NodeIndex {
             buckets,
             containers,
-            slot_of,
         }
     }
 
@@ -111,7 +125,9 @@ impl<'t> NodeIndex<'t> {
 
     /// Whether the grammar knows `kind` (guards against typos in `kinds`).
     pub fn knows(&self, kind: &str) -> bool {
-        kind == kinds::ERROR || self.slot_of.values().any(|&s| s == slot_index(kind))
+        // Set by `build`, which made this index.
+        let known = SLOTS.get().map(|s| &s.slot_of);
+        kind == kinds::ERROR || known.is_some_and(|k| k.values().any(|&s| s == slot_index(kind)))
     }
 }
 
