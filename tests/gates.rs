@@ -3,26 +3,11 @@
 //! reports must be the same byte for byte.
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::*;
 use payreview::config::Settings;
 use payreview::review::Lang;
-
-fn diffs(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    paths.sort();
-    for path in paths {
-        if path.is_dir() {
-            diffs(&path, out);
-        } else if path.extension().is_some_and(|e| e == "diff") {
-            out.push(path);
-        }
-    }
-}
 
 /// Diff-only, and the repository the fixture comes with: `<name>.repo/` beside it, or `head/`
 /// in its folder (the seed and its variants).
@@ -40,8 +25,7 @@ fn modes(diff: &Path) -> Vec<Settings> {
 
 #[test]
 fn every_fixture_reviews_the_same_without_gates() {
-    let mut all = Vec::new();
-    diffs(&root().join("fixtures"), &mut all);
+    let all = diff_files(&root().join("fixtures"));
     let mut compared = 0;
     let mut with_findings = 0;
     for path in &all {

@@ -12,7 +12,7 @@
 //! - A folder `<name>.repo/` beside `<name>.diff` makes it a repository-mode review of that folder.
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::*;
 use payreview::config::Settings;
@@ -26,21 +26,6 @@ struct Mark {
     path: String,
     /// New-side line; `None` for `expect-file`.
     line: Option<u32>,
-}
-
-fn fixtures(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    paths.sort();
-    for path in paths {
-        if path.is_dir() && !path.to_string_lossy().ends_with(".repo") {
-            fixtures(&path, out);
-        } else if path.extension().is_some_and(|e| e == "diff") {
-            out.push(path);
-        }
-    }
 }
 
 fn parse_marks(spec: &str, path: &str, line: Option<u32>) -> Vec<Mark> {
@@ -201,8 +186,7 @@ fn check(fixture: &Path) -> Result<String, String> {
 
 #[test]
 fn rule_fixtures_report_exactly_their_marks() {
-    let mut all = Vec::new();
-    fixtures(&root().join("fixtures/rules"), &mut all);
+    let all = diff_files(&root().join("fixtures/rules"));
     let mut failures = Vec::new();
     for fixture in &all {
         match check(fixture) {

@@ -35,6 +35,25 @@ pub fn added_file_diff(path: &str, text: &str) -> String {
     out
 }
 
+/// Every `.diff` under `dir`, sorted, leaving out the repositories fixtures come with
+/// (`<name>.repo/`).
+pub fn diff_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    for path in paths {
+        if path.is_dir() && !path.to_string_lossy().ends_with(".repo") {
+            out.extend(diff_files(&path));
+        } else if path.extension().is_some_and(|e| e == "diff") {
+            out.push(path);
+        }
+    }
+    out
+}
+
 pub fn repo_settings(root: &Path) -> Settings {
     let mut settings = Settings::diff_only();
     settings.workspace = Workspace::Repository {
