@@ -560,7 +560,7 @@ fn run_rules(
                     continue;
                 }
                 let mut old = ctx(Side::Old);
-                if old.tree.exists() {
+                if old.tree.exists() && found.iter().any(|f| may_have_been(f, facts.old.as_ref())) {
                     check(&mut old);
                 }
                 kept.extend(only_new(found, old.findings, &p.versions));
@@ -569,6 +569,14 @@ fn run_rules(
     }
     // Questions only from the new side: the old code's unknowns are not this change's.
     (kept, new.questions)
+}
+
+/// Whether the old version can have had `finding`: an old finding takes a new one back only in
+/// the same function, and a function the old version does not have (one the change added) can
+/// hold none. Most findings of a large change are in such code, and then the old tree is not
+/// needed at all.
+fn may_have_been(finding: &Finding, old: Option<&facts::FileFacts>) -> bool {
+    finding.function.is_empty() || old.is_some_and(|o| o.function(&finding.function).is_some())
 }
 
 /// The findings of the new version that the old one did not have: compared by rule, enclosing
@@ -667,4 +675,42 @@ fn merge_questions(questions: Vec<Question>) -> Vec<Question> {
         }
     }
     merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::facts::{FileFacts, FunctionFacts};
+
+    fn finding(function: &str) -> Finding {
+        Finding {
+            rule: "ERR001",
+            severity: Severity::Important,
+            path: "app/pay.py".to_string(),
+            lines: Some((3, 4)),
+            args: Vec::new(),
+            notes: Vec::new(),
+            function: function.to_string(),
+            key: "except Exception: return None".to_string(),
+            evidence: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn only_a_function_the_old_version_has_can_have_had_a_finding() {
+        let old = FileFacts {
+            functions: vec![FunctionFacts {
+                name: "refund".to_string(),
+                qualname: "Client.refund".to_string(),
+                ..FunctionFacts::default()
+            }],
+            ..FileFacts::default()
+        };
+        assert!(may_have_been(&finding("Client.refund"), Some(&old)));
+        // Added by the change: nothing in the old version can take its findings back.
+        assert!(!may_have_been(&finding("Client.charge"), Some(&old)));
+        assert!(!may_have_been(&finding("charge"), None));
+        // Module-level code has no function to tell the versions apart by.
+        assert!(may_have_been(&finding(""), Some(&old)));
+    }
 }
