@@ -29,7 +29,9 @@ use crate::source::{self, FileVersions, Side};
 struct Prepared<'p> {
     patch: &'p FilePatch,
     versions: FileVersions,
-    old: Parse,
+    /// The old version was parsed or its facts derived: it has a tree to parse (again) when a
+    /// rule needs it. Old trees are never kept.
+    old: bool,
     new: Parse,
     /// The index's facts of the new version, read before its tree was dropped (repository mode).
     new_module: Option<ModuleFacts>,
@@ -49,14 +51,13 @@ impl Prepared<'_> {
         }
     }
 
-    /// The old tree: kept, or parsed again from the new one (`new`, that tree) when needed.
+    /// The old tree, parsed again from the new one (`new`, that tree) when needed.
     fn old_tree<'a>(&'a self, new: &'a LazyTree<'a>) -> LazyTree<'a> {
-        let text = self.versions.old.as_ref().map(|v| v.text.as_str());
-        match &self.old {
-            Parse::None => LazyTree::new(None, None),
-            Parse::Kept(f) => LazyTree::new(Some(f), None),
-            Parse::Dropped => LazyTree::from_base(text, new, new_to_old(self.patch)),
+        if !self.old {
+            return LazyTree::new(None, None);
         }
+        let text = self.versions.old.as_ref().map(|v| v.text.as_str());
+        LazyTree::from_base(text, new, new_to_old(self.patch))
     }
 }
 
@@ -72,15 +73,13 @@ fn new_to_old(patch: &FilePatch) -> Vec<Block> {
         .collect()
 }
 
-/// One version's tree between the facts pass and the rules pass.
+/// The new version's tree between the facts pass and the rules pass.
 enum Parse {
-    /// Not Python, absent on this side, over the size cap, or past the parse budget.
+    /// Not Python, absent, over the size cap, or past the parse budget.
     None,
-    /// A new version that rules will read, within `Settings::kept_source_bytes`.
+    /// A version that rules will read, within `Settings::kept_source_bytes`.
     Kept(ParsedFile),
-    /// Parsed and its facts gathered, then dropped (always, for an old version), or, for an old
-    /// version, never parsed whole because its facts were derived from the new one's
-    /// (`facts::derive_old`); parsed when a rule needs it.
+    /// Parsed and its facts gathered, then dropped; parsed again when a rule needs it.
     Dropped,
 }
 
@@ -482,11 +481,7 @@ fn prepare<'p>(
     let prepared = Prepared {
         patch,
         versions,
-        old: if old_derived || old.is_some() {
-            Parse::Dropped
-        } else {
-            Parse::None
-        },
+        old: old_derived || old.is_some(),
         new: match new {
             None => Parse::None,
             Some(f) if keep_new => Parse::Kept(f),
