@@ -44,6 +44,8 @@ pub struct Scan<'a> {
     pub(crate) retry_loop: OnceCell<bool>,
     /// Shared by the idem rules: whether any call is on a cache client.
     pub(crate) cache_call: OnceCell<bool>,
+    /// Shared by the http rules: the file's HTTP calls.
+    pub(crate) http_calls: OnceCell<Vec<crate::rules::http::HttpCall<'a>>>,
     memo: Memo,
 }
 
@@ -83,6 +85,7 @@ impl<'a> Scan<'a> {
             vocab,
             retry_loop: OnceCell::new(),
             cache_call: OnceCell::new(),
+            http_calls: OnceCell::new(),
             memo: Memo::default(),
         }
     }

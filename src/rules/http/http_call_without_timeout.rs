@@ -15,8 +15,7 @@ pub(crate) static RULE: Rule = Rule {
 /// money path is for the rule, with the rest of the change, to say.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && super::names_a_library(s)
-        && super::http_calls(s)
+        && super::calls_for_gates(s)
             .iter()
             .any(|call| !call.constructor && waits_forever(s, call))
 }

@@ -123,10 +123,17 @@ fn with_items(with: Node<'_>) -> Vec<(Node<'_>, Node<'_>)> {
     out
 }
 
-/// Whether the text names an HTTP library the family knows: every call it recognises is tied to
-/// one through an import, a constructor or a dotted callee (`lib_of`), all spelled in the file.
-pub(crate) fn names_a_library(s: &crate::rules::Scan<'_>) -> bool {
-    s.mentions(&["httpx", "requests", "aiohttp", "urllib"])
+/// The file's HTTP calls, for the family's gates: found once for all of them, and only where the
+/// text names a library the family knows (every call it recognises is tied to one through an
+/// import, a constructor or a dotted callee, all spelled in the file: see `lib_of`).
+pub(crate) fn calls_for_gates<'s, 'a>(s: &'s crate::rules::Scan<'a>) -> &'s [HttpCall<'a>] {
+    s.http_calls.get_or_init(|| {
+        if s.mentions(&["httpx", "requests", "aiohttp", "urllib"]) {
+            http_calls(s)
+        } else {
+            Vec::new()
+        }
+    })
 }
 
 /// Every HTTP call and client construction of the file.

@@ -26,13 +26,12 @@ enum Source<'t> {
 
 /// Every finding is a scalar timeout longer than a short one, on a requests or httpx call.
 fn gate(s: &Scan<'_>) -> bool {
-    super::names_a_library(s)
-        && super::http_calls(s).iter().any(|call| {
-            !matches!(call.lib, Lib::Aiohttp | Lib::Urllib)
-                && scalar_timeout(s, call).is_some_and(|(value, _)| {
-                    !seconds(&value).is_some_and(|s| s <= SHORT_ENOUGH_SECONDS)
-                })
-        })
+    super::calls_for_gates(s).iter().any(|call| {
+        !matches!(call.lib, Lib::Aiohttp | Lib::Urllib)
+            && scalar_timeout(s, call).is_some_and(|(value, _)| {
+                !seconds(&value).is_some_and(|s| s <= SHORT_ENOUGH_SECONDS)
+            })
+    })
 }
 
 fn check(cx: &mut Ctx<'_>) {
