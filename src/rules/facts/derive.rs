@@ -414,8 +414,15 @@ fn runs_stay_in_place(copy: &ParsedFile, runs: &[Run], headers: &[Option<usize>]
     for run in runs {
         let inside =
             |n: &tree_sitter::Node<'_>| n.start_byte() >= run.copy.0 && n.end_byte() <= run.copy.1;
+        // tree-sitter takes an indented line where no block opens for a statement of its own,
+        // and what follows it may then parse otherwise in the whole old version: a statement
+        // must start where its module or class body starts its statements.
         let Some(k) = run.class else {
-            if !overlapping(&top, run.copy).iter().all(inside) {
+            let here = overlapping(&top, run.copy);
+            if !here
+                .iter()
+                .all(|n| inside(n) && n.start_position().column == 0)
+            {
                 return false;
             }
             continue;
@@ -439,8 +446,11 @@ fn runs_stay_in_place(copy: &ParsedFile, runs: &[Run], headers: &[Option<usize>]
         let Some((_, id, members)) = &class else {
             return false;
         };
+        let column = members.first().map(|m| m.start_position().column);
         if overlapping(&top, run.copy).iter().any(|n| n.id() != *id)
-            || !overlapping(members, run.copy).iter().all(inside)
+            || !overlapping(members, run.copy)
+                .iter()
+                .all(|m| inside(m) && Some(m.start_position().column) == column)
         {
             return false;
         }
@@ -619,6 +629,17 @@ mod tests {
         let new = NEW.replace("def four():\n", "def four():\n    import requests\n");
         let old = new.replace("import requests", "import httpx");
         assert_eq!(derived("svc.py", &new, &old), None);
+    }
+
+    #[test]
+    fn a_stray_indented_line_is_parsed_whole() {
+        // Where no block opens, tree-sitter takes the indented line for a statement of its own
+        // in the copy, while in the whole old version it changes how the next statement parses.
+        let old = NEW.replace(
+            "from app.cache import redis_client as rc\n",
+            "from app.cache import redis_client as rc\n            attempt, order,\n",
+        );
+        assert_eq!(derived("svc.py", NEW, &old), None);
     }
 
     #[test]
