@@ -54,11 +54,18 @@ const NONE: u32 = u32::MAX;
 
 impl<'t> NodeIndex<'t> {
     pub fn build(tree: &'t Tree) -> Self {
+        Self::from_walk(tree, walk_indexed)
+    }
+
+    fn from_walk(
+        tree: &'t Tree,
+        walk: fn(&mut TreeCursor<'t>, &mut dyn FnMut(Node<'t>)),
+    ) -> Self {
         let Slots { table, .. } = slots(tree);
         let error_slot = slot_index(kinds::ERROR);
         let mut buckets: Vec<Vec<Node<'t>>> = vec![Vec::new(); kinds::INDEXED.len()];
         let mut cursor = tree.walk();
-        walk_preorder(&mut cursor, |node| {
+        walk(&mut cursor, &mut |node| {
             // tree-sitter gives ERROR nodes the kind id `u16::MAX`.
             let id = node.kind_id();
             let slot = if id == u16::MAX {
@@ -154,7 +161,35 @@ fn slot_index(kind: &str) -> usize {
         .unwrap_or(usize::MAX)
 }
 
+/// Pre-order walk over the nodes that can be indexed: like `walk_preorder`, but it does not
+/// step into a node whose children are all leaves. No indexed kind is a leaf, and stepping
+/// from sibling to sibling is most of the walk's cost (the cursor climbs Python's hidden
+/// repeat nodes at every step), so `f(a, b)`'s argument list or a string's parts are skipped
+/// whole. A node with an error below it is always entered: an ERROR node can be a leaf.
+fn walk_indexed<'t>(cursor: &mut TreeCursor<'t>, visit: &mut dyn FnMut(Node<'t>)) {
+    loop {
+        let node = cursor.node();
+        visit(node);
+        let children = node.child_count();
+        // `descendant_count` counts the node itself and every visible node below it, so it
+        // is `children + 1` exactly when every child is a leaf.
+        let inner = children > 0 && (node.descendant_count() > children as usize + 1 || node.has_error());
+        if inner && cursor.goto_first_child() {
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return;
+            }
+        }
+    }
+}
+
 /// Pre-order walk with a cursor: no recursion, so nesting depth cannot overflow the stack.
+#[cfg(test)]
 pub fn walk_preorder<'t>(cursor: &mut TreeCursor<'t>, mut visit: impl FnMut(Node<'t>)) {
     loop {
         visit(cursor.node());
@@ -440,6 +475,61 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Python files under `dir`, recursively, in a stable order.
+    fn python_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .expect("fixtures are readable")
+            .map(|e| e.expect("fixture entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                python_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "py") {
+                out.push(path);
+            }
+        }
+    }
+
+    #[test]
+    fn skipping_leaf_only_children_indexes_the_same_nodes() {
+        let mut sources: Vec<String> = [
+            // A call inside an f-string, a string's only non-leaf part.
+            "x = f\"{charge(amount)}\"\n",
+            // Leaf-only argument lists, subscripts, attributes.
+            "a.b(c, d)[e]\nreturn_value = obj.attr\n",
+            // Errors, with a token the parser invented and one it could not place.
+            "def f(:\n    g(1, 2\n",
+            "x = (1 +\ny = $ 2\n",
+            // A character no token starts with: an ERROR leaf, alone in its ERROR node.
+            "f($)\nx = [1, ?]\n",
+            "class A:\n    def m(self): return call(1)\n    @dec\n    def n(self): pass\n",
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut paths = Vec::new();
+        python_files(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
+            &mut paths,
+        );
+        assert!(paths.len() > 20, "the fixtures hold Python files");
+        for path in paths {
+            sources.push(std::fs::read_to_string(path).expect("fixture is text"));
+        }
+        for src in sources {
+            let tree = crate::python::parse(&src).expect("the python grammar loads");
+            let skipping = NodeIndex::build(&tree);
+            let full = NodeIndex::from_walk(&tree, |cursor, visit| walk_preorder(cursor, visit));
+            for kind in kinds::INDEXED {
+                let ids = |index: &NodeIndex<'_>| -> Vec<usize> {
+                    index.all(kind).iter().map(|n| n.id()).collect()
+                };
+                assert_eq!(ids(&skipping), ids(&full), "{kind} in {src:.60}");
+            }
+            assert_eq!(skipping.containers, full.containers);
         }
     }
 }
