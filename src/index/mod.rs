@@ -16,8 +16,10 @@ pub use extract::{
     Assignment, Call, Decorator, Def, ModuleFacts, extract, extract_reusing, module_of,
 };
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::python::ParsedFile;
 use crate::review::ReviewError;
@@ -171,7 +173,7 @@ impl ProjectIndex {
             .into_iter()
             .filter(|p| !changed.contains_key(p))
             .collect();
-        let mut path_of: HashMap<String, String> = HashMap::new();
+        let mut path_of: HashMap<String, String> = HashMap::default();
         for path in on_disk.iter().chain(modules.keys()) {
             path_of
                 .entry(module_of(path))
@@ -256,8 +258,8 @@ impl ProjectIndex {
     /// An index of already extracted modules (sorted here).
     pub fn from_modules(mut modules: Vec<ModuleFacts>) -> ProjectIndex {
         modules.sort_by(|a, b| a.path.cmp(&b.path));
-        let mut by_module = HashMap::new();
-        let mut callers: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
+        let mut by_module = HashMap::default();
+        let mut callers: HashMap<String, Vec<(usize, usize)>> = HashMap::default();
         for (i, m) in modules.iter().enumerate() {
             // Two files for one module (`src/app/x.py` and `app/x.py`): the first path wins.
             by_module.entry(m.module.clone()).or_insert(i);

@@ -57,10 +57,7 @@ impl<'t> NodeIndex<'t> {
         Self::from_walk(tree, walk_indexed)
     }
 
-    fn from_walk(
-        tree: &'t Tree,
-        walk: fn(&mut TreeCursor<'t>, &mut dyn FnMut(Node<'t>)),
-    ) -> Self {
+    fn from_walk(tree: &'t Tree, walk: fn(&mut TreeCursor<'t>, &mut dyn FnMut(Node<'t>))) -> Self {
         let Slots { table, .. } = slots(tree);
         let error_slot = slot_index(kinds::ERROR);
         let mut buckets: Vec<Vec<Node<'t>>> = vec![Vec::new(); kinds::INDEXED.len()];
@@ -173,7 +170,8 @@ fn walk_indexed<'t>(cursor: &mut TreeCursor<'t>, visit: &mut dyn FnMut(Node<'t>)
         let children = node.child_count();
         // `descendant_count` counts the node itself and every visible node below it, so it
         // is `children + 1` exactly when every child is a leaf.
-        let inner = children > 0 && (node.descendant_count() > children as usize + 1 || node.has_error());
+        let inner =
+            children > 0 && (node.descendant_count() > children as usize + 1 || node.has_error());
         if inner && cursor.goto_first_child() {
             continue;
         }

@@ -19,9 +19,9 @@ mod scope;
 mod sup;
 mod testing;
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use rustc_hash::FxHashMap as HashMap;
 use tree_sitter::Node;
 
 use crate::config::Vocabulary;

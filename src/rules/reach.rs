@@ -8,8 +8,9 @@
 //! distance, and a question is a lookup. The witness path a rule cites is rebuilt from the
 //! distances, and is the one a breadth-first walk from the name would have found first.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
+
+use rustc_hash::FxHashMap as HashMap;
 
 use super::ChangeSet;
 use super::facts::{FileFacts, FunctionFacts};
@@ -161,7 +162,7 @@ impl ChangeSet {
     fn compute(&self, side: Side, t: &Trait, through: Through) -> Distances {
         let cell = slot(&self.reach.callers, (side, through));
         let callers = cell.get_or_init(|| self.callers(side, through));
-        let mut dist: Distances = HashMap::new();
+        let mut dist: Distances = HashMap::default();
         let mut frontier: Vec<&str> = Vec::new();
         for (_, _, func) in self.walked(side, through) {
             if (t.holds)(func) && !dist.contains_key(&func.name) {
@@ -209,7 +210,7 @@ impl ChangeSet {
     }
 
     fn callers(&self, side: Side, through: Through) -> Callers {
-        let mut callers: Callers = HashMap::new();
+        let mut callers: Callers = HashMap::default();
         for (i, j, func) in self.walked(side, through) {
             for callee in &func.callees {
                 // Looked up before inserted: a name is allocated once, not once per call.

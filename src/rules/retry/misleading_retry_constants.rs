@@ -53,13 +53,19 @@ const TIME_KEYWORDS: &[&str] = &[
 /// product of literals.
 fn gate(s: &Scan<'_>) -> bool {
     let (idx, src) = (s.index(), s.src());
+    let calls = idx.all(kinds::CALL);
     super::has_retry_loop(s)
-        || idx.all(kinds::CALL).iter().any(|&call| {
-            syntax::callee_name(call, src) == "sleep"
-                || syntax::keyword_args(call, src)
+        || calls
+            .iter()
+            .any(|&call| syntax::callee_name(call, src) == "sleep")
+        // Reading every call's keywords is the gate's cost; a product of literals is rare, and
+        // the keyword's value must be one.
+        || (idx.all(kinds::BINARY_OPERATOR).iter().any(|&b| literal_product(b))
+            && calls.iter().any(|&call| {
+                syntax::keyword_args(call, src)
                     .iter()
                     .any(|(k, v)| TIME_KEYWORDS.contains(k) && literal_product(*v))
-        })
+            }))
 }
 
 fn check(cx: &mut Ctx<'_>) {
