@@ -196,11 +196,11 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, sites: &[facts::CallSite])
         .enumerate()
         .filter_map(|(i, &call)| {
             let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
-            let name = syntax::callee_name(call, src);
+            let name = idx.callee_name(call, src);
             if name.is_empty() {
                 return None;
             }
-            let callee = syntax::callee(call, src);
+            let callee = idx.callee(call, src);
             // `from app.service import pay as run`: `run()` calls `pay`.
             let imported = (!callee.contains('.'))
                 .then(|| out.import_target(name))
@@ -311,7 +311,7 @@ fn mock_text(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> String {
         out.push('\n');
     }
     for call in idx.within(func, kinds::CALL) {
-        if MOCKERS.contains(&syntax::callee_name(*call, src)) {
+        if MOCKERS.contains(&idx.callee_name(*call, src)) {
             out.push_str(syntax::text(*call, src));
             out.push('\n');
         }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use tree_sitter::{Node, Tree, TreeCursor};
 
-use super::kinds;
+use super::{kinds, syntax};
 
 /// Nodes of the `kinds::INDEXED` kinds, each bucket in document (pre-)order.
 pub struct NodeIndex<'t> {
@@ -16,6 +16,10 @@ pub struct NodeIndex<'t> {
     /// (`NONE` at the top): "the function around this call" climbs these instead of asking
     /// tree-sitter for parents, which it finds by walking down from the root every time.
     containers: Vec<Vec<u32>>,
+    /// For each call, in the order of its bucket: the byte ranges of its callee and of the
+    /// callee's last name (`syntax::callee_parts`). The facts pass, the project index and the
+    /// gates each ask for every call's callee, several times.
+    callees: Vec<[u32; 4]>,
 }
 
 /// Where each kind id of the grammar goes in an index.
@@ -75,10 +79,53 @@ impl<'t> NodeIndex<'t> {
             }
         });
         let containers = buckets.iter().map(|b| containers(b)).collect();
+        let callees = buckets
+            .get(slot_index(kinds::CALL))
+            .map(|calls| {
+                calls
+                    .iter()
+                    .map(|&call| {
+                        let (callee, name) = syntax::callee_parts(call);
+                        [callee.start, callee.end, name.start, name.end]
+                            .map(|b| u32::try_from(b).unwrap_or(u32::MAX))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         NodeIndex {
             buckets,
             containers,
+            callees,
         }
+    }
+
+    /// `syntax::callee` of a call of this index's tree, read once when the index was built.
+    pub fn callee<'s>(&self, call: Node<'_>, src: &'s str) -> &'s str {
+        match self.callee_ranges(call) {
+            Some([start, end, _, _]) => src.get(start as usize..end as usize).unwrap_or(""),
+            None => syntax::callee(call, src),
+        }
+    }
+
+    /// `syntax::callee_name` of a call of this index's tree, likewise.
+    pub fn callee_name<'s>(&self, call: Node<'_>, src: &'s str) -> &'s str {
+        match self.callee_ranges(call) {
+            Some([_, _, start, end]) => src.get(start as usize..end as usize).unwrap_or(""),
+            None => syntax::callee_name(call, src),
+        }
+    }
+
+    fn callee_ranges(&self, call: Node<'_>) -> Option<[u32; 4]> {
+        let calls = self.all(kinds::CALL);
+        let start = call.start_byte();
+        // Calls that start together (`f()()`) are told apart by identity.
+        let first = calls.partition_point(|n| n.start_byte() < start);
+        let at = calls
+            .get(first..)?
+            .iter()
+            .take_while(|n| n.start_byte() == start)
+            .position(|n| n.id() == call.id())?;
+        self.callees.get(first + at).copied()
     }
 
     /// Every indexed node of `kind` in the file, in document order.
@@ -476,22 +523,6 @@ mod tests {
         }
     }
 
-    /// Python files under `dir`, recursively, in a stable order.
-    fn python_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir)
-            .expect("fixtures are readable")
-            .map(|e| e.expect("fixture entry").path())
-            .collect();
-        entries.sort();
-        for path in entries {
-            if path.is_dir() {
-                python_files(&path, out);
-            } else if path.extension().is_some_and(|e| e == "py") {
-                out.push(path);
-            }
-        }
-    }
-
     #[test]
     fn skipping_leaf_only_children_indexes_the_same_nodes() {
         let mut sources: Vec<String> = [
@@ -508,15 +539,7 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        let mut paths = Vec::new();
-        python_files(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
-            &mut paths,
-        );
-        assert!(paths.len() > 20, "the fixtures hold Python files");
-        for path in paths {
-            sources.push(std::fs::read_to_string(path).expect("fixture is text"));
-        }
+        sources.extend(crate::python::fixture_sources());
         for src in sources {
             let tree = crate::python::parse(&src).expect("the python grammar loads");
             let skipping = NodeIndex::build(&tree);
@@ -529,5 +552,37 @@ mod tests {
             }
             assert_eq!(skipping.containers, full.containers);
         }
+    }
+
+    #[test]
+    fn callees_read_at_build_are_each_calls_own() {
+        let mut sources: Vec<String> = [
+            // Calls that start at the same byte, nested in each other.
+            "f(a)(b)(c)\nx.y(1).z(2)\nclient.get(key).decode()\n",
+            // Callees that are neither names nor attributes, and an error.
+            "(lambda: 1)()\nitems[0](1)\ng(1, 2\n",
+        ]
+        .map(String::from)
+        .to_vec();
+        sources.extend(crate::python::fixture_sources());
+        let mut nested = 0;
+        for src in sources {
+            let file = parsed(&src);
+            let idx = file.index();
+            let calls = idx.all(kinds::CALL);
+            for &call in calls {
+                assert_eq!(idx.callee(call, &src), syntax::callee(call, &src), "{src:.60}");
+                assert_eq!(
+                    idx.callee_name(call, &src),
+                    syntax::callee_name(call, &src),
+                    "{src:.60}"
+                );
+            }
+            nested += calls
+                .windows(2)
+                .filter(|w| w[0].start_byte() == w[1].start_byte())
+                .count();
+        }
+        assert!(nested >= 4, "calls that start together are covered: {nested}");
     }
 }

@@ -246,6 +246,22 @@ pub(crate) trait Local<'a> {
     fn facts(&self) -> Option<&'a FileFacts>;
     fn vocab(&self) -> &'a Vocabulary;
     fn memo(&self) -> &Memo;
+
+    /// `syntax::callee` of a call of this file, read from the index when there is one.
+    fn callee(&self, call: Node<'_>) -> &'a str {
+        match self.index() {
+            Some(idx) => idx.callee(call, self.src()),
+            None => syntax::callee(call, self.src()),
+        }
+    }
+
+    /// `syntax::callee_name` of a call of this file, likewise.
+    fn callee_name(&self, call: Node<'_>) -> &'a str {
+        match self.index() {
+            Some(idx) => idx.callee_name(call, self.src()),
+            None => syntax::callee_name(call, self.src()),
+        }
+    }
 }
 
 impl<'a> Local<'a> for Ctx<'a> {

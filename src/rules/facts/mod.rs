@@ -358,14 +358,15 @@ fn function_facts(
     facts.falls_off_end = func.field("body").is_some_and(syntax::block_falls_through);
     let mut callees = Vec::new();
     for call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
-        match classify_call(*call, src, file, vocab) {
+        let (callee, name) = (idx.callee(*call, src), idx.callee_name(*call, src));
+        match classify(*call, callee, name, src, file, vocab) {
             Target::Http => facts.http = true,
             Target::Cache => facts.cache = true,
             Target::Payment => facts.payment = true,
             Target::Sleep => facts.sleeps = true,
             Target::Other => {}
         }
-        callees.push(syntax::callee_name(*call, src).to_string());
+        callees.push(name.to_string());
     }
     callees.sort();
     callees.dedup();
@@ -431,8 +432,19 @@ pub fn is_cache_name(name: &str, file: &FileFacts, vocab: &Vocabulary) -> bool {
 
 /// What a call talks to, from its callee and receiver names.
 pub fn classify_call(call: Node<'_>, src: &str, file: &FileFacts, vocab: &Vocabulary) -> Target {
-    let callee = syntax::callee(call, src);
-    let name = syntax::callee_name(call, src);
+    let (callee, name) = (syntax::callee(call, src), syntax::callee_name(call, src));
+    classify(call, callee, name, src, file, vocab)
+}
+
+/// `classify_call`, with the call's `callee` and `callee_name` already read.
+fn classify(
+    call: Node<'_>,
+    callee: &str,
+    name: &str,
+    src: &str,
+    file: &FileFacts,
+    vocab: &Vocabulary,
+) -> Target {
     if name == "sleep" {
         return Target::Sleep;
     }
@@ -519,8 +531,8 @@ fn call_site_with(
             .any(|c| words_of(syntax::text(c, src)).any(|w| w == name.to_ascii_lowercase()));
     }
     CallSite {
-        callee: syntax::callee(call, src).to_string(),
-        name: syntax::callee_name(call, src).to_string(),
+        callee: idx.callee(call, src).to_string(),
+        name: idx.callee_name(call, src).to_string(),
         function: func.map(qualname_of).unwrap_or_default(),
         line,
         binding,

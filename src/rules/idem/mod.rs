@@ -60,10 +60,9 @@ const HASH_METHODS: &[&str] = &["hget", "hexists", "hset", "hsetnx"];
 /// Whether the file holds a call on a cache client (see `cache_call`).
 pub(crate) fn has_cache_call(s: &crate::rules::Scan<'_>) -> bool {
     *s.cache_call.get_or_init(|| {
-        let src = s.src();
         s.index().all(kinds::CALL).iter().any(|&call| {
             // The method first: it rules out nearly every call before the receiver is looked at.
-            let method = syntax::callee_name(call, src);
+            let method = s.callee_name(call);
             (READS.contains(&method)
                 || WRITES.contains(&method)
                 || ATOMIC_WRITES.contains(&method)
@@ -76,7 +75,7 @@ pub(crate) fn has_cache_call(s: &crate::rules::Scan<'_>) -> bool {
 /// Recognises a call on a cache client and reads its key.
 pub(crate) fn cache_call<'t, 'a>(call: Node<'t>, cx: &impl Local<'a>) -> Option<CacheCall<'t>> {
     let src = cx.src();
-    let method = syntax::callee_name(call, src);
+    let method = cx.callee_name(call);
     let op = if READS.contains(&method) {
         Op::Read
     } else if method == "set" && sets_nx(call, src) || ATOMIC_WRITES.contains(&method) {

@@ -57,7 +57,7 @@ fn gate(s: &Scan<'_>) -> bool {
     super::has_retry_loop(s)
         || calls
             .iter()
-            .any(|&call| syntax::callee_name(call, src) == "sleep")
+            .any(|&call| idx.callee_name(call, src) == "sleep")
         // Reading every call's keywords is the gate's cost; a product of literals is rare, and
         // the keyword's value must be one.
         || (idx.all(kinds::BINARY_OPERATOR).iter().any(|&b| literal_product(b))
