@@ -12,6 +12,9 @@ use super::{kinds, syntax};
 /// Nodes of the `kinds::INDEXED` kinds, each bucket in document (pre-)order.
 pub struct NodeIndex<'t> {
     buckets: Vec<Vec<Node<'t>>>,
+    /// The byte range of each node of a bucket, in the same order: searches compare these,
+    /// not the nodes, each of whose offsets is a call into tree-sitter.
+    spans: Vec<Vec<(usize, usize)>>,
     /// For each node of a bucket, the innermost node of the same bucket that contains it
     /// (`NONE` at the top): "the function around this call" climbs these instead of asking
     /// tree-sitter for parents, which it finds by walking down from the root every time.
@@ -78,7 +81,11 @@ impl<'t> NodeIndex<'t> {
                 bucket.push(node);
             }
         });
-        let containers = buckets.iter().map(|b| containers(b)).collect();
+        let spans: Vec<Vec<(usize, usize)>> = buckets
+            .iter()
+            .map(|b| b.iter().map(|n| (n.start_byte(), n.end_byte())).collect())
+            .collect();
+        let containers = spans.iter().map(|s| containers(s)).collect();
         let callees = buckets
             .get(slot_index(kinds::CALL))
             .map(|calls| {
@@ -94,6 +101,7 @@ impl<'t> NodeIndex<'t> {
             .unwrap_or_default();
         NodeIndex {
             buckets,
+            spans,
             containers,
             callees,
         }
@@ -116,15 +124,17 @@ impl<'t> NodeIndex<'t> {
     }
 
     fn callee_ranges(&self, call: Node<'_>) -> Option<[u32; 4]> {
-        let calls = self.all(kinds::CALL);
+        let slot = slot_index(kinds::CALL);
+        let (calls, spans) = (self.buckets.get(slot)?, self.spans.get(slot)?);
         let start = call.start_byte();
         // Calls that start together (`f()()`) are told apart by identity.
-        let first = calls.partition_point(|n| n.start_byte() < start);
-        let at = calls
+        let first = spans.partition_point(|&(s, _)| s < start);
+        let at = spans
             .get(first..)?
             .iter()
-            .take_while(|n| n.start_byte() == start)
-            .position(|n| n.id() == call.id())?;
+            .zip(calls.get(first..)?)
+            .take_while(|((s, _), _)| *s == start)
+            .position(|(_, n)| n.id() == call.id())?;
         self.callees.get(first + at).copied()
     }
 
@@ -138,22 +148,24 @@ impl<'t> NodeIndex<'t> {
 
     /// The indexed nodes of `kind` strictly inside `outer` (not `outer` itself).
     pub fn within(&self, outer: Node<'_>, kind: &str) -> &[Node<'t>] {
-        let all = self.all(kind);
+        let slot = slot_index(kind);
+        let (Some(all), Some(spans)) = (self.buckets.get(slot), self.spans.get(slot)) else {
+            return &[];
+        };
         let (start, end) = (outer.start_byte(), outer.end_byte());
-        let first = all.partition_point(|n| n.start_byte() < start);
-        let mut lo = first;
+        let mut lo = spans.partition_point(|&(s, _)| s < start);
         // Nodes that start where `outer` starts may be its ancestors or `outer` itself.
-        while let Some(n) = all.get(lo) {
-            if n.start_byte() == start && (n.end_byte() > end || n.id() == outer.id()) {
+        while let (Some(&(s, e)), Some(n)) = (spans.get(lo), all.get(lo)) {
+            if s == start && (e > end || n.id() == outer.id()) {
                 lo += 1;
             } else {
                 break;
             }
         }
-        let len = all
+        let len = spans
             .get(lo..)
             .unwrap_or(&[])
-            .partition_point(|n| n.start_byte() < end);
+            .partition_point(|&(s, _)| s < end);
         all.get(lo..lo + len).unwrap_or(&[])
     }
 
@@ -161,13 +173,15 @@ impl<'t> NodeIndex<'t> {
     pub fn enclosing(&self, node: Node<'_>, kind: &str) -> Option<Node<'t>> {
         let slot = slot_index(kind);
         let (all, up) = (self.buckets.get(slot)?, self.containers.get(slot)?);
-        let upto = all.partition_point(|n| n.start_byte() <= node.start_byte());
+        let spans = self.spans.get(slot)?;
+        let (start, end) = (node.start_byte(), node.end_byte());
+        let upto = spans.partition_point(|&(s, _)| s <= start);
         // The last node that starts no later than `node` is the one that contains it, or lies
         // inside the one that does: climb from there.
         let mut at = upto.checked_sub(1)?;
         loop {
-            let n = *all.get(at)?;
-            if n.id() != node.id() && n.end_byte() >= node.end_byte() {
+            let (n, &(_, e)) = (*all.get(at)?, spans.get(at)?);
+            if e >= end && n.id() != node.id() {
                 return Some(n);
             }
             at = *up.get(at).filter(|&&p| p != NONE)? as usize;
@@ -184,11 +198,10 @@ impl<'t> NodeIndex<'t> {
 
 /// For nodes in document order, each one's innermost container among them: byte ranges of a
 /// tree nest, so an open stack gives it in one pass.
-fn containers(nodes: &[Node<'_>]) -> Vec<u32> {
-    let mut out = Vec::with_capacity(nodes.len());
+fn containers(spans: &[(usize, usize)]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(spans.len());
     let mut open: Vec<(usize, usize)> = Vec::new();
-    for (i, n) in nodes.iter().enumerate() {
-        let end = n.end_byte();
+    for (i, &(_, end)) in spans.iter().enumerate() {
         while open.last().is_some_and(|&(_, e)| e < end) {
             open.pop();
         }
