@@ -584,7 +584,11 @@ mod tests {
             let idx = file.index();
             let calls = idx.all(kinds::CALL);
             for &call in calls {
-                assert_eq!(idx.callee(call, &src), syntax::callee(call, &src), "{src:.60}");
+                assert_eq!(
+                    idx.callee(call, &src),
+                    syntax::callee(call, &src),
+                    "{src:.60}"
+                );
                 assert_eq!(
                     idx.callee_name(call, &src),
                     syntax::callee_name(call, &src),
@@ -596,6 +600,9 @@ mod tests {
                 .filter(|w| w[0].start_byte() == w[1].start_byte())
                 .count();
         }
-        assert!(nested >= 4, "calls that start together are covered: {nested}");
+        assert!(
+            nested >= 4,
+            "calls that start together are covered: {nested}"
+        );
     }
 }

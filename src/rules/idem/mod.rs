@@ -140,22 +140,23 @@ fn cache_receiver<'a>(call: Node<'_>, cx: &impl Local<'a>) -> Option<bool> {
     if full.starts_with("caches[") || full.starts_with("caches.") {
         return Some(true);
     }
-    if is_value_name(cx, call, last) {
-        return None;
-    }
-    if facts::is_cache_name(last, facts, cx.vocab()) {
+    let client = if facts::is_cache_name(last, facts, cx.vocab()) {
         let django = facts
             .import_target(last)
             .is_some_and(|t| t.starts_with("django"))
             || django_import && last == "cache";
-        return Some(django);
-    }
-    cx.memo()
-        .cache_clients
-        .get_or_init(|| client_aliases(cx))
-        .iter()
-        .find(|(name, _)| name == last)
-        .map(|(_, django)| *django)
+        Some(django)
+    } else {
+        cx.memo()
+            .cache_clients
+            .get_or_init(|| client_aliases(cx))
+            .iter()
+            .find(|(name, _)| name == last)
+            .map(|(_, django)| *django)
+    };
+    // Asked last: it reads the function's assignments, and most receivers (`dict.get`) are no
+    // client by name anyway.
+    client.filter(|_| !is_value_name(cx, call, last))
 }
 
 /// A name bound from a cache read (`cached = r.get(k)`) is a value, not a client, though its
