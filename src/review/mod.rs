@@ -132,26 +132,34 @@ pub fn review_observed(
     // Which files keep their trees depends on thread timing; the review does not: a dropped tree
     // is parsed again from the same text.
     let kept_bytes = AtomicU64::new(0);
-    let (prepared, facts): (Vec<Prepared<'_>>, Vec<FileChange>) = files
-        .par_iter()
-        .map(|file| {
+    let (prepared, facts): (Vec<Prepared<'_>>, Vec<FileChange>) = largest_first(
+        &files,
+        |file| expected_size(file, &settings.workspace),
+        |file| {
             let prepared = prepare(file, settings, &kept_bytes);
             file_done();
             prepared
-        })
-        .unzip();
+        },
+    )
+    .into_iter()
+    .unzip();
     let change = ChangeSet::new(facts);
     let touched = changed_functions(&prepared, &change);
     let project = project_index(&prepared, &change, settings, &touched);
-    let results: Vec<(Vec<Finding>, Vec<Question>)> = prepared
-        .par_iter()
-        .zip(change.files.par_iter())
-        .map(|(p, facts)| {
+    let pairs: Vec<(&Prepared<'_>, &FileChange)> = prepared.iter().zip(&change.files).collect();
+    let results: Vec<(Vec<Finding>, Vec<Question>)> = largest_first(
+        &pairs,
+        // A file no rule can report on costs next to nothing; the others may parse a tree.
+        |(p, _)| {
+            let text = p.versions.new.as_ref().map_or(0, |v| v.text.len());
+            if p.open.is_empty() { 0 } else { text as u64 }
+        },
+        |(p, facts)| {
             let new = p.new_tree();
             let old = p.old_tree(&new);
             run_rules(p, (&old, &new), facts, &change, &project, settings)
-        })
-        .collect();
+        },
+    );
     errors.extend(project.errors().iter().cloned());
     let mut findings = Vec::new();
     let mut questions = Vec::new();
@@ -564,6 +572,47 @@ fn run_rules(
     }
     // Questions only from the new side: the old code's unknowns are not this change's.
     (kept, new.questions)
+}
+
+/// `f` of every item, in the items' order, computed in parallel largest first and one item at a
+/// time: a large file taken last keeps one thread busy while the others wait, which cost small
+/// changes (50 files on two threads) a seventh of their wall time.
+fn largest_first<T: Sync, R: Send>(
+    items: &[T],
+    size: impl Fn(&T) -> u64,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    // Stable: files of one size keep the diff's order.
+    order.sort_by_key(|&i| std::cmp::Reverse(items.get(i).map_or(0, &size)));
+    let mut done: Vec<(usize, R)> = order
+        .par_iter()
+        .with_max_len(1)
+        .filter_map(|&i| Some((i, f(items.get(i)?))))
+        .collect();
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
+/// What reading a file will cost, before it is read: its size in the work tree (a stat, no
+/// read, and never through a symbolic link), or the lines its hunks add.
+fn expected_size(patch: &FilePatch, workspace: &source::Workspace) -> u64 {
+    let added = || {
+        patch
+            .hunks
+            .iter()
+            .map(|h| u64::from(h.new_count))
+            .sum::<u64>()
+            * 40
+    };
+    match (workspace, patch.new_path.as_deref()) {
+        (source::Workspace::Repository { repo, .. }, Some(path))
+            if source::repo::check_relative(path).is_ok() =>
+        {
+            std::fs::symlink_metadata(repo.root().join(path)).map_or_else(|_| added(), |m| m.len())
+        }
+        _ => added(),
+    }
 }
 
 /// Whether the old version can have had `finding`: an old finding takes a new one back only in

@@ -155,6 +155,11 @@ impl Bits {
     pub fn is_open(self, rule: usize) -> bool {
         rule < 64 && self.0 & 1 << rule != 0
     }
+
+    /// No gated rule can report.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
 }
 
 #[cfg(test)]
