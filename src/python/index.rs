@@ -224,34 +224,30 @@ fn slot_index(kind: &str) -> usize {
 /// repeat nodes at every step), so `f(a, b)`'s argument list or a string's parts are skipped
 /// whole. A node with an error below it is always entered: an ERROR node can be a leaf.
 fn walk_indexed<'t>(cursor: &mut TreeCursor<'t>, visit: &mut dyn FnMut(Node<'t>)) {
-    loop {
-        let node = cursor.node();
-        visit(node);
+    walk(cursor, visit, |node| {
         let children = node.child_count();
         // `descendant_count` counts the node itself and every visible node below it, so it
         // is `children + 1` exactly when every child is a leaf.
-        let inner =
-            children > 0 && (node.descendant_count() > children as usize + 1 || node.has_error());
-        if inner && cursor.goto_first_child() {
-            continue;
-        }
-        loop {
-            if cursor.goto_next_sibling() {
-                break;
-            }
-            if !cursor.goto_parent() {
-                return;
-            }
-        }
-    }
+        children > 0 && (node.descendant_count() > children as usize + 1 || node.has_error())
+    });
 }
 
 /// Pre-order walk with a cursor: no recursion, so nesting depth cannot overflow the stack.
 #[cfg(test)]
 pub fn walk_preorder<'t>(cursor: &mut TreeCursor<'t>, mut visit: impl FnMut(Node<'t>)) {
+    walk(cursor, &mut visit, |_| true);
+}
+
+/// Pre-order walk with a cursor, into the children of the nodes `enter` accepts.
+fn walk<'t>(
+    cursor: &mut TreeCursor<'t>,
+    visit: &mut dyn FnMut(Node<'t>),
+    enter: impl Fn(Node<'t>) -> bool,
+) {
     loop {
-        visit(cursor.node());
-        if cursor.goto_first_child() {
+        let node = cursor.node();
+        visit(node);
+        if enter(node) && cursor.goto_first_child() {
             continue;
         }
         loop {
