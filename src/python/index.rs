@@ -548,7 +548,7 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        sources.extend(crate::python::fixture_sources());
+        sources.extend(crate::test_support::fixture_sources());
         for src in sources {
             let tree = crate::python::parse(&src).expect("the python grammar loads");
             let skipping = NodeIndex::build(&tree);
@@ -573,7 +573,7 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        sources.extend(crate::python::fixture_sources());
+        sources.extend(crate::test_support::fixture_sources());
         let mut nested = 0;
         for src in sources {
             let file = parsed(&src);

@@ -82,36 +82,6 @@ fn parse_with(text: &str, old: Option<&Tree>, budget: Duration) -> Option<Tree> 
     })
 }
 
-/// The text of every Python file under `fixtures/`, in a stable order: real code of every
-/// style the rules meet, for tests that compare a fast path with the plain one.
-#[cfg(test)]
-pub(crate) fn fixture_sources() -> Vec<String> {
-    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir)
-            .expect("fixtures are readable")
-            .map(|e| e.expect("fixture entry").path())
-            .collect();
-        entries.sort();
-        for path in entries {
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "py") {
-                out.push(path);
-            }
-        }
-    }
-    let mut paths = Vec::new();
-    walk(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
-        &mut paths,
-    );
-    assert!(paths.len() > 20, "the fixtures hold Python files");
-    paths
-        .into_iter()
-        .map(|p| std::fs::read_to_string(p).expect("fixture is text"))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
