@@ -488,6 +488,7 @@ fn indexing_every_fixture_is_quiet_and_deterministic() {
         let (index, errors) = payreview::index::ProjectIndex::build(
             &repo,
             &std::collections::BTreeMap::new(),
+            std::collections::BTreeMap::new(),
             &focus,
         );
         assert!(errors.is_empty(), "{errors:?}");

@@ -17,12 +17,14 @@ pub use extract::{
 };
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::python::ParsedFile;
 use crate::review::ReviewError;
+use crate::rules::facts::CallSite;
 use crate::source::Repo;
 
 /// Most files the index reads: a monorepo beyond that is indexed in part (and says so).
@@ -36,8 +38,10 @@ const MAX_IMPORT_HOPS: usize = 4;
 /// very large change), the facts it read before dropping it.
 #[derive(Clone, Copy)]
 pub enum NewSide<'p> {
-    Parsed(&'p ParsedFile, &'p [crate::rules::facts::CallSite]),
-    Extracted(&'p ModuleFacts),
+    Parsed(&'p ParsedFile, &'p [CallSite]),
+    /// Dropped after its facts were read; they are handed to the index apart (`extracted`), to
+    /// be moved into it, not copied.
+    Extracted,
 }
 
 /// The project index of one review, built the first time a rule asks for it: most changes
@@ -46,6 +50,8 @@ pub enum NewSide<'p> {
 pub struct LazyIndex<'p> {
     repo: Option<&'p Repo>,
     changed: BTreeMap<String, Option<NewSide<'p>>>,
+    /// The facts of the `NewSide::Extracted` files, by path: taken by the one build.
+    extracted: Mutex<BTreeMap<String, ModuleFacts>>,
     focus: BTreeSet<String>,
     cell: OnceLock<(ProjectIndex, Vec<ReviewError>)>,
 }
@@ -56,11 +62,13 @@ impl<'p> LazyIndex<'p> {
     pub fn new(
         repo: Option<&'p Repo>,
         changed: BTreeMap<String, Option<NewSide<'p>>>,
+        extracted: BTreeMap<String, ModuleFacts>,
         focus: BTreeSet<String>,
     ) -> Self {
         LazyIndex {
             repo,
             changed,
+            extracted: Mutex::new(extracted),
             focus,
             cell: OnceLock::new(),
         }
@@ -72,7 +80,15 @@ impl<'p> LazyIndex<'p> {
         Some(
             &self
                 .cell
-                .get_or_init(|| ProjectIndex::build(repo, &self.changed, &self.focus))
+                .get_or_init(|| {
+                    let extracted = std::mem::take(
+                        &mut *self
+                            .extracted
+                            .lock()
+                            .unwrap_or_else(|poisoned| poisoned.into_inner()),
+                    );
+                    ProjectIndex::build(repo, &self.changed, extracted, &self.focus)
+                })
                 .0,
         )
     }
@@ -83,11 +99,12 @@ impl<'p> LazyIndex<'p> {
     }
 }
 
-/// Most files one indexing thread takes at a time: small enough to spread a few hundred files
-/// over every core, large enough that spawning costs nothing next to parsing.
+/// Fewest files worth another indexing thread: below that, spawning costs more than it saves.
 const FILES_PER_THREAD: usize = 64;
 
-/// `items` mapped in parallel, in order, on scoped threads of its own.
+/// `items` mapped in parallel, in order, on scoped threads of its own, each taking the next
+/// item as it is done with one: which files cost much (a large tree, a file to read and parse)
+/// is not known in advance, and fixed halves left one thread with most of them.
 ///
 /// Not rayon: the index is built inside a `OnceLock` from a rule running on a rayon worker. A
 /// rayon join there lets that worker steal another file's rule job while it waits, and that
@@ -103,19 +120,29 @@ fn parallel_filter_map<T: Sync, R: Send>(
     if threads == 1 {
         return items.iter().filter_map(&f).collect();
     }
-    let chunk = items.len().div_ceil(threads);
-    let f = &f;
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .chunks(chunk)
-            .map(|part| scope.spawn(move || part.iter().filter_map(f).collect::<Vec<R>>()))
-            .collect();
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(item) = items.get(i) else {
+                return done;
+            };
+            if let Some(r) = f(item) {
+                done.push((i, r));
+            }
+        }
+    };
+    let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
         handles
             .into_iter()
             // A thread that panicked loses its part of the index, not the review.
             .flat_map(|h| h.join().unwrap_or_default())
             .collect()
-    })
+    });
+    done.sort_unstable_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Whether `text` holds one of `names` as a whole identifier: one pass over the text, no
@@ -137,7 +164,8 @@ pub struct ProjectIndex {
 impl ProjectIndex {
     /// Indexes what the review can ask about. `changed` holds the parsed new side of the files
     /// the review already read (they are not read twice; `None` marks a file the change
-    /// deletes); `focus` names the module-level functions the change touches.
+    /// deletes), `extracted` the facts of those whose tree was dropped; `focus` names the
+    /// module-level functions the change touches.
     ///
     /// Not every module is parsed: a cheap identifier scan picks the files that mention a
     /// focused function (its callers), then the callers' callers, up to the task search's
@@ -146,6 +174,7 @@ impl ProjectIndex {
     pub fn build(
         repo: &Repo,
         changed: &BTreeMap<String, Option<NewSide<'_>>>,
+        extracted: BTreeMap<String, ModuleFacts>,
         focus: &BTreeSet<String>,
     ) -> (ProjectIndex, Vec<ReviewError>) {
         let (listed, truncated) = list::python_files(repo.root(), MAX_FILES);
@@ -158,21 +187,31 @@ impl ProjectIndex {
                 ),
             });
         }
-        let touched: Vec<(&String, &Option<NewSide<'_>>)> = changed.iter().collect();
-        let mut modules: BTreeMap<String, ModuleFacts> =
-            parallel_filter_map(&touched, |(path, side)| {
-                let facts = match (**side)? {
-                    NewSide::Parsed(parsed, sites) => extract::extract_reusing(path, parsed, sites),
-                    NewSide::Extracted(facts) => facts.clone(),
-                };
-                Some(((*path).clone(), facts))
-            })
-            .into_iter()
-            .collect();
         let on_disk: Vec<String> = listed
             .into_iter()
             .filter(|p| !changed.contains_key(p))
             .collect();
+        let parsed: Vec<(&String, &ParsedFile, &[CallSite])> = changed
+            .iter()
+            .filter_map(|(path, side)| match side {
+                Some(NewSide::Parsed(parsed, sites)) => Some((path, *parsed, *sites)),
+                Some(NewSide::Extracted) | None => None,
+            })
+            .collect();
+        let mut modules: BTreeMap<String, ModuleFacts> =
+            parallel_filter_map(&parsed, |(path, parsed, sites)| {
+                Some((
+                    (*path).clone(),
+                    extract::extract_reusing(path, parsed, sites),
+                ))
+            })
+            .into_iter()
+            .collect();
+        modules.extend(
+            extracted
+                .into_iter()
+                .filter(|(path, _)| matches!(changed.get(path), Some(Some(NewSide::Extracted)))),
+        );
         let mut path_of: HashMap<String, String> = HashMap::default();
         for path in on_disk.iter().chain(modules.keys()) {
             path_of
@@ -215,10 +254,11 @@ impl ProjectIndex {
             for m in found {
                 modules.insert(m.path.clone(), m);
             }
+            let wanted: HashSet<&str> = searched.iter().map(String::as_str).collect();
             for m in modules.values() {
                 // A method is called through an object, which no import resolves: only its own
                 // module can be seen calling it, and that module is parsed already.
-                for call in m.calls.iter().filter(|c| searched.contains(&c.name)) {
+                for call in m.calls.iter().filter(|c| wanted.contains(c.name.as_str())) {
                     if !call.function.contains('.') {
                         names.insert(call.function.clone());
                     }
@@ -264,7 +304,7 @@ impl ProjectIndex {
             // Two files for one module (`src/app/x.py` and `app/x.py`): the first path wins.
             by_module.entry(m.module.clone()).or_insert(i);
             for (j, call) in m.calls.iter().enumerate() {
-                callers.entry(call.name.clone()).or_default().push((i, j));
+                crate::rules::push_named(&mut callers, &call.name, (i, j));
             }
         }
         ProjectIndex {
@@ -417,7 +457,7 @@ mod tests {
         }
         let repo = Repo::open(dir.path(), 1 << 20).expect("repo");
         let focus: BTreeSet<String> = ["charge".to_string()].into();
-        let (index, errors) = ProjectIndex::build(&repo, &BTreeMap::new(), &focus);
+        let (index, errors) = ProjectIndex::build(&repo, &BTreeMap::new(), BTreeMap::new(), &focus);
         assert!(errors.is_empty());
         let paths: Vec<&str> = index.modules().iter().map(|m| m.path.as_str()).collect();
         assert_eq!(

@@ -33,7 +33,8 @@ struct Prepared<'p> {
     /// rule needs it. Old trees are never kept.
     old: bool,
     new: Parse,
-    /// The index's facts of the new version, read before its tree was dropped (repository mode).
+    /// The index's facts of the new version, read before its tree was dropped (repository mode);
+    /// taken by the project index.
     new_module: Option<ModuleFacts>,
     /// The gated rules that can report on the new version (`rules::gate`).
     open: Bits,
@@ -132,7 +133,7 @@ pub fn review_observed(
     // Which files keep their trees depends on thread timing; the review does not: a dropped tree
     // is parsed again from the same text.
     let kept_bytes = AtomicU64::new(0);
-    let (prepared, facts): (Vec<Prepared<'_>>, Vec<FileChange>) = largest_first(
+    let (mut prepared, facts): (Vec<Prepared<'_>>, Vec<FileChange>) = largest_first(
         &files,
         |file| expected_size(file, &settings.workspace),
         |file| {
@@ -145,7 +146,10 @@ pub fn review_observed(
     .unzip();
     let change = ChangeSet::new(facts);
     let touched = changed_functions(&prepared, &change);
-    let project = project_index(&prepared, &change, settings, &touched);
+    // Moved into the index, which is their only reader.
+    let extracted: Vec<Option<ModuleFacts>> =
+        prepared.iter_mut().map(|p| p.new_module.take()).collect();
+    let project = project_index(&prepared, extracted, &change, settings, &touched);
     let pairs: Vec<(&Prepared<'_>, &FileChange)> = prepared.iter().zip(&change.files).collect();
     let results: Vec<(Vec<Finding>, Vec<Question>)> = largest_first(
         &pairs,
@@ -223,9 +227,11 @@ pub fn review_observed(
 
 /// The repository's index, in repository mode: built at most once, when a rule first needs
 /// it, from the files on disk and the new side of the touched files (already parsed, not read
-/// again; a file the change deletes or renames away is left out).
+/// again; a file the change deletes or renames away is left out). `extracted` holds, per file,
+/// the index's facts read before its tree was dropped.
 fn project_index<'p>(
     prepared: &'p [Prepared<'_>],
+    extracted: Vec<Option<ModuleFacts>>,
     change: &'p ChangeSet,
     settings: &'p Settings,
     touched: &BTreeMap<String, Vec<String>>,
@@ -235,7 +241,8 @@ fn project_index<'p>(
         source::Workspace::DiffOnly => None,
     };
     let mut changed = BTreeMap::new();
-    for (p, facts) in prepared.iter().zip(&change.files) {
+    let mut moved = BTreeMap::new();
+    for ((p, facts), module) in prepared.iter().zip(&change.files).zip(extracted) {
         if let Some(old) = p.patch.old_path.as_deref()
             && p.patch.new_path.as_deref() != Some(old)
         {
@@ -247,7 +254,10 @@ fn project_index<'p>(
                     parsed,
                     facts.new.as_ref().map_or(&[][..], |f| &f.calls[..]),
                 )),
-                Parse::Dropped => p.new_module.as_ref().map(NewSide::Extracted),
+                Parse::Dropped => module.map(|module| {
+                    moved.insert(new.to_string(), module);
+                    NewSide::Extracted
+                }),
                 Parse::None => None,
             };
             changed.insert(new.to_string(), side);
@@ -261,7 +271,7 @@ fn project_index<'p>(
         .filter(|q| !q.contains('.'))
         .cloned()
         .collect();
-    LazyIndex::new(repo, changed, focus)
+    LazyIndex::new(repo, changed, moved, focus)
 }
 
 /// The new-side text of each parsed file with findings, for snippets and line hashes in the

@@ -118,10 +118,18 @@ pub struct ChangeSet {
 
 #[derive(Debug, Default)]
 struct Names {
-    /// `(file, function)` indices, in file order then source order.
-    functions: HashMap<String, Vec<(usize, usize)>>,
+    /// Each function name of the side, numbered: reachability tables are indexed by it.
+    ids: HashMap<String, u32>,
+    /// By name id: `(file, function)` indices, in file order then source order.
+    functions: Vec<Vec<(usize, usize)>>,
     /// `(file, call)` indices, likewise.
     calls: HashMap<String, Vec<(usize, usize)>>,
+}
+
+impl Names {
+    fn id(&self, name: &str) -> Option<u32> {
+        self.ids.get(name).copied()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -165,18 +173,21 @@ impl ChangeSet {
                     continue;
                 };
                 for (j, func) in facts.functions.iter().enumerate() {
-                    names
-                        .functions
-                        .entry(func.name.clone())
-                        .or_default()
-                        .push((i, j));
+                    match names.id(&func.name) {
+                        Some(id) => {
+                            if let Some(list) = names.functions.get_mut(id as usize) {
+                                list.push((i, j));
+                            }
+                        }
+                        None => {
+                            let id = names.functions.len() as u32;
+                            names.ids.insert(func.name.clone(), id);
+                            names.functions.push(vec![(i, j)]);
+                        }
+                    }
                 }
                 for (j, call) in facts.calls.iter().enumerate() {
-                    names
-                        .calls
-                        .entry(call.name.clone())
-                        .or_default()
-                        .push((i, j));
+                    push_named(&mut names.calls, &call.name, (i, j));
                 }
             }
             names
@@ -190,9 +201,10 @@ impl ChangeSet {
         side: Side,
         name: &str,
     ) -> impl Iterator<Item = (&'a FileChange, &'a FileFacts, &'a FunctionFacts)> {
-        self.names(side)
-            .functions
-            .get(name)
+        let names = self.names(side);
+        names
+            .id(name)
+            .and_then(|id| names.functions.get(id as usize))
             .into_iter()
             .flatten()
             .filter_map(move |&(i, j)| {
@@ -227,6 +239,18 @@ impl ChangeSet {
                 let facts = self.files[i].side(side)?;
                 Some((facts, facts.calls.get(j)?))
             })
+    }
+}
+
+/// Appends `value` to the list of `name`, allocating the name only the first time: names
+/// repeat (every call of `get`), and a copy per occurrence was most of the cost of building
+/// these tables on a large change.
+pub(crate) fn push_named<V>(map: &mut HashMap<String, Vec<V>>, name: &str, value: V) {
+    match map.get_mut(name) {
+        Some(list) => list.push(value),
+        None => {
+            map.insert(name.to_string(), vec![value]);
+        }
     }
 }
 

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::ChangeSet;
 use super::facts::{FileFacts, FunctionFacts};
+use super::{ChangeSet, Names};
 use crate::source::Side;
 
 /// The deepest any rule looks: distances past it are not recorded.
@@ -64,18 +64,22 @@ pub enum Through {
     Code,
 }
 
-type Distances = HashMap<String, usize>;
-
 /// Which question a table answers: on which side, for which trait, through which functions.
 type Question = (Side, &'static str, Through);
+
+/// A distance table: for each function name of the side, by its id (`Names::ids`), how many
+/// calls from it reach a function with the trait, or `UNREACHED`.
+type Distances = Vec<u8>;
+
+const UNREACHED: u8 = u8::MAX;
 
 /// Distances, computed on first use per side, trait and walk.
 #[derive(Debug, Default)]
 pub struct ReachTables {
     tables: Slots<Question, Distances>,
-    /// Who calls each name, per side and walk: the same for every trait, and most of the cost
+    /// Who calls each name, per side: the same for every trait and walk, and most of the cost
     /// of a table (a dozen tables on a large change).
-    callers: Slots<(Side, Through), Callers>,
+    callers: Slots<Side, Callers>,
 }
 
 /// Values computed on first use, per key. Each is computed outside the map's lock: threads
@@ -91,9 +95,22 @@ fn slot<K: std::hash::Hash + Eq, V>(slots: &Slots<K, V>, key: K) -> Arc<OnceLock
         .clone()
 }
 
-/// For each name, the functions that call it, as (file, function) indices into the change, in
-/// change order and call order.
-type Callers = HashMap<String, Vec<(u32, u32)>>;
+/// For each function name, by id, the functions that call it: their name's id, and whether
+/// they are in a test file (which the `Code` walk leaves out).
+type Callers = Vec<Vec<(u32, bool)>>;
+
+/// A distance table read by name.
+struct Table<'c> {
+    names: &'c Names,
+    distances: &'c [u8],
+}
+
+impl Table<'_> {
+    fn get(&self, name: &str) -> Option<usize> {
+        let d = *self.distances.get(self.names.id(name)? as usize)?;
+        (d != UNREACHED).then_some(usize::from(d))
+    }
+}
 
 impl ChangeSet {
     /// Whether calling `name` can reach a function with `t`, itself or through the functions
@@ -102,7 +119,7 @@ impl ChangeSet {
     pub fn reaches(&self, side: Side, name: &str, depth: usize, t: &Trait) -> bool {
         debug_assert!(depth <= MAX_DEPTH);
         self.with_distances((side, t, Through::All), |table| {
-            table.get(name).is_some_and(|&d| d <= depth)
+            table.get(name).is_some_and(|d| d <= depth)
         })
     }
 
@@ -110,7 +127,7 @@ impl ChangeSet {
     pub fn reach(&self, side: Side, name: &str, depth: usize, t: &Trait) -> Option<Reach<'_>> {
         debug_assert!(depth <= MAX_DEPTH);
         self.with_distances((side, t, Through::Code), |table| {
-            self.path_to(side, name, depth, t, table)
+            self.path_to(side, name, depth, t, &table)
         })
     }
 
@@ -122,9 +139,9 @@ impl ChangeSet {
         name: &str,
         depth: usize,
         t: &Trait,
-        table: &Distances,
+        table: &Table<'_>,
     ) -> Option<Reach<'_>> {
-        let mut left = *table.get(name).filter(|&&d| d <= depth)?;
+        let mut left = table.get(name).filter(|&d| d <= depth)?;
         let mut path = vec![name.to_string()];
         while left > 0 {
             // The first step a breadth-first walk would take: the functions in change order,
@@ -134,7 +151,7 @@ impl ChangeSet {
                 .functions_named(side, current)
                 .filter(|(file, _)| !file.is_test)
                 .flat_map(|(_, func)| func.callees.iter())
-                .find(|c| table.get(c.as_str()) == Some(&(left - 1)))?;
+                .find(|c| table.get(c.as_str()) == Some(left - 1))?;
             path.push(step.clone());
             left -= 1;
         }
@@ -152,73 +169,71 @@ impl ChangeSet {
     fn with_distances<R>(
         &self,
         (side, t, through): (Side, &Trait, Through),
-        f: impl FnOnce(&Distances) -> R,
+        f: impl FnOnce(Table<'_>) -> R,
     ) -> R {
+        let names = self.names(side);
         let cell = slot(&self.reach.tables, (side, t.name, through));
-        f(cell.get_or_init(|| self.compute(side, t, through)))
+        let distances = cell.get_or_init(|| self.compute(names, side, t, through));
+        f(Table { names, distances })
     }
 
     /// Breadth-first backwards from the functions with the trait, over "calls" edges by name.
-    fn compute(&self, side: Side, t: &Trait, through: Through) -> Distances {
-        let cell = slot(&self.reach.callers, (side, through));
-        let callers = cell.get_or_init(|| self.callers(side, through));
-        let mut dist: Distances = HashMap::default();
-        let mut frontier: Vec<&str> = Vec::new();
-        for (_, _, func) in self.walked(side, through) {
-            if (t.holds)(func) && !dist.contains_key(&func.name) {
-                dist.insert(func.name.clone(), 0);
-                frontier.push(&func.name);
+    fn compute(&self, names: &Names, side: Side, t: &Trait, through: Through) -> Distances {
+        let cell = slot(&self.reach.callers, side);
+        let callers = cell.get_or_init(|| self.callers(names, side));
+        let mut distances = vec![UNREACHED; names.functions.len()];
+        let mut frontier: Vec<u32> = Vec::new();
+        for (file, func) in self.walked(side) {
+            if (through == Through::Code && file.is_test) || !(t.holds)(func) {
+                continue;
+            }
+            if let Some(id) = names.id(&func.name)
+                && let Some(d) = distances.get_mut(id as usize)
+                && *d == UNREACHED
+            {
+                *d = 0;
+                frontier.push(id);
             }
         }
-        let name_of = |(i, j): (u32, u32)| {
-            let file = self.files.get(i as usize)?.side(side)?;
-            Some(file.functions.get(j as usize)?.name.as_str())
-        };
-        for d in 1..=MAX_DEPTH {
+        for d in 1..=MAX_DEPTH as u8 {
             let mut next = Vec::new();
-            for name in frontier {
-                let of_name = callers.get(name).into_iter().flatten();
-                for caller in of_name.filter_map(|&at| name_of(at)) {
-                    if !dist.contains_key(caller) {
-                        dist.insert(caller.to_string(), d);
+            for id in frontier {
+                let of_name = callers.get(id as usize).into_iter().flatten();
+                for &(caller, in_test) in of_name {
+                    if through == Through::Code && in_test {
+                        continue;
+                    }
+                    if let Some(slot) = distances.get_mut(caller as usize)
+                        && *slot == UNREACHED
+                    {
+                        *slot = d;
                         next.push(caller);
                     }
                 }
             }
             frontier = next;
         }
-        dist
+        distances
     }
 
-    /// The functions a walk goes through, with their (file, function) indices.
-    fn walked(
-        &self,
-        side: Side,
-        through: Through,
-    ) -> impl Iterator<Item = (u32, u32, &FunctionFacts)> {
+    /// Every function of one side, with its file.
+    fn walked(&self, side: Side) -> impl Iterator<Item = (&FileFacts, &FunctionFacts)> {
         self.files
             .iter()
-            .enumerate()
-            .filter_map(move |(i, f)| Some((i, f.side(side)?)))
-            .filter(move |(_, f)| through == Through::All || !f.is_test)
-            .flat_map(|(i, f)| {
-                f.functions
-                    .iter()
-                    .enumerate()
-                    .map(move |(j, func)| (i as u32, j as u32, func))
-            })
+            .filter_map(move |f| f.side(side))
+            .flat_map(|f| f.functions.iter().map(move |func| (f, func)))
     }
 
-    fn callers(&self, side: Side, through: Through) -> Callers {
-        let mut callers: Callers = HashMap::default();
-        for (i, j, func) in self.walked(side, through) {
+    fn callers(&self, names: &Names, side: Side) -> Callers {
+        let mut callers: Callers = vec![Vec::new(); names.functions.len()];
+        for (file, func) in self.walked(side) {
+            let Some(caller) = names.id(&func.name) else {
+                continue;
+            };
             for callee in &func.callees {
-                // Looked up before inserted: a name is allocated once, not once per call.
-                match callers.get_mut(callee.as_str()) {
-                    Some(list) => list.push((i, j)),
-                    None => {
-                        callers.insert(callee.clone(), vec![(i, j)]);
-                    }
+                // Only names some function has can be reached through.
+                if let Some(list) = names.id(callee).and_then(|id| callers.get_mut(id as usize)) {
+                    list.push((caller, file.is_test));
                 }
             }
         }
