@@ -159,7 +159,7 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, sites: &[facts::CallSite])
                 name,
                 qualname: facts::qualname(f, idx, src),
                 lines: syntax::lines(f),
-                decorators: decorators(f, src),
+                decorators: decorators(f, idx, src),
                 is_async: syntax::is_async(f),
                 mocks,
             }
@@ -291,10 +291,7 @@ fn mock_text(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> String {
     let mut out = String::new();
     let mut outer = Some(func);
     while let Some(node) = outer {
-        if let Some(parent) = node
-            .parent()
-            .filter(|p| p.kind() == kinds::DECORATED_DEFINITION)
-        {
+        if let Some(parent) = idx.decorated(node) {
             let mut cursor = parent.walk();
             for d in parent
                 .named_children(&mut cursor)
@@ -323,11 +320,8 @@ fn mock_text(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> String {
     out
 }
 
-fn decorators(func: Node<'_>, src: &str) -> Vec<Decorator> {
-    let Some(parent) = func
-        .parent()
-        .filter(|p| p.kind() == kinds::DECORATED_DEFINITION)
-    else {
+fn decorators(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Vec<Decorator> {
+    let Some(parent) = idx.decorated(func) else {
         return Vec::new();
     };
     let mut cursor = parent.walk();

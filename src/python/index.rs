@@ -19,10 +19,11 @@ pub struct NodeIndex<'t> {
     /// (`NONE` at the top): "the function around this call" climbs these instead of asking
     /// tree-sitter for parents, which it finds by walking down from the root every time.
     containers: Vec<Vec<u32>>,
-    /// For each call, in the order of its bucket: the byte ranges of its callee and of the
-    /// callee's last name (`syntax::callee_parts`). The facts pass, the project index and the
-    /// gates each ask for every call's callee, several times.
-    callees: Vec<[u32; 4]>,
+    /// For each call, in the order of its bucket: the byte ranges of its callee, of the
+    /// callee's last name and of its receiver (`NO_RECEIVER` for none), from
+    /// `syntax::callee_parts`. The facts pass, the project index and the gates each ask for
+    /// every call's callee, several times.
+    callees: Vec<[u32; 6]>,
 }
 
 /// Where each kind id of the grammar goes in an index.
@@ -59,6 +60,9 @@ fn slots(tree: &Tree) -> &'static Slots {
 
 const NONE: u32 = u32::MAX;
 
+/// A call without a receiver, in `NodeIndex::callees`.
+const NO_RECEIVER: usize = u32::MAX as usize;
+
 impl<'t> NodeIndex<'t> {
     pub fn build(tree: &'t Tree) -> Self {
         Self::from_walk(tree, walk_indexed)
@@ -92,9 +96,17 @@ impl<'t> NodeIndex<'t> {
                 calls
                     .iter()
                     .map(|&call| {
-                        let (callee, name) = syntax::callee_parts(call);
-                        [callee.start, callee.end, name.start, name.end]
-                            .map(|b| u32::try_from(b).unwrap_or(u32::MAX))
+                        let parts = syntax::callee_parts(call);
+                        let receiver = parts.receiver.unwrap_or(NO_RECEIVER..NO_RECEIVER);
+                        [
+                            parts.callee.start,
+                            parts.callee.end,
+                            parts.name.start,
+                            parts.name.end,
+                            receiver.start,
+                            receiver.end,
+                        ]
+                        .map(|b| u32::try_from(b).unwrap_or(u32::MAX))
                     })
                     .collect()
             })
@@ -110,7 +122,7 @@ impl<'t> NodeIndex<'t> {
     /// `syntax::callee` of a call of this index's tree, read once when the index was built.
     pub fn callee<'s>(&self, call: Node<'_>, src: &'s str) -> &'s str {
         match self.callee_ranges(call) {
-            Some([start, end, _, _]) => src.get(start as usize..end as usize).unwrap_or(""),
+            Some([start, end, ..]) => src.get(start as usize..end as usize).unwrap_or(""),
             None => syntax::callee(call, src),
         }
     }
@@ -118,12 +130,21 @@ impl<'t> NodeIndex<'t> {
     /// `syntax::callee_name` of a call of this index's tree, likewise.
     pub fn callee_name<'s>(&self, call: Node<'_>, src: &'s str) -> &'s str {
         match self.callee_ranges(call) {
-            Some([_, _, start, end]) => src.get(start as usize..end as usize).unwrap_or(""),
+            Some([_, _, start, end, ..]) => src.get(start as usize..end as usize).unwrap_or(""),
             None => syntax::callee_name(call, src),
         }
     }
 
-    fn callee_ranges(&self, call: Node<'_>) -> Option<[u32; 4]> {
+    /// The text of `syntax::receiver` of a call of this index's tree, likewise.
+    pub fn receiver<'s>(&self, call: Node<'_>, src: &'s str) -> Option<&'s str> {
+        match self.callee_ranges(call) {
+            Some([.., start, _]) if start as usize == NO_RECEIVER => None,
+            Some([.., start, end]) => src.get(start as usize..end as usize),
+            None => syntax::receiver(call).map(|r| syntax::text(r, src)),
+        }
+    }
+
+    fn callee_ranges(&self, call: Node<'_>) -> Option<[u32; 6]> {
         let slot = slot_index(kinds::CALL);
         let (calls, spans) = (self.buckets.get(slot)?, self.spans.get(slot)?);
         let start = call.start_byte();
@@ -186,6 +207,17 @@ impl<'t> NodeIndex<'t> {
             }
             at = *up.get(at).filter(|&&p| p != NONE)? as usize;
         }
+    }
+
+    /// The `decorated_definition` whose definition `def` (a function or a class) is: its parent,
+    /// when that is one. tree-sitter finds a parent by walking down from the root, which cost
+    /// more than the rest of a function's facts; the index has the candidate at hand.
+    pub fn decorated(&self, def: Node<'_>) -> Option<Node<'t>> {
+        let wrapper = self.enclosing(def, kinds::DECORATED_DEFINITION)?;
+        wrapper
+            .child_with_descendant(def)
+            .is_some_and(|child| child.id() == def.id())
+            .then_some(wrapper)
     }
 
     /// Whether the grammar knows `kind` (guards against typos in `kinds`).
@@ -564,6 +596,41 @@ mod tests {
     }
 
     #[test]
+    fn a_definition_is_decorated_by_its_parent_only() {
+        let mut sources: Vec<String> = [
+            // Decorated definitions nested in decorated ones, a comment between decorators, a
+            // class whose last method ends where it does, and an unfinished decorator.
+            "@a\n# note\n@b(1)\ndef f():\n    @c\n    def g():\n        def h(): pass\n",
+            "@d\nclass A:\n    def m(self): pass\n    @e\n    def n(self): pass\n",
+            "@broken(\ndef f(): pass\n",
+        ]
+        .map(String::from)
+        .to_vec();
+        sources.extend(crate::test_support::fixture_sources());
+        let mut decorated = 0;
+        for src in sources {
+            let file = parsed(&src);
+            let idx = file.index();
+            let defs = idx.all(kinds::FUNCTION_DEFINITION);
+            for &def in defs.iter().chain(idx.all(kinds::CLASS_DEFINITION)) {
+                let parent = def
+                    .parent()
+                    .filter(|p| p.kind() == kinds::DECORATED_DEFINITION);
+                assert_eq!(
+                    idx.decorated(def).map(|n| n.id()),
+                    parent.map(|n| n.id()),
+                    "{src:.60}"
+                );
+                decorated += usize::from(parent.is_some());
+            }
+        }
+        assert!(
+            decorated >= 10,
+            "decorated definitions are covered: {decorated}"
+        );
+    }
+
+    #[test]
     fn callees_read_at_build_are_each_calls_own() {
         let mut sources: Vec<String> = [
             // Calls that start at the same byte, nested in each other.
@@ -588,6 +655,11 @@ mod tests {
                 assert_eq!(
                     idx.callee_name(call, &src),
                     syntax::callee_name(call, &src),
+                    "{src:.60}"
+                );
+                assert_eq!(
+                    idx.receiver(call, &src),
+                    syntax::receiver(call).map(|r| syntax::text(r, &src)),
                     "{src:.60}"
                 );
             }

@@ -54,20 +54,40 @@ pub fn callee<'s>(call: Node<'_>, src: &'s str) -> &'s str {
 /// Rules with the file's `NodeIndex` at hand ask it instead (`NodeIndex::callee_name`): it read
 /// every call's callee once, and each reading costs a few tree lookups.
 pub fn callee_name<'s>(call: Node<'_>, src: &'s str) -> &'s str {
-    src.get(callee_parts(call).1).unwrap_or("")
+    src.get(callee_parts(call).name).unwrap_or("")
 }
 
-/// The byte ranges of `callee` and `callee_name` (empty ranges for "").
-pub(crate) fn callee_parts(call: Node<'_>) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+/// The byte ranges of a call's parts, as one read of the tree finds them.
+pub(crate) struct CalleeParts {
+    /// `callee` (empty for "").
+    pub callee: std::ops::Range<usize>,
+    /// `callee_name` (empty for "").
+    pub name: std::ops::Range<usize>,
+    /// `receiver`, when the callee is an attribute.
+    pub receiver: Option<std::ops::Range<usize>>,
+}
+
+pub(crate) fn callee_parts(call: Node<'_>) -> CalleeParts {
     let Some(function) = call.field("function") else {
-        return (0..0, 0..0);
+        return CalleeParts {
+            callee: 0..0,
+            name: 0..0,
+            receiver: None,
+        };
     };
-    let name = match function.kind() {
-        kinds::ATTRIBUTE => function.field("attribute").map(|n| n.byte_range()),
-        kinds::IDENTIFIER => Some(function.byte_range()),
-        _ => None,
+    let (name, receiver) = match function.kind() {
+        kinds::ATTRIBUTE => (
+            function.field("attribute").map(|n| n.byte_range()),
+            function.field("object").map(|n| n.byte_range()),
+        ),
+        kinds::IDENTIFIER => (Some(function.byte_range()), None),
+        _ => (None, None),
     };
-    (function.byte_range(), name.unwrap_or(0..0))
+    CalleeParts {
+        callee: function.byte_range(),
+        name: name.unwrap_or(0..0),
+        receiver,
+    }
 }
 
 /// The object a method is called on: `redis_client` in `redis_client.get(k)`.

@@ -358,22 +358,24 @@ fn function_facts(
     facts.falls_off_end = func.field("body").is_some_and(syntax::block_falls_through);
     let mut callees = Vec::new();
     for call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
-        let (callee, name) = (idx.callee(*call, src), idx.callee_name(*call, src));
-        match classify(*call, callee, name, src, file, vocab) {
+        let parts = Parts {
+            callee: idx.callee(*call, src),
+            name: idx.callee_name(*call, src),
+            receiver: idx.receiver(*call, src),
+        };
+        match classify(&parts, file, vocab) {
             Target::Http => facts.http = true,
             Target::Cache => facts.cache = true,
             Target::Payment => facts.payment = true,
             Target::Sleep => facts.sleeps = true,
             Target::Other => {}
         }
-        callees.push(name.to_string());
+        callees.push(parts.name.to_string());
     }
     callees.sort();
     callees.dedup();
     facts.callees = callees;
-    if let Some(parent) = func.parent()
-        && parent.kind() == kinds::DECORATED_DEFINITION
-    {
+    if let Some(parent) = idx.decorated(func) {
         let mut cursor = parent.walk();
         facts.decorators = parent
             .named_children(&mut cursor)
@@ -412,9 +414,12 @@ const CACHE_METHODS: &[&str] = &[
 
 /// The receiver's last name, without `self.`/`cls.` and call parentheses.
 pub fn receiver_name<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
-    let recv = syntax::receiver(call)?;
-    let text = syntax::text(recv, src);
-    Some(text.rsplit('.').next().unwrap_or(text))
+    Some(last_name(syntax::text(syntax::receiver(call)?, src)))
+}
+
+/// `cache` for `self.cache`: what a receiver is named by.
+fn last_name(receiver: &str) -> &str {
+    receiver.rsplit('.').next().unwrap_or(receiver)
 }
 
 /// Whether `name` (a receiver) is a cache client: by its name, by the configured names, or by
@@ -432,27 +437,29 @@ pub fn is_cache_name(name: &str, file: &FileFacts, vocab: &Vocabulary) -> bool {
 
 /// What a call talks to, from its callee and receiver names.
 pub fn classify_call(call: Node<'_>, src: &str, file: &FileFacts, vocab: &Vocabulary) -> Target {
-    let (callee, name) = (syntax::callee(call, src), syntax::callee_name(call, src));
-    classify(call, callee, name, src, file, vocab)
+    let parts = Parts {
+        callee: syntax::callee(call, src),
+        name: syntax::callee_name(call, src),
+        receiver: syntax::receiver(call).map(|r| syntax::text(r, src)),
+    };
+    classify(&parts, file, vocab)
 }
 
-/// `classify_call`, with the call's `callee` and `callee_name` already read.
-fn classify(
-    call: Node<'_>,
-    callee: &str,
-    name: &str,
-    src: &str,
-    file: &FileFacts,
-    vocab: &Vocabulary,
-) -> Target {
+/// A call's callee, its last name and its receiver's text, as `syntax` reads them.
+struct Parts<'s> {
+    callee: &'s str,
+    name: &'s str,
+    receiver: Option<&'s str>,
+}
+
+/// `classify_call`, with the call's parts already read.
+fn classify(parts: &Parts<'_>, file: &FileFacts, vocab: &Vocabulary) -> Target {
+    let Parts { callee, name, .. } = *parts;
     if name == "sleep" {
         return Target::Sleep;
     }
-    let receiver = receiver_name(call, src);
-    if let Some(recv) = receiver {
-        let full_recv = syntax::receiver(call)
-            .map(|r| syntax::text(r, src))
-            .unwrap_or("");
+    if let Some(full_recv) = parts.receiver {
+        let recv = last_name(full_recv);
         if CACHE_METHODS.contains(&name)
             && (is_cache_name(recv, file, vocab) || full_recv.starts_with("caches["))
         {

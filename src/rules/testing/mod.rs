@@ -43,10 +43,7 @@ pub fn tests_of<'t>(cx: &Ctx<'t>) -> Vec<TestFn<'t>> {
         .filter_map(|&node| {
             let qualname = crate::rules::facts::qualname(node, idx, src);
             let f = facts.function(&qualname).filter(|f| f.is_test)?;
-            let outer = node
-                .parent()
-                .filter(|p| p.kind() == kinds::DECORATED_DEFINITION)
-                .unwrap_or(node);
+            let outer = idx.decorated(node).unwrap_or(node);
             Some(TestFn {
                 node,
                 outer,
@@ -76,10 +73,7 @@ impl Mocks {
         let lower = |n: Node<'_>| syntax::text(n, src).to_ascii_lowercase();
         let mut texts: Vec<String> = decorators(test.outer).into_iter().map(lower).collect();
         if let Some(class) = idx.enclosing(test.node, kinds::CLASS_DEFINITION) {
-            if let Some(parent) = class
-                .parent()
-                .filter(|p| p.kind() == kinds::DECORATED_DEFINITION)
-            {
+            if let Some(parent) = idx.decorated(class) {
                 texts.extend(decorators(parent).into_iter().map(lower));
             }
             texts.extend(
