@@ -51,10 +51,7 @@ pub fn rebuild(hunks: &[Hunk], side: Side) -> Version {
             ends_without_newline = line.no_newline;
         }
     }
-    let mut text = lines.join("\n");
-    if !lines.is_empty() && !ends_without_newline {
-        text.push('\n');
-    }
+    let text = super::join_lines(&lines, !ends_without_newline);
     Version {
         text,
         partial: shown.iter().any(|s| !s),

@@ -297,8 +297,21 @@ fn reverse_apply(hunks: &[Hunk], new: &Lines<'_>) -> String {
     if let Some(rest) = new.lines.get(cursor..) {
         out.extend(rest);
     }
-    let mut text = out.join("\n");
-    if final_newline && !out.is_empty() {
+    join_lines(&out, final_newline)
+}
+
+/// `lines` joined by newlines, with a final one if `final_newline` (and any line). Sized once:
+/// `join` allocates exactly, and a final newline pushed after it doubled the allocation of every
+/// rebuilt version a review holds.
+pub(crate) fn join_lines<S: AsRef<str>>(lines: &[S], final_newline: bool) -> String {
+    let mut text = String::with_capacity(lines.iter().map(|l| l.as_ref().len() + 1).sum());
+    for (i, line) in lines.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        text.push_str(line.as_ref());
+    }
+    if final_newline && !lines.is_empty() {
         text.push('\n');
     }
     text
