@@ -564,9 +564,16 @@ mod tests {
         }
     }
 
+    /// `cases`, then the source of every Python file of the fixtures.
+    fn with_fixtures(cases: &[&str]) -> Vec<String> {
+        let mut sources: Vec<String> = cases.iter().map(|c| c.to_string()).collect();
+        sources.extend(crate::test_support::fixture_sources());
+        sources
+    }
+
     #[test]
     fn skipping_leaf_only_children_indexes_the_same_nodes() {
-        let mut sources: Vec<String> = [
+        let sources = with_fixtures(&[
             // A call inside an f-string, a string's only non-leaf part.
             "x = f\"{charge(amount)}\"\n",
             // Leaf-only argument lists, subscripts, attributes.
@@ -577,10 +584,7 @@ mod tests {
             // A character no token starts with: an ERROR leaf, alone in its ERROR node.
             "f($)\nx = [1, ?]\n",
             "class A:\n    def m(self): return call(1)\n    @dec\n    def n(self): pass\n",
-        ]
-        .map(String::from)
-        .to_vec();
-        sources.extend(crate::test_support::fixture_sources());
+        ]);
         for src in sources {
             let tree = crate::python::parse(&src).expect("the python grammar loads");
             let skipping = NodeIndex::build(&tree);
@@ -597,16 +601,13 @@ mod tests {
 
     #[test]
     fn a_definition_is_decorated_by_its_parent_only() {
-        let mut sources: Vec<String> = [
+        let sources = with_fixtures(&[
             // Decorated definitions nested in decorated ones, a comment between decorators, a
             // class whose last method ends where it does, and an unfinished decorator.
             "@a\n# note\n@b(1)\ndef f():\n    @c\n    def g():\n        def h(): pass\n",
             "@d\nclass A:\n    def m(self): pass\n    @e\n    def n(self): pass\n",
             "@broken(\ndef f(): pass\n",
-        ]
-        .map(String::from)
-        .to_vec();
-        sources.extend(crate::test_support::fixture_sources());
+        ]);
         let mut decorated = 0;
         for src in sources {
             let file = parsed(&src);
@@ -632,15 +633,12 @@ mod tests {
 
     #[test]
     fn callees_read_at_build_are_each_calls_own() {
-        let mut sources: Vec<String> = [
+        let sources = with_fixtures(&[
             // Calls that start at the same byte, nested in each other.
             "f(a)(b)(c)\nx.y(1).z(2)\nclient.get(key).decode()\n",
             // Callees that are neither names nor attributes, and an error.
             "(lambda: 1)()\nitems[0](1)\ng(1, 2\n",
-        ]
-        .map(String::from)
-        .to_vec();
-        sources.extend(crate::test_support::fixture_sources());
+        ]);
         let mut nested = 0;
         for src in sources {
             let file = parsed(&src);
