@@ -196,11 +196,10 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, sites: &[facts::CallSite])
         .enumerate()
         .filter_map(|(i, &call)| {
             let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
-            let name = idx.callee_name(call, src);
+            let syntax::CallText { callee, name, .. } = idx.call_text(call, src);
             if name.is_empty() {
                 return None;
             }
-            let callee = idx.callee(call, src);
             // `from app.service import pay as run`: `run()` calls `pay`.
             let imported = (!callee.contains('.'))
                 .then(|| out.import_target(name))

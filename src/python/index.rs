@@ -119,29 +119,33 @@ impl<'t> NodeIndex<'t> {
         }
     }
 
-    /// `syntax::callee` of a call of this index's tree, read once when the index was built.
-    pub fn callee<'s>(&self, call: Node<'_>, src: &'s str) -> &'s str {
-        match self.callee_ranges(call) {
-            Some([start, end, ..]) => src.get(start as usize..end as usize).unwrap_or(""),
-            None => syntax::callee(call, src),
+    /// `syntax::call_text` of a call of this index's tree, read once when the index was built.
+    pub fn call_text<'s>(&self, call: Node<'_>, src: &'s str) -> syntax::CallText<'s> {
+        let Some(
+            [
+                callee_start,
+                callee_end,
+                name_start,
+                name_end,
+                recv_start,
+                recv_end,
+            ],
+        ) = self.callee_ranges(call)
+        else {
+            return syntax::call_text(call, src);
+        };
+        let range = |start: u32, end: u32| start as usize..end as usize;
+        syntax::CalleeParts {
+            callee: range(callee_start, callee_end),
+            name: range(name_start, name_end),
+            receiver: (recv_start as usize != NO_RECEIVER).then(|| range(recv_start, recv_end)),
         }
+        .text(src)
     }
 
     /// `syntax::callee_name` of a call of this index's tree, likewise.
     pub fn callee_name<'s>(&self, call: Node<'_>, src: &'s str) -> &'s str {
-        match self.callee_ranges(call) {
-            Some([_, _, start, end, ..]) => src.get(start as usize..end as usize).unwrap_or(""),
-            None => syntax::callee_name(call, src),
-        }
-    }
-
-    /// The text of `syntax::receiver` of a call of this index's tree, likewise.
-    pub fn receiver<'s>(&self, call: Node<'_>, src: &'s str) -> Option<&'s str> {
-        match self.callee_ranges(call) {
-            Some([.., start, _]) if start as usize == NO_RECEIVER => None,
-            Some([.., start, end]) => src.get(start as usize..end as usize),
-            None => syntax::receiver(call).map(|r| syntax::text(r, src)),
-        }
+        self.call_text(call, src).name
     }
 
     fn callee_ranges(&self, call: Node<'_>) -> Option<[u32; 6]> {
@@ -646,7 +650,7 @@ mod tests {
             let calls = idx.all(kinds::CALL);
             for &call in calls {
                 assert_eq!(
-                    idx.callee(call, &src),
+                    idx.call_text(call, &src).callee,
                     syntax::callee(call, &src),
                     "{src:.60}"
                 );
@@ -656,7 +660,7 @@ mod tests {
                     "{src:.60}"
                 );
                 assert_eq!(
-                    idx.receiver(call, &src),
+                    idx.call_text(call, &src).receiver,
                     syntax::receiver(call).map(|r| syntax::text(r, &src)),
                     "{src:.60}"
                 );

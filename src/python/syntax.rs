@@ -67,6 +67,30 @@ pub(crate) struct CalleeParts {
     pub receiver: Option<std::ops::Range<usize>>,
 }
 
+impl CalleeParts {
+    pub fn text<'s>(&self, src: &'s str) -> CallText<'s> {
+        let at = |range: &std::ops::Range<usize>| src.get(range.clone()).unwrap_or("");
+        CallText {
+            callee: at(&self.callee),
+            name: at(&self.name),
+            receiver: self.receiver.as_ref().map(at),
+        }
+    }
+}
+
+/// A call's `callee`, `callee_name` and `receiver`, as text.
+#[derive(Clone, Copy)]
+pub struct CallText<'s> {
+    pub callee: &'s str,
+    pub name: &'s str,
+    pub receiver: Option<&'s str>,
+}
+
+/// A call's parts as text, in one read of the tree (`NodeIndex::call_text` reads none).
+pub fn call_text<'s>(call: Node<'_>, src: &'s str) -> CallText<'s> {
+    callee_parts(call).text(src)
+}
+
 pub(crate) fn callee_parts(call: Node<'_>) -> CalleeParts {
     let Some(function) = call.field("function") else {
         return CalleeParts {

@@ -271,20 +271,17 @@ pub(crate) trait Local<'a> {
     fn vocab(&self) -> &'a Vocabulary;
     fn memo(&self) -> &Memo;
 
-    /// `syntax::callee` of a call of this file, read from the index when there is one.
-    fn callee(&self, call: Node<'_>) -> &'a str {
+    /// `syntax::call_text` of a call of this file, read from the index when there is one.
+    fn call_text(&self, call: Node<'_>) -> syntax::CallText<'a> {
         match self.index() {
-            Some(idx) => idx.callee(call, self.src()),
-            None => syntax::callee(call, self.src()),
+            Some(idx) => idx.call_text(call, self.src()),
+            None => syntax::call_text(call, self.src()),
         }
     }
 
     /// `syntax::callee_name` of a call of this file, likewise.
     fn callee_name(&self, call: Node<'_>) -> &'a str {
-        match self.index() {
-            Some(idx) => idx.callee_name(call, self.src()),
-            None => syntax::callee_name(call, self.src()),
-        }
+        self.call_text(call).name
     }
 }
 

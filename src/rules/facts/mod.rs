@@ -358,11 +358,7 @@ fn function_facts(
     facts.falls_off_end = func.field("body").is_some_and(syntax::block_falls_through);
     let mut callees = Vec::new();
     for call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
-        let parts = Parts {
-            callee: idx.callee(*call, src),
-            name: idx.callee_name(*call, src),
-            receiver: idx.receiver(*call, src),
-        };
+        let parts = idx.call_text(*call, src);
         match classify(&parts, file, vocab) {
             Target::Http => facts.http = true,
             Target::Cache => facts.cache = true,
@@ -437,24 +433,12 @@ pub fn is_cache_name(name: &str, file: &FileFacts, vocab: &Vocabulary) -> bool {
 
 /// What a call talks to, from its callee and receiver names.
 pub fn classify_call(call: Node<'_>, src: &str, file: &FileFacts, vocab: &Vocabulary) -> Target {
-    let parts = Parts {
-        callee: syntax::callee(call, src),
-        name: syntax::callee_name(call, src),
-        receiver: syntax::receiver(call).map(|r| syntax::text(r, src)),
-    };
-    classify(&parts, file, vocab)
-}
-
-/// A call's callee, its last name and its receiver's text, as `syntax` reads them.
-struct Parts<'s> {
-    callee: &'s str,
-    name: &'s str,
-    receiver: Option<&'s str>,
+    classify(&syntax::call_text(call, src), file, vocab)
 }
 
 /// `classify_call`, with the call's parts already read.
-fn classify(parts: &Parts<'_>, file: &FileFacts, vocab: &Vocabulary) -> Target {
-    let Parts { callee, name, .. } = *parts;
+fn classify(parts: &syntax::CallText<'_>, file: &FileFacts, vocab: &Vocabulary) -> Target {
+    let syntax::CallText { callee, name, .. } = *parts;
     if name == "sleep" {
         return Target::Sleep;
     }
@@ -516,6 +500,7 @@ fn call_site_with(
 ) -> CallSite {
     let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION);
     let line = syntax::lines(call).0;
+    let text = idx.call_text(call, src);
     let binding = bound_name(call, idx, src).map(str::to_string);
     let (mut deref_line, mut checked) = (None, false);
     if let (Some(func), Some(name)) = (func, binding.as_deref()) {
@@ -538,8 +523,8 @@ fn call_site_with(
             .any(|c| words_of(syntax::text(c, src)).any(|w| w == name.to_ascii_lowercase()));
     }
     CallSite {
-        callee: idx.callee(call, src).to_string(),
-        name: idx.callee_name(call, src).to_string(),
+        callee: text.callee.to_string(),
+        name: text.name.to_string(),
         function: func.map(qualname_of).unwrap_or_default(),
         line,
         binding,

@@ -54,7 +54,7 @@ fn lib_of<'a>(callee: &str, cx: &impl Local<'a>) -> Option<Lib> {
 /// A client constructor and its library: `httpx.Client`, `httpx.AsyncClient`,
 /// `requests.Session`, `aiohttp.ClientSession`.
 fn constructor<'a>(call: Node<'_>, cx: &impl Local<'a>) -> Option<Lib> {
-    let (callee, name) = (cx.callee(call), cx.callee_name(call));
+    let syntax::CallText { callee, name, .. } = cx.call_text(call);
     let lib = lib_of(callee, cx)?;
     let known = match lib {
         Lib::Httpx => matches!(name, "Client" | "AsyncClient"),
@@ -142,7 +142,7 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
     let clients = clients(cx);
     let mut out = Vec::new();
     for &call in idx.all(kinds::CALL) {
-        let (callee, name) = (cx.callee(call), cx.callee_name(call));
+        let syntax::CallText { callee, name, .. } = cx.call_text(call);
         let recognised = if let Some(lib) = constructor(call, cx) {
             Some((lib, true, false))
         } else if name == "urlopen" && lib_of(callee, cx) == Some(Lib::Urllib) {
