@@ -4,7 +4,7 @@
 use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, ParsedFile, kinds, syntax};
-use crate::rules::facts::{self, Import};
+use crate::rules::facts::{self, FileFacts, Import};
 
 /// Calls that replace something for a test (`patch`, `patch.object`, `monkeypatch.setattr`).
 const MOCKERS: &[&str] = &["patch", "object", "setattr", "setitem", "dict", "multiple"];
@@ -133,12 +133,13 @@ fn keywords(call: Node<'_>, src: &str) -> Vec<Keyword> {
 
 /// Reads the facts of one parsed module.
 pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
-    extract_reusing(path, file, &[])
+    extract_reusing(path, file, None)
 }
 
-/// `extract`, taking each call's site from `sites` when the review already read them
-/// (`FileFacts::calls` of the same tree: one per call, in document order).
-pub fn extract_reusing(path: &str, file: &ParsedFile, sites: &[facts::CallSite]) -> ModuleFacts {
+/// `extract`, taking what the review already read of the same tree from `known` (`FileFacts`
+/// hold one function per definition and one site per call, in document order): each function's
+/// names, lines and whether it is async, and each call's site.
+pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>) -> ModuleFacts {
     let (idx, src) = (file.index(), file.text());
     let module = module_of(path);
     let imports = facts::imports(idx, src, facts::DottedImport::Binding);
@@ -149,18 +150,31 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, sites: &[facts::CallSite])
     } else {
         String::new()
     };
-    let functions: Vec<Def> = idx
-        .all(kinds::FUNCTION_DEFINITION)
+    let defs = idx.all(kinds::FUNCTION_DEFINITION);
+    let known_functions = known
+        .map(|k| &k.functions[..])
+        .filter(|k| k.len() == defs.len());
+    let functions: Vec<Def> = defs
         .iter()
-        .map(|&f| {
-            let name = syntax::function_name(f, src).to_string();
+        .enumerate()
+        .map(|(i, &f)| {
+            let (name, qualname, lines, is_async) = match known_functions.and_then(|k| k.get(i)) {
+                Some(k) => (k.name.clone(), k.qualname.clone(), k.lines, k.is_async),
+                None => (
+                    syntax::function_name(f, src).to_string(),
+                    facts::qualname(f, idx, src),
+                    syntax::lines(f),
+                    syntax::is_async(f),
+                ),
+            };
+            debug_assert_eq!(qualname, facts::qualname(f, idx, src));
             let mocks = (is_test && name.starts_with("test")).then(|| mock_text(idx, f, src));
             Def {
                 name,
-                qualname: facts::qualname(f, idx, src),
-                lines: syntax::lines(f),
+                qualname,
+                lines,
                 decorators: decorators(f, idx, src),
-                is_async: syntax::is_async(f),
+                is_async,
                 mocks,
             }
         })
@@ -190,7 +204,9 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, sites: &[facts::CallSite])
         fixtures,
     };
     let all_calls = idx.all(kinds::CALL);
-    let sites = (sites.len() == all_calls.len()).then_some(sites);
+    let sites = known
+        .map(|k| &k.calls[..])
+        .filter(|s| s.len() == all_calls.len());
     let mut calls: Vec<Call> = all_calls
         .iter()
         .enumerate()

@@ -24,7 +24,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::python::ParsedFile;
 use crate::review::ReviewError;
-use crate::rules::facts::CallSite;
+use crate::rules::facts::FileFacts;
 use crate::source::Repo;
 
 /// Most files the index reads: a monorepo beyond that is indexed in part (and says so).
@@ -33,12 +33,12 @@ pub const MAX_FILES: usize = 50_000;
 /// How far names are followed through re-exports (`from .cache import client`).
 const MAX_IMPORT_HOPS: usize = 4;
 
-/// A touched file's new side as the review holds it: its tree (with the call sites the review
-/// read from it, `FileFacts::calls`), or, when the review dropped the tree to bound memory (a
+/// A touched file's new side as the review holds it: its tree (with the facts the review read
+/// from it, which the index reuses), or, when the review dropped the tree to bound memory (a
 /// very large change), the facts it read before dropping it.
 #[derive(Clone, Copy)]
 pub enum NewSide<'p> {
-    Parsed(&'p ParsedFile, &'p [CallSite]),
+    Parsed(&'p ParsedFile, Option<&'p FileFacts>),
     /// Dropped after its facts were read; they are handed to the index apart (`extracted`), to
     /// be moved into it, not copied.
     Extracted,
@@ -191,18 +191,18 @@ impl ProjectIndex {
             .into_iter()
             .filter(|p| !changed.contains_key(p))
             .collect();
-        let parsed: Vec<(&String, &ParsedFile, &[CallSite])> = changed
+        let parsed: Vec<(&String, &ParsedFile, Option<&FileFacts>)> = changed
             .iter()
             .filter_map(|(path, side)| match side {
-                Some(NewSide::Parsed(parsed, sites)) => Some((path, *parsed, *sites)),
+                Some(NewSide::Parsed(parsed, known)) => Some((path, *parsed, *known)),
                 Some(NewSide::Extracted) | None => None,
             })
             .collect();
         let mut modules: BTreeMap<String, ModuleFacts> =
-            parallel_filter_map(&parsed, |(path, parsed, sites)| {
+            parallel_filter_map(&parsed, |(path, parsed, known)| {
                 Some((
                     (*path).clone(),
-                    extract::extract_reusing(path, parsed, sites),
+                    extract::extract_reusing(path, parsed, *known),
                 ))
             })
             .into_iter()

@@ -329,6 +329,33 @@ pub fn aliased_import<'s>(name: Node<'_>, src: &'s str) -> (&'s str, &'s str) {
     }
 }
 
+/// Whether `hay`, lowercased (ASCII), contains `needle`, itself lowercase: what
+/// `hay.to_ascii_lowercase().contains(needle)` says, without the copy (which facts made for
+/// every function and many calls of a file).
+pub fn contains_lowercase(hay: &str, needle: &str) -> bool {
+    let (hay, needle) = (hay.as_bytes(), needle.as_bytes());
+    debug_assert!(!needle.iter().any(u8::is_ascii_uppercase));
+    let Some((&first, rest)) = needle.split_first() else {
+        return true;
+    };
+    memchr::memchr2_iter(first, first.to_ascii_uppercase(), hay).any(|at| {
+        hay.get(at + 1..at + needle.len()).is_some_and(|w| {
+            w.iter()
+                .zip(rest)
+                .all(|(h, n)| h.to_ascii_lowercase() == *n)
+        })
+    })
+}
+
+/// Whether `text.to_ascii_lowercase() == lower`, without the copy.
+pub fn eq_lowercase(text: &str, lower: &str) -> bool {
+    text.len() == lower.len()
+        && text
+            .bytes()
+            .zip(lower.bytes())
+            .all(|(t, l)| t.to_ascii_lowercase() == l)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,6 +410,39 @@ mod tests {
         assert!(annotation_allows_none("None"));
         assert!(!annotation_allows_none("ChargeResult"));
         assert!(!annotation_allows_none("NoneType_ish"));
+    }
+
+    #[test]
+    fn lowercase_matches_agree_with_lowercasing_first() {
+        let hays = [
+            "",
+            "Redis",
+            "myREDISClient",
+            "IdEmPoTency_key",
+            "ré-dis",
+            "rEDi",
+            "xx rediS",
+            "ÅPI",
+            "SessionApi",
+            "http_client",
+            "CACHES",
+            "idempo",
+        ];
+        let needles = ["", "redis", "idempot", "api", "session", "caches", "é"];
+        for hay in hays {
+            for needle in needles {
+                assert_eq!(
+                    contains_lowercase(hay, needle),
+                    hay.to_ascii_lowercase().contains(needle),
+                    "{hay:?} contains {needle:?}"
+                );
+                assert_eq!(
+                    eq_lowercase(hay, needle),
+                    hay.to_ascii_lowercase() == needle,
+                    "{hay:?} is {needle:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -250,10 +250,7 @@ fn project_index<'p>(
         }
         if let Some(new) = p.patch.new_path.as_deref() {
             let side = match &p.new {
-                Parse::Kept(parsed) => Some(NewSide::Parsed(
-                    parsed,
-                    facts.new.as_ref().map_or(&[][..], |f| &f.calls[..]),
-                )),
+                Parse::Kept(parsed) => Some(NewSide::Parsed(parsed, facts.new.as_ref())),
                 Parse::Dropped => module.map(|module| {
                     moved.insert(new.to_string(), module);
                     NewSide::Extracted
@@ -489,11 +486,9 @@ fn prepare<'p>(
     // The project index cannot parse a dropped tree again cheaply in the middle of the rules:
     // what it would read is read now.
     let new_module = match settings.workspace {
-        source::Workspace::Repository { .. } if !keep_new => {
-            let sites = facts.new.as_ref().map_or(&[][..], |f| &f.calls[..]);
-            new.as_ref()
-                .map(|parsed| index::extract_reusing(path, parsed, sites))
-        }
+        source::Workspace::Repository { .. } if !keep_new => new
+            .as_ref()
+            .map(|parsed| index::extract_reusing(path, parsed, facts.new.as_ref())),
         _ => None,
     };
     let prepared = Prepared {

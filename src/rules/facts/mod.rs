@@ -171,10 +171,11 @@ fn module_of(path: &str) -> String {
     trimmed.trim_start_matches("src/").replace('/', ".")
 }
 
-fn words_of(text: &str) -> impl Iterator<Item = String> + '_ {
+/// Whether `text` holds a payment word, as a whole word in any case (`PaymentIntent` does not,
+/// `app/payments/` does).
+fn has_payment_word(text: &str) -> bool {
     text.split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(|w| w.to_ascii_lowercase())
+        .any(|w| PAYMENT_WORDS.iter().any(|p| syntax::eq_lowercase(w, p)))
 }
 
 /// Gathers the facts of one file version.
@@ -183,11 +184,10 @@ pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
     let idx = file.index();
     let imports = imports(idx, src, DottedImport::Module);
     let is_test = is_test_path(path);
-    let payment_module = words_of(path).any(|w| PAYMENT_WORDS.contains(&w.as_str()))
+    let payment_module = has_payment_word(path)
         || imports.iter().any(|i| {
             let root = i.target.split('.').next().unwrap_or("");
-            PAYMENT_SDKS.contains(&root)
-                || words_of(&i.target).any(|w| PAYMENT_WORDS.contains(&w.as_str()))
+            PAYMENT_SDKS.contains(&root) || has_payment_word(&i.target)
         });
     let file_facts = FileFacts {
         path: path.to_string(),
@@ -322,9 +322,7 @@ fn function_facts(
         is_async: syntax::is_async(func),
         annotation: syntax::return_annotation(func, src).map(str::to_string),
         is_test: file.is_test && name.starts_with("test"),
-        mentions_idempotency: syntax::text(func, src)
-            .to_ascii_lowercase()
-            .contains("idempot"),
+        mentions_idempotency: syntax::contains_lowercase(syntax::text(func, src), "idempot"),
         name,
         ..FunctionFacts::default()
     };
@@ -356,7 +354,7 @@ fn function_facts(
     facts.caught.sort();
     facts.caught.dedup();
     facts.falls_off_end = func.field("body").is_some_and(syntax::block_falls_through);
-    let mut callees = Vec::new();
+    let mut callees: Vec<&str> = Vec::new();
     for call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
         let parts = idx.call_text(*call, src);
         match classify(&parts, file, vocab) {
@@ -366,11 +364,11 @@ fn function_facts(
             Target::Sleep => facts.sleeps = true,
             Target::Other => {}
         }
-        callees.push(parts.name.to_string());
+        callees.push(parts.name);
     }
-    callees.sort();
+    callees.sort_unstable();
     callees.dedup();
-    facts.callees = callees;
+    facts.callees = callees.into_iter().map(str::to_string).collect();
     if let Some(parent) = idx.decorated(func) {
         let mut cursor = parent.walk();
         facts.decorators = parent
@@ -414,20 +412,21 @@ pub fn receiver_name<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
 }
 
 /// `cache` for `self.cache`: what a receiver is named by.
-fn last_name(receiver: &str) -> &str {
+pub(crate) fn last_name(receiver: &str) -> &str {
     receiver.rsplit('.').next().unwrap_or(receiver)
 }
 
 /// Whether `name` (a receiver) is a cache client: by its name, by the configured names, or by
 /// what it was imported from (`from app.cache import client`).
 pub fn is_cache_name(name: &str, file: &FileFacts, vocab: &Vocabulary) -> bool {
-    let lower = name.to_ascii_lowercase();
-    lower.contains("redis")
-        || lower.contains("cache")
-        || vocab.cache_clients.contains(&lower)
+    syntax::contains_lowercase(name, "redis")
+        || syntax::contains_lowercase(name, "cache")
+        || vocab
+            .cache_clients
+            .iter()
+            .any(|c| syntax::eq_lowercase(name, c))
         || file.import_target(name).is_some_and(|t| {
-            let t = t.to_ascii_lowercase();
-            t.contains("redis") || t.contains("cache")
+            syntax::contains_lowercase(t, "redis") || syntax::contains_lowercase(t, "cache")
         })
 }
 
@@ -450,13 +449,17 @@ fn classify(parts: &syntax::CallText<'_>, file: &FileFacts, vocab: &Vocabulary) 
             return Target::Cache;
         }
         if HTTP_VERBS.contains(&name) {
-            let lower = recv.to_ascii_lowercase();
+            let has = |word| syntax::contains_lowercase(recv, word);
+            let ends_api = recv
+                .as_bytes()
+                .get(recv.len().saturating_sub(3)..)
+                .is_some_and(|end| end.len() == 3 && end.eq_ignore_ascii_case(b"api"));
             let root = callee.split('.').next().unwrap_or("");
             if HTTP_MODULES.contains(&root)
-                || lower.contains("http")
-                || lower.contains("session")
-                || lower.contains("client") && name != "get"
-                || lower.ends_with("api") && name != "get"
+                || has("http")
+                || has("session")
+                || has("client") && name != "get"
+                || ends_api && name != "get"
             {
                 return Target::Http;
             }
@@ -520,7 +523,12 @@ fn call_site_with(
             .iter()
             .filter(|s| s.start_byte() > after && syntax::lines(**s).0 <= until)
             .filter_map(|s| s.field("condition"))
-            .any(|c| words_of(syntax::text(c, src)).any(|w| w == name.to_ascii_lowercase()));
+            .any(|c| {
+                // Word by word, in any case: `if not Result` checks `result`.
+                syntax::text(c, src)
+                    .split(|ch: char| !ch.is_ascii_alphanumeric())
+                    .any(|w| !w.is_empty() && w.eq_ignore_ascii_case(name))
+            });
     }
     CallSite {
         callee: text.callee.to_string(),

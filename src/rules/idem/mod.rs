@@ -128,23 +128,24 @@ fn key_of(call: Node<'_>, method: &str, src: &str) -> Option<String> {
 
 /// Whether the call's receiver is a cache client; `Some(true)` for Django's cache.
 fn cache_receiver<'a>(call: Node<'_>, cx: &impl Local<'a>) -> Option<bool> {
-    let src = cx.src();
     let facts = cx.facts()?;
-    let recv = syntax::receiver(call)?;
-    let full = syntax::text(recv, src);
-    let last = facts::receiver_name(call, src)?;
-    let django_import = facts
-        .imports
-        .iter()
-        .any(|i| i.target.starts_with("django.core.cache"));
+    // The receiver as the index read it with the callee: the tree is not asked again.
+    let full = cx.call_text(call).receiver?;
+    let last = facts::last_name(full);
     if full.starts_with("caches[") || full.starts_with("caches.") {
         return Some(true);
     }
+    let django_import = || {
+        facts
+            .imports
+            .iter()
+            .any(|i| i.target.starts_with("django.core.cache"))
+    };
     let client = if facts::is_cache_name(last, facts, cx.vocab()) {
         let django = facts
             .import_target(last)
             .is_some_and(|t| t.starts_with("django"))
-            || django_import && last == "cache";
+            || last == "cache" && django_import();
         Some(django)
     } else {
         cx.memo()
@@ -191,11 +192,16 @@ fn client_aliases<'a>(cx: &impl Local<'a>) -> Vec<(String, bool)> {
             kinds::SUBSCRIPT => syntax::text(right, src),
             _ => continue,
         };
-        let lower = made_by.to_ascii_lowercase();
-        if lower.contains("redis") || lower.contains("cache") {
+        if syntax::contains_lowercase(made_by, "redis")
+            || syntax::contains_lowercase(made_by, "cache")
+        {
             let text = syntax::text(left, src);
             let name = text.rsplit('.').next().unwrap_or(text);
-            out.push((name.to_string(), lower.starts_with("caches")));
+            let django = made_by
+                .as_bytes()
+                .get(..6)
+                .is_some_and(|start| start.eq_ignore_ascii_case(b"caches"));
+            out.push((name.to_string(), django));
         }
     }
     out
