@@ -588,8 +588,10 @@ fn largest_first<T: Sync, R: Send>(
     f: impl Fn(&T) -> R + Sync,
 ) -> Vec<R> {
     let mut order: Vec<usize> = (0..items.len()).collect();
+    // Each size once: a sort asks for keys O(n log n) times, and a size can be a `stat`.
+    let sizes: Vec<u64> = items.iter().map(&size).collect();
     // Stable: files of one size keep the diff's order.
-    order.sort_by_key(|&i| std::cmp::Reverse(items.get(i).map_or(0, &size)));
+    order.sort_by_key(|&i| std::cmp::Reverse(sizes.get(i).copied().unwrap_or(0)));
     let mut done: Vec<(usize, R)> = order
         .par_iter()
         .with_max_len(1)

@@ -4,9 +4,11 @@
 //! `..`, no NUL), then resolved and checked again after symlinks are followed, and only regular
 //! files are opened: a FIFO or a device would block or leak.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// Why a file of the repository could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,6 +28,10 @@ pub enum RepoError {
 pub struct Repo {
     root: PathBuf,
     max_file_bytes: u64,
+    /// Directories under the root found to be real directories, not symbolic links: the files
+    /// of a large change share them, and asking again for each file (as resolving a path does,
+    /// for every component from `/` down) cost two system calls per component.
+    plain_dirs: Arc<Mutex<HashSet<PathBuf>>>,
 }
 
 /// A file's text, and whether bytes that were not UTF-8 had to be replaced.
@@ -41,6 +47,7 @@ impl Repo {
         Ok(Repo {
             root: root.canonicalize()?,
             max_file_bytes,
+            plain_dirs: Arc::default(),
         })
     }
 
@@ -50,8 +57,15 @@ impl Repo {
 
     /// Reads `rel`, a path from the diff, if and only if it is a regular file inside the root.
     pub fn read(&self, rel: &str) -> Result<FileText, RepoError> {
-        let path = self.resolve(rel)?;
-        let meta = fs::metadata(&path).map_err(|e| io_error(rel, &e))?;
+        check_relative(rel)?;
+        let (path, meta) = match self.resolve_plain(rel) {
+            Some(found) => found,
+            None => {
+                let path = self.resolve(rel)?;
+                let meta = fs::metadata(&path).map_err(|e| io_error(rel, &e))?;
+                (path, meta)
+            }
+        };
         if !meta.is_file() {
             return Err(refused(rel, "not a regular file"));
         }
@@ -61,7 +75,8 @@ impl Repo {
                 limit: self.max_file_bytes,
             });
         }
-        let mut bytes = Vec::new();
+        // Sized from the `stat`: read in one go, not in doubling chunks.
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0) + 1);
         fs::File::open(&path)
             .and_then(|f| f.take(self.max_file_bytes + 1).read_to_end(&mut bytes))
             .map_err(|e| io_error(rel, &e))?;
@@ -71,6 +86,9 @@ impl Repo {
     /// The real path of `rel` inside the root, or why it is refused.
     pub fn resolve(&self, rel: &str) -> Result<PathBuf, RepoError> {
         check_relative(rel)?;
+        if let Some((path, _)) = self.resolve_plain(rel) {
+            return Ok(path);
+        }
         let joined = self.root.join(rel);
         let real = match joined.canonicalize() {
             Ok(real) => real,
@@ -90,6 +108,41 @@ impl Repo {
             return Err(refused(rel, "it leads outside the repository"));
         }
         Ok(real)
+    }
+}
+
+impl Repo {
+    /// `rel` (already checked as text) and what it is, when no component of it is a symbolic
+    /// link and it exists: then it is its own real path under the (canonical) root. One `lstat`
+    /// for the file, and one for each directory not seen before. `None` leaves the decision to
+    /// `resolve`, which follows the links and says why a path is refused.
+    fn resolve_plain(&self, rel: &str) -> Option<(PathBuf, fs::Metadata)> {
+        let mut parts = Path::new(rel).components().filter_map(|c| match c {
+            Component::Normal(part) => Some(part),
+            _ => None,
+        });
+        let file = parts.next_back()?;
+        let mut path = self.root.clone();
+        for dir in parts {
+            path.push(dir);
+            if self.plain_dirs().contains(&path) {
+                continue;
+            }
+            // A link is not a directory to `symlink_metadata`, and goes to `resolve`.
+            if !fs::symlink_metadata(&path).ok()?.is_dir() {
+                return None;
+            }
+            self.plain_dirs().insert(path.clone());
+        }
+        path.push(file);
+        let meta = fs::symlink_metadata(&path).ok()?;
+        (!meta.file_type().is_symlink()).then_some((path, meta))
+    }
+
+    fn plain_dirs(&self) -> std::sync::MutexGuard<'_, HashSet<PathBuf>> {
+        self.plain_dirs
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -152,5 +205,60 @@ mod tests {
             );
         }
         assert!(check_relative("app/./payments/client.py").is_ok());
+    }
+
+    fn repo_with(files: &[&str]) -> (tempfile::TempDir, Repo) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for file in files {
+            let path = dir.path().join(file);
+            fs::create_dir_all(path.parent().expect("a parent")).expect("dirs");
+            fs::write(&path, format!("# {file}\n")).expect("write");
+        }
+        let repo = Repo::open(dir.path(), 1 << 20).expect("root");
+        (dir, repo)
+    }
+
+    #[test]
+    fn plain_paths_resolve_to_themselves_and_share_their_directories() {
+        let (_dir, repo) = repo_with(&["app/payments/a.py", "app/payments/b.py"]);
+        let a = repo.resolve("app/./payments/a.py").expect("plain path");
+        assert_eq!(a, repo.root().join("app/payments/a.py"));
+        assert_eq!(
+            repo.read("app/payments/b.py").expect("read").text,
+            "# app/payments/b.py\n"
+        );
+        // Both files were found through the same two directories, each checked once.
+        assert_eq!(repo.plain_dirs().len(), 2);
+        assert!(matches!(
+            repo.read("app/payments/c.py"),
+            Err(RepoError::Missing { .. })
+        ));
+        assert!(matches!(
+            repo.read("app/payments"),
+            Err(RepoError::Refused { .. })
+        ));
+    }
+
+    #[test]
+    fn a_linked_directory_is_followed_only_inside_the_root() {
+        let (_outside, elsewhere) = repo_with(&["secret.py"]);
+        let (_dir, repo) = repo_with(&["app/real/pay.py"]);
+        let link = |target: &Path, at: &str| {
+            std::os::unix::fs::symlink(target, repo.root().join(at)).expect("symlink")
+        };
+        link(elsewhere.root(), "app/out");
+        link(&repo.root().join("app/real"), "app/alias");
+        assert!(matches!(
+            repo.read("app/out/secret.py"),
+            Err(RepoError::Refused { .. })
+        ));
+        // A link that stays inside is resolved to where it leads, as before.
+        assert_eq!(
+            repo.resolve("app/alias/pay.py").expect("inside"),
+            repo.root().join("app/real/pay.py")
+        );
+        // Neither link was taken for a plain directory.
+        assert!(!repo.plain_dirs().contains(&repo.root().join("app/out")));
+        assert!(!repo.plain_dirs().contains(&repo.root().join("app/alias")));
     }
 }
