@@ -5,6 +5,11 @@
 //! `cargo run --release --example floor -- BASE_DIR HEAD_DIR`
 use rayon::prelude::*;
 
+// The allocators of the payreview binary (tree-sitter on the system one), so that the ratio
+// compares the work done, not the allocators.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn python_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -20,6 +25,7 @@ fn python_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
 }
 
 fn main() {
+    payreview::alloc::tune();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(base), Some(head)) = (args.first(), args.get(1)) else {
         eprintln!("usage: floor BASE_DIR HEAD_DIR");

@@ -5,6 +5,7 @@
 //! → `report` (JSON, text, …), with `cli` on top. `review()` is the library entry point;
 //! `run_cli()` is the binary's, taking argv so tests run it in-process.
 
+pub mod alloc;
 pub mod cli;
 pub mod config;
 pub mod diff;
