@@ -1,20 +1,139 @@
 //! How the system allocator is set up for a review process.
 //!
 //! tree-sitter allocates each tree node with `malloc`. On a worker thread glibc serves it from the
-//! thread's arena, which it grows one page at a time, one `mprotect` call each: some 30,000 calls
-//! on a large change. Padding each growth makes an arena's first heap usable at once; the pages
-//! are still only touched (and counted as memory) when used.
+//! thread's arena: heaps of 64 MiB of address space, which it grows one page at a time, one
+//! `mprotect` call each (some 30,000 calls on a large change), and whose pages the kernel then
+//! hands out 4 KiB per fault (some 30,000 faults). Padding each growth makes a heap usable at
+//! once, and asking for transparent huge pages on it makes a fault bring 2 MiB. Pages are still
+//! only touched, and counted as memory, when used.
+//!
+//! Only a process that calls `tune` (the binary and the benchmark floor) is set up so; the
+//! library alone leaves the allocator as it finds it.
 
-/// What glibc adds to each growth of a heap: the largest arena heap (64 MiB on 64-bit).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-const TOP_PAD: libc::c_int = 64 << 20;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Sets the system allocator up; call first thing in `main`, before threads start.
+/// Set by `tune`: `advise_thread_heap` does nothing in a process that did not ask for it.
+static TUNED: AtomicBool = AtomicBool::new(false);
+
+/// The size and alignment of a glibc arena heap on 64-bit (`HEAP_MAX_SIZE`): what it adds to
+/// each growth, and how a heap is found from a pointer into it.
+#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+const ARENA_HEAP: usize = 64 << 20;
+
+/// Sets the system allocator up, and rayon's global pool so that each worker's heap is advised
+/// as it starts; call first thing in `main`, before threads start.
 pub fn tune() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    TUNED.store(true, Ordering::Relaxed);
+    #[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
     // SAFETY: `mallopt` only sets a tunable of the allocator; it is called before any thread
     // of ours exists, and a value it refuses leaves the default in place.
     unsafe {
-        libc::mallopt(libc::M_TOP_PAD, TOP_PAD);
+        libc::mallopt(libc::M_TOP_PAD, ARENA_HEAP as libc::c_int);
+    }
+    // Fails only if the pool exists already; it then keeps its own settings.
+    let _ = rayon::ThreadPoolBuilder::new()
+        .start_handler(|_| advise_thread_heap())
+        .build_global();
+}
+
+/// Asks for huge pages on the heap the calling thread's `malloc` now serves from, if that is a
+/// heap of a thread arena not advised yet. Call when a worker thread starts and after it parsed
+/// a file (an arena whose heap is full opens another). Only a hint: the kernel may refuse it.
+pub fn advise_thread_heap() {
+    if !TUNED.load(Ordering::Relaxed) {
+        return;
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+    {
+        use std::cell::RefCell;
+        thread_local! {
+            static ADVISED: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+        }
+        // SAFETY: a block is allocated and freed at once, only its address is kept; `sbrk(0)`
+        // only reads the program break.
+        let (probe, brk) = unsafe {
+            let block = libc::malloc(64);
+            let brk = libc::sbrk(0) as usize;
+            libc::free(block);
+            (block as usize, brk)
+        };
+        // The main arena lives below the program break, in no 64 MiB heap.
+        if probe == 0 || probe < brk {
+            return;
+        }
+        let heap = probe & !(ARENA_HEAP - 1);
+        let fresh = ADVISED.with_borrow_mut(|advised| {
+            let fresh = !advised.contains(&heap);
+            if fresh {
+                advised.push(heap);
+            }
+            fresh
+        });
+        if fresh {
+            // SAFETY: glibc maps each arena heap as a whole `ARENA_HEAP`-aligned region of that
+            // size; advice on it changes no contents, and an error only leaves pages small.
+            unsafe {
+                libc::madvise(heap as *mut libc::c_void, ARENA_HEAP, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+}
+
+#[cfg(all(
+    test,
+    target_os = "linux",
+    target_env = "gnu",
+    target_pointer_width = "64"
+))]
+mod tests {
+    use super::*;
+
+    /// The `VmFlags` of the mapping holding `addr`, from `/proc/self/smaps`.
+    fn flags_at(addr: usize) -> Option<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ')
+                && let Some((start, end)) = range.split_once('-')
+                && let (Ok(start), Ok(end)) = (
+                    usize::from_str_radix(start, 16),
+                    usize::from_str_radix(end, 16),
+                )
+            {
+                inside = start <= addr && addr < end;
+            } else if inside && let Some(flags) = line.strip_prefix("VmFlags:") {
+                return Some(flags.to_string());
+            }
+        }
+        None
+    }
+
+    /// Whether the mapping holding `addr` is advised for huge pages.
+    fn advised(addr: usize) -> bool {
+        let flags = flags_at(addr).expect("the address is mapped");
+        flags.split_whitespace().any(|f| f == "hg")
+    }
+
+    #[test]
+    fn a_thread_arenas_heap_is_advised_and_the_main_heap_left_alone() {
+        tune();
+        // Which arena a new thread gets is glibc's choice (a test runner's threads may share
+        // the main one): each case is checked, on several threads alive at once.
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    advise_thread_heap();
+                    // SAFETY: allocated, looked up by address, freed; `sbrk(0)` only reads.
+                    let (block, brk) = unsafe { (libc::malloc(64), libc::sbrk(0) as usize) };
+                    let seen = (block as usize >= brk, advised(block as usize));
+                    unsafe { libc::free(block) };
+                    seen
+                })
+            })
+            .collect();
+        for thread in threads {
+            let (in_thread_arena, advised) = thread.join().expect("the thread runs");
+            assert_eq!(advised, in_thread_arena);
+        }
     }
 }

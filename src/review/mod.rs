@@ -382,6 +382,8 @@ fn prepare<'p>(
         Some(version.as_ref()?.text.clone())
     };
     let new = text(&versions.new).and_then(ParsedFile::parse);
+    // The parse may have opened a new heap for this thread (see `crate::alloc`).
+    crate::alloc::advise_thread_heap();
     let gather = |parsed: &Option<ParsedFile>| {
         parsed
             .as_ref()
