@@ -2,7 +2,7 @@ use std::process::ExitCode;
 
 // The review's own data (facts, texts, indexes) lives apart from tree-sitter's trees, which stay
 // on the system allocator (`payreview::alloc`) as in the benchmark floor: on a large change this
-// kept the review's allocations out of the parser's heap and made it 5-9% faster (BENCHMARKS.md).
+// kept the review's allocations out of the parser's heap (BENCHMARKS.md, item 32).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

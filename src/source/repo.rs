@@ -61,7 +61,7 @@ impl Repo {
         let (path, meta) = match self.resolve_plain(rel) {
             Some(found) => found,
             None => {
-                let path = self.resolve(rel)?;
+                let path = self.resolve_linked(rel)?;
                 let meta = fs::metadata(&path).map_err(|e| io_error(rel, &e))?;
                 (path, meta)
             }
@@ -86,9 +86,15 @@ impl Repo {
     /// The real path of `rel` inside the root, or why it is refused.
     pub fn resolve(&self, rel: &str) -> Result<PathBuf, RepoError> {
         check_relative(rel)?;
-        if let Some((path, _)) = self.resolve_plain(rel) {
-            return Ok(path);
+        match self.resolve_plain(rel) {
+            Some((path, _)) => Ok(path),
+            None => self.resolve_linked(rel),
         }
+    }
+
+    /// `resolve` for a path that may go through symbolic links, or not exist: followed, then
+    /// checked to be still inside the root.
+    fn resolve_linked(&self, rel: &str) -> Result<PathBuf, RepoError> {
         let joined = self.root.join(rel);
         let real = match joined.canonicalize() {
             Ok(real) => real,
@@ -109,13 +115,11 @@ impl Repo {
         }
         Ok(real)
     }
-}
 
-impl Repo {
     /// `rel` (already checked as text) and what it is, when no component of it is a symbolic
     /// link and it exists: then it is its own real path under the (canonical) root. One `lstat`
     /// for the file, and one for each directory not seen before. `None` leaves the decision to
-    /// `resolve`, which follows the links and says why a path is refused.
+    /// `resolve_linked`, which follows the links and says why a path is refused.
     fn resolve_plain(&self, rel: &str) -> Option<(PathBuf, fs::Metadata)> {
         let mut parts = Path::new(rel).components().filter_map(|c| match c {
             Component::Normal(part) => Some(part),
@@ -128,7 +132,7 @@ impl Repo {
             if self.plain_dirs().contains(&path) {
                 continue;
             }
-            // A link is not a directory to `symlink_metadata`, and goes to `resolve`.
+            // A link is not a directory to `symlink_metadata`: `resolve_linked` follows it.
             if !fs::symlink_metadata(&path).ok()?.is_dir() {
                 return None;
             }
