@@ -71,12 +71,15 @@ fn lost<'t, 's>(idx: &NodeIndex<'t>, src: &'s str) -> Vec<(Node<'t>, &'s str, &'
 
 /// `logger.error(...)`-like call on a logger-like receiver: its level.
 fn logged_level<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
-    let level = syntax::callee_name(call, src);
+    let syntax::CallText {
+        name: level,
+        receiver,
+        ..
+    } = syntax::call_text(call, src);
     if !LEVELS.contains(&level) {
         return None;
     }
-    let receiver = syntax::receiver(call).map(|r| syntax::text(r, src))?;
-    let last = receiver.rsplit('.').next().unwrap_or(receiver);
+    let last = crate::rules::facts::last_name(receiver?);
     let last = last.trim_matches('_').to_ascii_lowercase();
     let loggerish = last == "log"
         || last == "logging"

@@ -406,11 +406,6 @@ const CACHE_METHODS: &[&str] = &[
     "getex",
 ];
 
-/// The receiver's last name, without `self.`/`cls.` and call parentheses.
-pub fn receiver_name<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
-    Some(last_name(syntax::text(syntax::receiver(call)?, src)))
-}
-
 /// `cache` for `self.cache`: what a receiver is named by.
 pub(crate) fn last_name(receiver: &str) -> &str {
     receiver.rsplit('.').next().unwrap_or(receiver)

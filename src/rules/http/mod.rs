@@ -136,20 +136,24 @@ pub(crate) fn calls_for_gates<'s, 'a>(s: &'s crate::rules::Scan<'a>) -> &'s [Htt
 
 /// Every HTTP call and client construction of the file.
 pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some(idx) = cx.index() else {
         return Vec::new();
     };
     let clients = clients(cx);
     let mut out = Vec::new();
     for &call in idx.all(kinds::CALL) {
-        let syntax::CallText { callee, name, .. } = cx.call_text(call);
+        let syntax::CallText {
+            callee,
+            name,
+            receiver,
+        } = cx.call_text(call);
         let recognised = if let Some(lib) = constructor(call, cx) {
             Some((lib, true, false))
         } else if name == "urlopen" && lib_of(callee, cx) == Some(Lib::Urllib) {
             Some((Lib::Urllib, false, false))
         } else if !VERBS.contains(&name) {
             None
-        } else if let Some(recv) = crate::rules::facts::receiver_name(call, src)
+        } else if let Some(recv) = receiver.map(crate::rules::facts::last_name)
             && let Some((_, lib, timeout)) = clients.iter().find(|(n, _, _)| n == recv)
         {
             Some((*lib, false, *timeout))

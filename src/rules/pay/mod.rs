@@ -12,17 +12,17 @@ use crate::python::{Fields, kinds, syntax};
 /// `capture`), or it creates/confirms/captures on a payment object (`stripe.PaymentIntent.create`,
 /// `stripe.Refund.create`).
 pub(crate) fn is_payment_call(call: Node<'_>, src: &str, vocab: &Vocabulary) -> bool {
-    let name = syntax::callee_name(call, src);
+    let syntax::CallText { name, receiver, .. } = syntax::call_text(call, src);
     if vocab.is_payment_operation(name) {
         return true;
     }
     if !matches!(name, "create" | "confirm" | "capture" | "execute") {
         return false;
     }
-    let Some(receiver) = syntax::receiver(call).map(|r| syntax::text(r, src)) else {
+    let Some(receiver) = receiver else {
         return false;
     };
-    let last = snake(receiver.rsplit('.').next().unwrap_or(receiver));
+    let last = snake(crate::rules::facts::last_name(receiver));
     last.contains("payment") || vocab.is_payment_operation(&last)
 }
 
