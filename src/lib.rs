@@ -251,12 +251,18 @@ fn read_input(settings: &Settings, input: &Input) -> Result<Vec<u8>, Error> {
 }
 
 /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`, so a reader
-/// never sees half a report.
+/// never sees half a report. Only a regular file is replaced that way: a rename would put a
+/// plain file in the place of `/dev/null`, a pipe or a symbolic link (and, run as root, break
+/// `/dev/null` for every process on the machine), so those are written to where they are.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let failed = |source| Error::WriteOutput {
         path: path.to_path_buf(),
         source,
     };
+    let in_place = std::fs::symlink_metadata(path).is_ok_and(|m| !m.file_type().is_file());
+    if in_place {
+        return std::fs::write(path, bytes).map_err(failed);
+    }
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -291,4 +297,56 @@ fn debug(command: DebugCommand, out: &mut dyn Write) -> Result<Outcome, Error> {
         }
     }
     Ok(Outcome(exit::CLEAN))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_atomically;
+
+    #[test]
+    fn a_regular_file_is_replaced_whole() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = dir.path().join("review.json");
+        std::fs::write(&out, "an older, longer report").expect("writes");
+        write_atomically(&out, b"{}").expect("writes the report");
+        assert_eq!(std::fs::read_to_string(&out).expect("reads"), "{}");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).expect("lists").collect();
+        assert_eq!(left.len(), 1, "no temporary file is left behind");
+    }
+
+    /// `--output /dev/null` must not replace the device; a link stands for the same kind of
+    /// target, and can be checked without touching the machine's devices.
+    #[cfg(unix)]
+    #[test]
+    fn a_symbolic_link_is_written_through_not_replaced() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let target = dir.path().join("target.json");
+        let link = dir.path().join("review.json");
+        std::fs::write(&target, "old").expect("writes");
+        std::os::unix::fs::symlink(&target, &link).expect("links");
+        write_atomically(&link, b"{}").expect("writes the report");
+        let kind = std::fs::symlink_metadata(&link).expect("stat").file_type();
+        assert!(kind.is_symlink(), "the link is still a link");
+        assert_eq!(std::fs::read_to_string(&target).expect("reads"), "{}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_pipe_is_written_to_not_replaced() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fifo = dir.path().join("review.fifo");
+        let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("no NUL");
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).expect("reads the pipe"))
+        };
+        write_atomically(&fifo, b"{}").expect("writes the report");
+        // Before joining: a reader left waiting on a replaced pipe would never return.
+        let kind = std::fs::symlink_metadata(&fifo).expect("stat").file_type();
+        assert!(kind.is_fifo(), "the pipe is still a pipe");
+        assert_eq!(reader.join().expect("reader"), b"{}");
+    }
 }
