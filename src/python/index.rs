@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use tree_sitter::{Node, Tree, TreeCursor};
+use tree_sitter::{Node, Tree};
 
 use super::{kinds, syntax};
 
@@ -68,12 +68,11 @@ impl<'t> NodeIndex<'t> {
         Self::from_walk(tree, walk_indexed)
     }
 
-    fn from_walk(tree: &'t Tree, walk: fn(&mut TreeCursor<'t>, &mut dyn FnMut(Node<'t>))) -> Self {
+    fn from_walk(tree: &'t Tree, walk: fn(Node<'t>, &mut dyn FnMut(Node<'t>))) -> Self {
         let Slots { table, .. } = slots(tree);
         let error_slot = slot_index(kinds::ERROR);
         let mut buckets: Vec<Vec<Node<'t>>> = vec![Vec::new(); kinds::INDEXED.len()];
-        let mut cursor = tree.walk();
-        walk(&mut cursor, &mut |node| {
+        walk(tree.root_node(), &mut |node| {
             // tree-sitter gives ERROR nodes the kind id `u16::MAX`.
             let id = node.kind_id();
             let slot = if id == u16::MAX {
@@ -255,35 +254,73 @@ fn slot_index(kind: &str) -> usize {
 }
 
 /// Pre-order walk over the nodes that can be indexed: like `walk_preorder`, but it does not
-/// step into a node whose children are all leaves. No indexed kind is a leaf, and stepping
-/// from sibling to sibling is most of the walk's cost (the cursor climbs Python's hidden
-/// repeat nodes at every step), so `f(a, b)`'s argument list or a string's parts are skipped
-/// whole. A node with an error below it is always entered: an ERROR node can be a leaf.
-fn walk_indexed<'t>(cursor: &mut TreeCursor<'t>, visit: &mut dyn FnMut(Node<'t>)) {
-    walk(cursor, visit, |node| {
+/// step into a node whose children are all leaves. No indexed kind is a leaf, so `f(a, b)`'s
+/// argument list or a string's parts are skipped whole. A node with an error below it is
+/// always entered: an ERROR node can be a leaf.
+fn walk_indexed<'t>(root: Node<'t>, visit: &mut dyn FnMut(Node<'t>)) {
+    let enter = |node: Node<'t>| {
         let children = node.child_count();
         // `descendant_count` counts the node itself and every visible node below it, so it
         // is `children + 1` exactly when every child is a leaf.
         children > 0 && (node.descendant_count() > children as usize + 1 || node.has_error())
-    });
+    };
+    visit(root);
+    if enter(root) {
+        walk_below(root, &mut |node| {
+            visit(node);
+            enter(node)
+        });
+    }
+}
+
+/// Pre-order walk of the visible nodes below `node`, into the children of those `visit`
+/// returns true for: the order of a `TreeCursor`'s `goto_first_child` and `goto_next_sibling`.
+/// A cursor costs 300–600 instructions a step here, most of it climbing back through Python's
+/// hidden repeat nodes to find the next sibling; `ts_payreview_walk` (added to the vendored
+/// tree-sitter, see `vendor/README.md`) keeps an iterator per level and enters each subtree
+/// once.
+pub fn walk_below<'t>(node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
+    type Visit<'v, 't> = &'v mut dyn FnMut(Node<'t>) -> bool;
+    unsafe extern "C" {
+        fn ts_payreview_walk(
+            node: tree_sitter::ffi::TSNode,
+            visit: unsafe extern "C" fn(*mut std::ffi::c_void, tree_sitter::ffi::TSNode) -> bool,
+            payload: *mut std::ffi::c_void,
+        );
+    }
+    unsafe extern "C" fn each(
+        payload: *mut std::ffi::c_void,
+        raw: tree_sitter::ffi::TSNode,
+    ) -> bool {
+        // SAFETY: `payload` is the `Visit` below, alive for the whole call of
+        // `ts_payreview_walk`, and `raw` a node of the tree `node` belongs to.
+        unsafe {
+            let visit = &mut *payload.cast::<Visit<'_, '_>>();
+            visit(Node::from_raw(raw))
+        }
+    }
+    let mut visit: Visit<'_, 't> = visit;
+    // SAFETY: the walk reads the tree `node` borrows and calls `each` with nodes of it; the
+    // payload outlives the call.
+    unsafe {
+        ts_payreview_walk(
+            node.into_raw(),
+            each,
+            (&raw mut visit).cast::<std::ffi::c_void>(),
+        );
+    }
 }
 
 /// Pre-order walk with a cursor: no recursion, so nesting depth cannot overflow the stack.
 #[cfg(test)]
-pub fn walk_preorder<'t>(cursor: &mut TreeCursor<'t>, mut visit: impl FnMut(Node<'t>)) {
-    walk(cursor, &mut visit, |_| true);
-}
-
-/// Pre-order walk with a cursor, into the children of the nodes `enter` accepts.
-fn walk<'t>(
-    cursor: &mut TreeCursor<'t>,
-    visit: &mut dyn FnMut(Node<'t>),
-    enter: impl Fn(Node<'t>) -> bool,
+pub fn walk_preorder<'t>(
+    cursor: &mut tree_sitter::TreeCursor<'t>,
+    mut visit: impl FnMut(Node<'t>),
 ) {
     loop {
         let node = cursor.node();
         visit(node);
-        if enter(node) && cursor.goto_first_child() {
+        if cursor.goto_first_child() {
             continue;
         }
         loop {
@@ -575,6 +612,72 @@ mod tests {
         sources
     }
 
+    /// `walk_below` is the cursor's walk without its climbing: the same nodes in the same order,
+    /// skipping what the cursor would skip, on real files, broken code and aliased nodes.
+    #[test]
+    fn the_native_walk_visits_what_a_cursor_visits() {
+        let sources = with_fixtures(&[
+            "def f(:\n    g(1, 2\n",
+            "x = (1 +\ny = $ 2\n",
+            // `print` and `exec` statements parse to aliased nodes in the grammar.
+            "print >> f, 'a'\nexec 'b' in ns\nmatch x:\n    case [1, *rest]: pass\n",
+            "@d\nclass A:\n    # note\n    def m(self): return f\"{a(b)}\"\n",
+            "",
+        ]);
+        for src in sources {
+            let tree = crate::python::parse(&src).expect("the python grammar loads");
+            let root = tree.root_node();
+            let mut by_cursor = Vec::new();
+            walk_preorder(&mut root.walk(), |n| by_cursor.push(n));
+            let mut native = vec![root];
+            walk_below(root, &mut |n| {
+                native.push(n);
+                true
+            });
+            // Nodes compare by id alone; an alias shows in the kind.
+            let seen = |nodes: &[Node<'_>]| -> Vec<(usize, u16, usize)> {
+                nodes
+                    .iter()
+                    .map(|n| (n.id(), n.kind_id(), n.start_byte()))
+                    .collect()
+            };
+            assert_eq!(seen(&native), seen(&by_cursor), "{src:.60}");
+            // Not entering a node skips all of it, and only it.
+            let expected: Vec<_> = by_cursor
+                .iter()
+                .filter(|n| {
+                    let mut up = n.parent();
+                    while let Some(p) = up {
+                        if p.kind() == kinds::CALL {
+                            return false;
+                        }
+                        up = p.parent();
+                    }
+                    true
+                })
+                .copied()
+                .collect();
+            let mut pruned = vec![root];
+            walk_below(root, &mut |n| {
+                pruned.push(n);
+                n.kind() != kinds::CALL
+            });
+            assert_eq!(seen(&pruned), seen(&expected), "{src:.60}");
+        }
+    }
+
+    #[test]
+    fn the_native_walk_does_not_recurse_on_deep_nesting() {
+        let src = format!("x = {}1{}\n", "(".repeat(20_000), ")".repeat(20_000));
+        let tree = crate::python::parse(&src).expect("parses");
+        let mut seen = 0;
+        walk_below(tree.root_node(), &mut |_| {
+            seen += 1;
+            true
+        });
+        assert!(seen > 40_000, "{seen} nodes");
+    }
+
     #[test]
     fn skipping_leaf_only_children_indexes_the_same_nodes() {
         let sources = with_fixtures(&[
@@ -592,7 +695,8 @@ mod tests {
         for src in sources {
             let tree = crate::python::parse(&src).expect("the python grammar loads");
             let skipping = NodeIndex::build(&tree);
-            let full = NodeIndex::from_walk(&tree, |cursor, visit| walk_preorder(cursor, visit));
+            let full =
+                NodeIndex::from_walk(&tree, |root, visit| walk_preorder(&mut root.walk(), visit));
             for kind in kinds::INDEXED {
                 let ids = |index: &NodeIndex<'_>| -> Vec<usize> {
                     index.all(kind).iter().map(|n| n.id()).collect()

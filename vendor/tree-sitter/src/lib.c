@@ -11,6 +11,8 @@
 #include "./tree_cursor.c"
 #include "./tree.c"
 #include "./wasm_store.c"
+// payreview: see vendor/README.md.
+#include "./walk.c"
 
 #ifdef TREE_SITTER_WASM_STDLIB
 #include "./wasm-stdlib/libc.c"

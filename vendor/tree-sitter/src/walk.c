@@ -1,0 +1,58 @@
+// payreview: not part of tree-sitter (see vendor/README.md).
+//
+// A pre-order walk of the visible nodes below a node, in the order a `TSTreeCursor` visits
+// them with `goto_first_child` and `goto_next_sibling`. A cursor climbs back up through the
+// hidden nodes (Python's statement lists are chains of hidden repeat nodes) at every step to
+// find the next sibling; this walk keeps one iterator per level instead, so each subtree is
+// entered once. The stack is on the heap: nesting depth cannot overflow the thread's stack.
+
+typedef bool (*TSPayreviewVisit)(void *payload, TSNode node);
+
+// Calls `visit` for each visible node below `node` (not `node` itself), parents before
+// children, and walks a visible node's children only when `visit` returns true for it.
+void ts_payreview_walk(TSNode node, TSPayreviewVisit visit, void *payload) {
+  const TSTree *tree = node.tree;
+  const Subtree *root = (const Subtree *)node.id;
+  if (!tree || !root || ts_subtree_child_count(*root) == 0) return;
+  Array(CursorChildIterator) stack = array_new();
+  array_push(&stack, ((CursorChildIterator) {
+    .tree = tree,
+    .parent = *root,
+    .position = {node.context[0], {node.context[1], node.context[2]}},
+    .child_index = 0,
+    .structural_child_index = 0,
+    .descendant_index = 0,
+    .alias_sequence = ts_language_alias_sequence(tree->language, root->ptr->production_id),
+  }));
+  while (stack.size > 0) {
+    CursorChildIterator *level = array_back(&stack);
+    const TSSymbol *aliases = level->alias_sequence;
+    TreeCursorEntry entry;
+    bool visible;
+    if (!ts_tree_cursor_child_iterator_next(level, &entry, &visible)) {
+      array_pop(&stack);
+      continue;
+    }
+    const Subtree *child = entry.subtree;
+    bool enter = true;
+    if (visible) {
+      TSSymbol alias = 0;
+      if (!ts_subtree_extra(*child) && aliases) {
+        alias = aliases[entry.structural_child_index];
+      }
+      enter = visit(payload, ts_node_new(tree, child, entry.position, alias));
+    }
+    if (enter && ts_subtree_child_count(*child) > 0) {
+      array_push(&stack, ((CursorChildIterator) {
+        .tree = tree,
+        .parent = *child,
+        .position = entry.position,
+        .child_index = 0,
+        .structural_child_index = 0,
+        .descendant_index = 0,
+        .alias_sequence = ts_language_alias_sequence(tree->language, child->ptr->production_id),
+      }));
+    }
+  }
+  array_delete(&stack);
+}
