@@ -619,7 +619,7 @@ mod tests {
         let sources = with_fixtures(&[
             "def f(:\n    g(1, 2\n",
             "x = (1 +\ny = $ 2\n",
-            // `print` and `exec` statements parse to aliased nodes in the grammar.
+            // Python 2 statements and `match` patterns hold aliased nodes.
             "print >> f, 'a'\nexec 'b' in ns\nmatch x:\n    case [1, *rest]: pass\n",
             "@d\nclass A:\n    # note\n    def m(self): return f\"{a(b)}\"\n",
             "",
