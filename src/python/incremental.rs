@@ -245,7 +245,7 @@ mod tests {
         assert_incremental_parse_matches(old, new, &back);
     }
 
-    /// Tokens the parser lexes to parse `text`, from `old` (edited by `edits`) or from nothing.
+    /// Tokens the parser lexes to parse `text`, from the edited tree `old` or from nothing.
     fn lexed_tokens(text: &str, old: Option<&tree_sitter::Tree>) -> usize {
         let lexed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let count = std::sync::Arc::clone(&lexed);

@@ -279,7 +279,7 @@ fn walk_indexed<'t>(root: Node<'t>, visit: &mut dyn FnMut(Node<'t>)) {
 /// hidden repeat nodes to find the next sibling; `ts_payreview_walk` (added to the vendored
 /// tree-sitter, see `vendor/README.md`) keeps an iterator per level and enters each subtree
 /// once.
-pub fn walk_below<'t>(node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
+fn walk_below<'t>(node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
     type Visit<'v, 't> = &'v mut dyn FnMut(Node<'t>) -> bool;
     unsafe extern "C" {
         fn ts_payreview_walk(
