@@ -222,19 +222,24 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
                 .flatten()
                 .and_then(|t| t.rsplit_once('.'))
                 .map(|(_, real)| real);
+            // Borrowed when the review read it already: only two of its texts are kept.
+            let computed;
             let site = match sites.and_then(|s| s.get(i)) {
-                Some(site) => site.clone(),
-                None => facts::call_site(call, idx, src),
+                Some(site) => site,
+                None => {
+                    computed = facts::call_site(call, idx, src);
+                    &computed
+                }
             };
             // The site's function is the qualified name of `func`, the function around the call.
             debug_assert_eq!(site.function, facts::qualname(func, idx, src));
             Some(Call {
                 name: imported.unwrap_or(name).to_string(),
                 module: callee_module(&out, callee, name),
-                function: site.function,
+                function: site.function.clone(),
                 line: site.line,
                 unchecked_use: site.deref_line.filter(|_| !site.checked),
-                binding: site.binding,
+                binding: site.binding.clone(),
             })
         })
         .collect();
@@ -307,9 +312,8 @@ fn mock_text(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> String {
     let mut outer = Some(func);
     while let Some(node) = outer {
         if let Some(parent) = idx.decorated(node) {
-            let mut cursor = parent.walk();
-            for d in parent
-                .named_children(&mut cursor)
+            for d in crate::python::named_children(parent)
+                .into_iter()
                 .filter(|n| n.kind() == kinds::DECORATOR)
             {
                 out.push_str(syntax::text(d, src));
@@ -339,9 +343,8 @@ fn decorators(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Vec<Decorator> 
     let Some(parent) = idx.decorated(func) else {
         return Vec::new();
     };
-    let mut cursor = parent.walk();
-    parent
-        .named_children(&mut cursor)
+    crate::python::named_children(parent)
+        .into_iter()
         .filter(|n| n.kind() == kinds::DECORATOR)
         .filter_map(|d| {
             let expr = d.named_child(0)?;

@@ -172,9 +172,15 @@ impl<'t> NodeIndex<'t> {
 
     /// The indexed nodes of `kind` strictly inside `outer` (not `outer` itself).
     pub fn within(&self, outer: Node<'_>, kind: &str) -> &[Node<'t>] {
+        self.within_spans(outer, kind).0
+    }
+
+    /// `within`, with the byte range of each node: a node's offsets are each a call into
+    /// tree-sitter.
+    pub fn within_spans(&self, outer: Node<'_>, kind: &str) -> (&[Node<'t>], &[(usize, usize)]) {
         let slot = slot_index(kind);
         let (Some(all), Some(spans)) = (self.buckets.get(slot), self.spans.get(slot)) else {
-            return &[];
+            return (&[], &[]);
         };
         let (start, end) = (outer.start_byte(), outer.end_byte());
         let mut lo = spans.partition_point(|&(s, _)| s < start);
@@ -190,7 +196,10 @@ impl<'t> NodeIndex<'t> {
             .get(lo..)
             .unwrap_or(&[])
             .partition_point(|&(s, _)| s < end);
-        all.get(lo..lo + len).unwrap_or(&[])
+        (
+            all.get(lo..lo + len).unwrap_or(&[]),
+            spans.get(lo..lo + len).unwrap_or(&[]),
+        )
     }
 
     /// The innermost indexed node of `kind` that contains `node` (not `node` itself).
@@ -309,6 +318,20 @@ fn walk_below<'t>(node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
             (&raw mut visit).cast::<std::ffi::c_void>(),
         );
     }
+}
+
+/// The named children of `node`, in order: what `Node::named_children` gives, without a
+/// cursor, which climbs back through the hidden repeat nodes that hold a block's statements or
+/// a call's arguments at every step.
+pub(crate) fn named_children(node: Node<'_>) -> Vec<Node<'_>> {
+    let mut out = Vec::new();
+    walk_below(node, &mut |child| {
+        if child.is_named() {
+            out.push(child);
+        }
+        false
+    });
+    out
 }
 
 /// Pre-order walk with a cursor: no recursion, so nesting depth cannot overflow the stack.
@@ -664,6 +687,37 @@ mod tests {
             });
             assert_eq!(seen(&pruned), seen(&expected), "{src:.60}");
         }
+    }
+
+    /// `named_children` lists what the cursor's `named_children` does, for every node: hidden
+    /// repeat nodes (a module's statements, a call's arguments), extras and aliases.
+    #[test]
+    fn named_children_are_the_cursors_named_children() {
+        let sources = with_fixtures(&[
+            "def f(:\n    g(1, 2\n",
+            "print >> f, 'a'\nmatch x:\n    case [1, *rest]: pass\n",
+            "f(a, # note\n  b=1, *c, **d)\n@d\n# c\n@e\ndef g(): pass\n",
+        ]);
+        let mut compared = 0;
+        for src in sources {
+            let tree = crate::python::parse(&src).expect("the python grammar loads");
+            let mut nodes = Vec::new();
+            walk_preorder(&mut tree.walk(), |n| nodes.push(n));
+            for node in nodes {
+                let mut cursor = node.walk();
+                let expected: Vec<(usize, u16)> = node
+                    .named_children(&mut cursor)
+                    .map(|n| (n.id(), n.kind_id()))
+                    .collect();
+                let native: Vec<(usize, u16)> = named_children(node)
+                    .iter()
+                    .map(|n| (n.id(), n.kind_id()))
+                    .collect();
+                assert_eq!(native, expected, "{} in {src:.60}", node.kind());
+                compared += expected.len();
+            }
+        }
+        assert!(compared > 2_000, "{compared} children compared");
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod syntax;
 
 pub use fields::Fields;
 pub use incremental::{Block, edits};
+pub(crate) use index::named_children;
 pub use index::{LazyTree, NodeIndex, ParsedFile};
 
 use std::cell::RefCell;

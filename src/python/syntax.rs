@@ -127,10 +127,9 @@ pub fn positional_args(call: Node<'_>) -> Vec<Node<'_>> {
     let Some(args) = call.field("arguments") else {
         return Vec::new();
     };
-    let mut cursor = args.walk();
-    args.named_children(&mut cursor)
-        .filter(|n| n.kind() != kinds::KEYWORD_ARGUMENT && n.kind() != kinds::COMMENT)
-        .collect()
+    let mut children = super::named_children(args);
+    children.retain(|n| n.kind() != kinds::KEYWORD_ARGUMENT && n.kind() != kinds::COMMENT);
+    children
 }
 
 /// The value of keyword argument `name=` of a call.
@@ -146,8 +145,8 @@ pub fn keyword_args<'t, 's>(call: Node<'t>, src: &'s str) -> Vec<(&'s str, Node<
     let Some(args) = call.field("arguments") else {
         return Vec::new();
     };
-    let mut cursor = args.walk();
-    args.named_children(&mut cursor)
+    super::named_children(args)
+        .into_iter()
         .filter(|n| n.kind() == kinds::KEYWORD_ARGUMENT)
         .filter_map(|kw| {
             let name = kw.field("name")?;
@@ -162,8 +161,8 @@ pub fn has_dict_splat(call: Node<'_>) -> bool {
     let Some(args) = call.field("arguments") else {
         return false;
     };
-    let mut cursor = args.walk();
-    args.named_children(&mut cursor)
+    super::named_children(args)
+        .iter()
         .any(|n| n.kind() == kinds::DICTIONARY_SPLAT)
 }
 
@@ -185,11 +184,9 @@ pub fn except_types(clause: Node<'_>) -> Vec<Node<'_>> {
         value = inner;
     }
     if value.kind() == kinds::TUPLE {
-        let mut cursor = value.walk();
-        return value
-            .named_children(&mut cursor)
-            .filter(|n| n.kind() != kinds::COMMENT)
-            .collect();
+        let mut children = super::named_children(value);
+        children.retain(|n| n.kind() != kinds::COMMENT);
+        return children;
     }
     vec![value]
 }
@@ -206,9 +203,8 @@ pub fn except_alias<'s>(clause: Node<'_>, src: &'s str) -> Option<&'s str> {
 
 /// The body block of an `except` clause.
 pub fn except_body(clause: Node<'_>) -> Option<Node<'_>> {
-    let mut cursor = clause.walk();
-    clause
-        .named_children(&mut cursor)
+    super::named_children(clause)
+        .into_iter()
         .find(|n| n.kind() == kinds::BLOCK)
 }
 
@@ -228,11 +224,9 @@ pub fn is_broad_except(clause: Node<'_>, src: &str) -> bool {
 
 /// The named statements of a block, comments left out.
 pub fn statements(block: Node<'_>) -> Vec<Node<'_>> {
-    let mut cursor = block.walk();
-    block
-        .named_children(&mut cursor)
-        .filter(|n| n.kind() != kinds::COMMENT)
-        .collect()
+    let mut children = super::named_children(block);
+    children.retain(|n| n.kind() != kinds::COMMENT);
+    children
 }
 
 /// Whether control can leave `block` by its end (its last statement does not return, raise,
@@ -291,8 +285,7 @@ pub fn ancestor<'t>(node: Node<'t>, kind: &str) -> Option<Node<'t>> {
 /// The parameter `name` of `func` that has a default (`timeout: float = 15.0`).
 pub fn defaulted_parameter<'t>(func: Node<'t>, name: &str, src: &str) -> Option<Node<'t>> {
     let params = func.field("parameters")?;
-    let mut cursor = params.walk();
-    params.named_children(&mut cursor).find(|p| {
+    super::named_children(params).into_iter().find(|p| {
         matches!(
             p.kind(),
             kinds::DEFAULT_PARAMETER | kinds::TYPED_DEFAULT_PARAMETER

@@ -256,8 +256,7 @@ fn units(file: &ParsedFile) -> Vec<Unit> {
     };
     let mut classes = 0;
     let root = file.root();
-    let mut cursor = root.walk();
-    for stmt in root.named_children(&mut cursor) {
+    for stmt in crate::python::named_children(root) {
         if stmt.kind() == kinds::COMMENT {
             continue;
         }
@@ -274,8 +273,8 @@ fn units(file: &ParsedFile) -> Vec<Unit> {
         let members: Vec<usize> = class
             .and_then(|c| c.field("body"))
             .map(|body| {
-                let mut cursor = body.walk();
-                body.named_children(&mut cursor)
+                crate::python::named_children(body)
+                    .into_iter()
                     .filter(|m| m.kind() != kinds::COMMENT)
                     .filter_map(|m| line_start_before(text, m.start_byte()))
                     .filter(|&m| m > start)
@@ -474,10 +473,9 @@ fn overlapping<'n, 't>(
 
 /// The statements of a module or block, without its comments.
 fn statements(node: tree_sitter::Node<'_>) -> Vec<tree_sitter::Node<'_>> {
-    let mut cursor = node.walk();
-    node.named_children(&mut cursor)
-        .filter(|n| n.kind() != kinds::COMMENT)
-        .collect()
+    let mut children = crate::python::named_children(node);
+    children.retain(|n| n.kind() != kinds::COMMENT);
+    children
 }
 
 /// The old version's facts: the new facts of each untouched unit with lines shifted, and the

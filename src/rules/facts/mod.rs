@@ -370,9 +370,8 @@ fn function_facts(
     callees.dedup();
     facts.callees = callees.into_iter().map(str::to_string).collect();
     if let Some(parent) = idx.decorated(func) {
-        let mut cursor = parent.walk();
-        facts.decorators = parent
-            .named_children(&mut cursor)
+        facts.decorators = crate::python::named_children(parent)
+            .into_iter()
             .filter(|n| n.kind() == kinds::DECORATOR)
             .map(|d| syntax::text(d, src).trim_start_matches('@').to_string())
             .collect();
@@ -503,20 +502,26 @@ fn call_site_with(
     let (mut deref_line, mut checked) = (None, false);
     if let (Some(func), Some(name)) = (func, binding.as_deref()) {
         let after = call.end_byte();
-        deref_line = idx
-            .within(func, kinds::ATTRIBUTE)
-            .iter()
-            .filter(|a| a.start_byte() > after)
-            .find(|a| {
-                a.field("object")
-                    .is_some_and(|o| syntax::text(o, src) == name)
+        // The nodes that start after the call, found by their starts (in order).
+        let later = |kind: &str| {
+            let (nodes, spans) = idx.within_spans(func, kind);
+            let first = spans.partition_point(|&(start, _)| start <= after);
+            let nodes = nodes.get(first..).unwrap_or(&[]);
+            nodes.iter().zip(spans.get(first..).unwrap_or(&[]))
+        };
+        deref_line = later(kinds::ATTRIBUTE)
+            .find(|&(a, &(start, _))| {
+                // An attribute's object is its first child: the attribute's text starts with
+                // it, which rules most attributes out before tree-sitter is asked for fields.
+                src.get(start..).is_some_and(|t| t.starts_with(name))
+                    && a.field("object")
+                        .is_some_and(|o| syntax::text(o, src) == name)
             })
-            .map(|a| syntax::lines(*a).0);
+            .map(|(a, _)| syntax::lines(*a).0);
         let until = deref_line.unwrap_or(u32::MAX);
-        checked = idx
-            .within(func, kinds::IF_STATEMENT)
-            .iter()
-            .filter(|s| s.start_byte() > after && syntax::lines(**s).0 <= until)
+        checked = later(kinds::IF_STATEMENT)
+            .map(|(s, _)| s)
+            .filter(|s| syntax::lines(**s).0 <= until)
             .filter_map(|s| s.field("condition"))
             .any(|c| {
                 // Word by word, in any case: `if not Result` checks `result`.

@@ -5,7 +5,7 @@ use tree_sitter::Node;
 use super::Op;
 use crate::python::{Fields, kinds, syntax};
 use crate::review::Severity;
-use crate::rules::{Check, Ctx, Gate, Rule, Scan};
+use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
     id: "IDEM002",
@@ -16,11 +16,12 @@ pub(crate) static RULE: Rule = Rule {
 
 /// Every finding is a `.decode(…)` of what a cache call read.
 fn gate(s: &Scan<'_>) -> bool {
-    let (idx, src) = (s.index(), s.src());
-    idx.all(kinds::CALL)
-        .iter()
-        .any(|c| syntax::callee_name(*c, src) == "decode")
-        && super::has_cache_call(s)
+    // The cache calls first: the other idem gates ask the same, and it is asked once per file.
+    super::has_cache_call(s)
+        && s.index()
+            .all(kinds::CALL)
+            .iter()
+            .any(|c| s.callee_name(*c) == "decode")
 }
 
 fn check(cx: &mut Ctx<'_>) {

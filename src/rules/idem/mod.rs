@@ -184,6 +184,14 @@ fn client_aliases<'a>(cx: &impl Local<'a>) -> Vec<(String, bool)> {
     };
     let mut out = Vec::new();
     for &a in idx.all(kinds::ASSIGNMENT) {
+        // What makes the client is part of the assignment's text: most assignments name
+        // neither word, and are passed over before tree-sitter is asked for their fields.
+        let whole = syntax::text(a, src);
+        if !syntax::contains_lowercase(whole, "redis")
+            && !syntax::contains_lowercase(whole, "cache")
+        {
+            continue;
+        }
         let (Some(left), Some(right)) = (a.field("left"), a.field("right").map(strip_await)) else {
             continue;
         };

@@ -125,10 +125,14 @@ fn report(
 /// `order.status = "charged"`, `payment.state = PaymentState.CAPTURED`, `invoice.is_paid = True`,
 /// `order.paid_at = timezone.now()` on an entity.
 fn is_success_assignment(assign: Node<'_>, src: &str, vocab: &Vocabulary) -> bool {
-    let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else {
+    // The left side first: most assignments bind a plain name, and have no entity.
+    let Some(left) = assign.field("left") else {
         return false;
     };
     let Some(object) = super::entity_object(left, src) else {
+        return false;
+    };
+    let Some(right) = assign.field("right") else {
         return false;
     };
     if !vocab.is_entity(object) {
