@@ -99,8 +99,14 @@ impl<'p> LazyIndex<'p> {
     }
 }
 
-/// Fewest files worth another indexing thread: below that, spawning costs more than it saves.
+/// Fewest repository files worth another indexing thread: below that, spawning costs more than
+/// it saves (most are read and scanned for a name, not parsed).
 const FILES_PER_THREAD: usize = 64;
+
+/// The same for the changed files parsed already, whose facts are read from their trees: a
+/// fraction of a millisecond each, but all on one thread made the index's build a tenth of a
+/// small change's review, with the other thread waiting for it.
+const EXTRACTS_PER_THREAD: usize = 8;
 
 /// `items` mapped in parallel, in order, on scoped threads of its own, each taking the next
 /// item as it is done with one: which files cost much (a large tree, a file to read and parse)
@@ -112,10 +118,11 @@ const FILES_PER_THREAD: usize = 64;
 /// Plain threads are only joined, never stolen from.
 fn parallel_filter_map<T: Sync, R: Send>(
     items: &[T],
+    per_thread: usize,
     f: impl Fn(&T) -> Option<R> + Sync,
 ) -> Vec<R> {
     let threads = rayon::current_num_threads()
-        .min(items.len().div_ceil(FILES_PER_THREAD))
+        .min(items.len().div_ceil(per_thread.max(1)))
         .max(1);
     if threads == 1 {
         return items.iter().filter_map(&f).collect();
@@ -199,7 +206,7 @@ impl ProjectIndex {
             })
             .collect();
         let mut modules: BTreeMap<String, ModuleFacts> =
-            parallel_filter_map(&parsed, |(path, parsed, known)| {
+            parallel_filter_map(&parsed, EXTRACTS_PER_THREAD, |(path, parsed, known)| {
                 Some((
                     (*path).clone(),
                     extract::extract_reusing(path, parsed, *known),
@@ -244,13 +251,14 @@ impl ProjectIndex {
                 .iter()
                 .filter(|p| !modules.contains_key(*p))
                 .collect();
-            let found: Vec<ModuleFacts> = parallel_filter_map(&candidates, |path| {
-                let (path, text) = read(path)?;
-                if !mentions_any(&text, &fresh) {
-                    return None;
-                }
-                parse(&path, text)
-            });
+            let found: Vec<ModuleFacts> =
+                parallel_filter_map(&candidates, FILES_PER_THREAD, |path| {
+                    let (path, text) = read(path)?;
+                    if !mentions_any(&text, &fresh) {
+                        return None;
+                    }
+                    parse(&path, text)
+                });
             for m in found {
                 modules.insert(m.path.clone(), m);
             }
@@ -281,7 +289,7 @@ impl ProjectIndex {
                 break;
             }
             let wanted: Vec<String> = wanted.into_iter().collect();
-            let found: Vec<ModuleFacts> = parallel_filter_map(&wanted, |path| {
+            let found: Vec<ModuleFacts> = parallel_filter_map(&wanted, FILES_PER_THREAD, |path| {
                 let (path, text) = read(path)?;
                 parse(&path, text)
             });
