@@ -14,9 +14,9 @@
 //!
 //! mimalloc asks for transparent huge pages on the memory it reserves (one arena of 1 GiB), and
 //! spreads a thread's pages over it by size class: a 2 MiB page is then zeroed whole for a few
-//! small blocks. On a large change that was 46 MB of the peak (430 MB) and half the system time
-//! (437 → 229 ms). `tune` advises mimalloc's arenas back to small pages; the parser's heaps keep
-//! their huge pages (above), where a tree's nodes fill them in order.
+//! small blocks: on the large sparse benchmark, 49 MB of a 434 MB peak and a fifth of the system
+//! time (BENCHMARKS.md, item 39). `tune` advises mimalloc's arenas back to small pages; the
+//! parser's heaps keep their huge pages (above), where a tree's nodes fill them in order.
 //!
 //! Only a process that calls `tune` (the binary and the benchmark floor) is set up so; the
 //! library alone leaves the allocator as it finds it.
@@ -193,6 +193,7 @@ mod tests {
         // SAFETY: allocated, looked up by address, freed.
         let block = unsafe { libmimalloc_sys::mi_malloc(64) };
         let flags = flags_at(block as usize).expect("mimalloc's block is mapped");
+        // SAFETY: the block allocated above, freed once.
         unsafe { libmimalloc_sys::mi_free(block) };
         assert!(
             flags.split_whitespace().any(|f| f == "nh"),
