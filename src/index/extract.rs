@@ -312,10 +312,7 @@ fn mock_text(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> String {
     let mut outer = Some(func);
     while let Some(node) = outer {
         if let Some(parent) = idx.decorated(node) {
-            for d in crate::python::named_children(parent)
-                .into_iter()
-                .filter(|n| n.kind() == kinds::DECORATOR)
-            {
+            for d in syntax::decorators(parent) {
                 out.push_str(syntax::text(d, src));
                 out.push('\n');
             }
@@ -343,9 +340,8 @@ fn decorators(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Vec<Decorator> 
     let Some(parent) = idx.decorated(func) else {
         return Vec::new();
     };
-    crate::python::named_children(parent)
+    syntax::decorators(parent)
         .into_iter()
-        .filter(|n| n.kind() == kinds::DECORATOR)
         .filter_map(|d| {
             let expr = d.named_child(0)?;
             let line = syntax::lines(d).0;

@@ -222,6 +222,16 @@ pub fn is_broad_except(clause: Node<'_>, src: &str) -> bool {
         })
 }
 
+/// The decorators of a `decorated_definition` (none for any other node), in order.
+pub fn decorators(decorated: Node<'_>) -> Vec<Node<'_>> {
+    if decorated.kind() != kinds::DECORATED_DEFINITION {
+        return Vec::new();
+    }
+    let mut children = super::named_children(decorated);
+    children.retain(|n| n.kind() == kinds::DECORATOR);
+    children
+}
+
 /// The named statements of a block, comments left out.
 pub fn statements(block: Node<'_>) -> Vec<Node<'_>> {
     let mut children = super::named_children(block);

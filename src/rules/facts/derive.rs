@@ -410,7 +410,7 @@ fn same_indent(new: &str, old: &str) -> bool {
 /// Whether every statement of each run's old text, in the blanked copy, is a statement of the
 /// module or class body the run stands in, and ends inside the run.
 fn runs_stay_in_place(copy: &ParsedFile, runs: &[Run], headers: &[Option<usize>]) -> bool {
-    let top = statements(copy.root());
+    let top = syntax::statements(copy.root());
     // The class of the runs before, with its statement and its body's statements: a class's
     // runs come one after another.
     let mut class: Option<(usize, usize, Vec<tree_sitter::Node<'_>>)> = None;
@@ -444,7 +444,7 @@ fn runs_stay_in_place(copy: &ParsedFile, runs: &[Run], headers: &[Option<usize>]
             let Some(body) = definition.and_then(|c| c.field("body")) else {
                 return false;
             };
-            class = Some((k, stmt.id(), statements(body)));
+            class = Some((k, stmt.id(), syntax::statements(body)));
         }
         let Some((_, id, members)) = &class else {
             return false;
@@ -469,13 +469,6 @@ fn overlapping<'n, 't>(
     let first = nodes.partition_point(|n| n.end_byte() <= a);
     let rest = nodes.get(first..).unwrap_or(&[]);
     &rest[..rest.partition_point(|n| n.start_byte() < b)]
-}
-
-/// The statements of a module or block, without its comments.
-fn statements(node: tree_sitter::Node<'_>) -> Vec<tree_sitter::Node<'_>> {
-    let mut children = crate::python::named_children(node);
-    children.retain(|n| n.kind() != kinds::COMMENT);
-    children
 }
 
 /// The old version's facts: the new facts of each untouched unit with lines shifted, and the

@@ -370,9 +370,8 @@ fn function_facts(
     callees.dedup();
     facts.callees = callees.into_iter().map(str::to_string).collect();
     if let Some(parent) = idx.decorated(func) {
-        facts.decorators = crate::python::named_children(parent)
+        facts.decorators = syntax::decorators(parent)
             .into_iter()
-            .filter(|n| n.kind() == kinds::DECORATOR)
             .map(|d| syntax::text(d, src).trim_start_matches('@').to_string())
             .collect();
     }

@@ -71,10 +71,13 @@ impl Mocks {
             };
         };
         let lower = |n: Node<'_>| syntax::text(n, src).to_ascii_lowercase();
-        let mut texts: Vec<String> = decorators(test.outer).into_iter().map(lower).collect();
+        let mut texts: Vec<String> = syntax::decorators(test.outer)
+            .into_iter()
+            .map(lower)
+            .collect();
         if let Some(class) = idx.enclosing(test.node, kinds::CLASS_DEFINITION) {
             if let Some(parent) = idx.decorated(class) {
-                texts.extend(decorators(parent).into_iter().map(lower));
+                texts.extend(syntax::decorators(parent).into_iter().map(lower));
             }
             texts.extend(
                 idx.within(class, kinds::FUNCTION_DEFINITION)
@@ -123,17 +126,6 @@ impl Mocks {
             .iter()
             .any(|t| ends.iter().any(|e| t.contains(&e.to_ascii_lowercase())))
     }
-}
-
-fn decorators(decorated: Node<'_>) -> Vec<Node<'_>> {
-    if decorated.kind() != kinds::DECORATED_DEFINITION {
-        return Vec::new();
-    }
-    let mut cursor = decorated.walk();
-    decorated
-        .named_children(&mut cursor)
-        .filter(|n| n.kind() == kinds::DECORATOR)
-        .collect()
 }
 
 fn parameters(func: Node<'_>, src: &str) -> Vec<String> {
