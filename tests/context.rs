@@ -485,9 +485,11 @@ fn indexing_every_fixture_is_quiet_and_deterministic() {
         .map(|s| s.to_string())
         .collect();
     let build = || {
+        let listing = payreview::index::Listing::start(repo.root(), payreview::index::MAX_FILES);
         let (index, errors) = payreview::index::ProjectIndex::build(
             &repo,
-            &std::collections::BTreeMap::new(),
+            listing,
+            &std::collections::BTreeSet::new(),
             std::collections::BTreeMap::new(),
             &focus,
         );

@@ -1,7 +1,8 @@
 //! Which files of the repository the project index reads.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
 
 use crate::source::git;
 
@@ -33,6 +34,48 @@ pub fn python_files(root: &Path, cap: usize) -> (Vec<String>, bool) {
     let truncated = files.len() > cap;
     files.truncate(cap);
     (files, truncated)
+}
+
+/// `python_files`, started on a thread of its own when a review starts: listing runs `git`
+/// (2–6 ms on the benchmarks), which the rules, all waiting for the index's one build, would
+/// otherwise wait out too.
+pub struct Listing {
+    root: PathBuf,
+    cap: usize,
+    pending: Option<JoinHandle<(Vec<String>, bool)>>,
+}
+
+impl Listing {
+    pub fn start(root: &Path, cap: usize) -> Listing {
+        let owned = root.to_path_buf();
+        // A thread the system refuses leaves the listing to `files`.
+        let pending = std::thread::Builder::new()
+            .name("payreview-list".to_string())
+            .spawn(move || python_files(&owned, cap))
+            .ok();
+        Listing {
+            root: root.to_path_buf(),
+            cap,
+            pending,
+        }
+    }
+
+    /// A listing made only when `files` asks.
+    pub fn deferred(root: &Path, cap: usize) -> Listing {
+        Listing {
+            root: root.to_path_buf(),
+            cap,
+            pending: None,
+        }
+    }
+
+    /// What `python_files` gives, waiting for the thread if it has not finished.
+    pub fn files(self) -> (Vec<String>, bool) {
+        match self.pending.map(JoinHandle::join) {
+            Some(Ok(listed)) => listed,
+            _ => python_files(&self.root, self.cap),
+        }
+    }
 }
 
 fn skipped_dir(part: &str) -> bool {
@@ -102,6 +145,21 @@ mod tests {
         let (files, truncated) = python_files(dir.path(), 1);
         assert_eq!(files, ["app/a.py"]);
         assert!(truncated);
+    }
+
+    #[test]
+    fn a_listing_started_ahead_gives_the_files_and_the_cap_of_one_made_when_asked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for rel in ["app/a.py", "app/b.py", "pkg/c.py", "notes.txt"] {
+            let path = dir.path().join(rel);
+            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            fs::write(path, "x = 1\n").expect("write");
+        }
+        let started = Listing::start(dir.path(), 2);
+        let deferred = Listing::deferred(dir.path(), 2);
+        let expected = (vec!["app/a.py".to_string(), "app/b.py".to_string()], true);
+        assert_eq!(started.files(), expected);
+        assert_eq!(deferred.files(), expected);
     }
 
     #[cfg(unix)]

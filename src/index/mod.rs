@@ -15,6 +15,7 @@ pub use celery::{TaskRef, exception_covers};
 pub use extract::{
     Assignment, Call, Decorator, Def, ModuleFacts, extract, extract_reusing, module_of,
 };
+pub use list::Listing;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,7 +25,6 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::python::ParsedFile;
 use crate::review::ReviewError;
-use crate::rules::facts::FileFacts;
 use crate::source::Repo;
 
 /// Most files the index reads: a monorepo beyond that is indexed in part (and says so).
@@ -33,40 +33,35 @@ pub const MAX_FILES: usize = 50_000;
 /// How far names are followed through re-exports (`from .cache import client`).
 const MAX_IMPORT_HOPS: usize = 4;
 
-/// A touched file's new side as the review holds it: its tree (with the facts the review read
-/// from it, which the index reuses), or, when the review dropped the tree to bound memory (a
-/// very large change), the facts it read before dropping it.
-#[derive(Clone, Copy)]
-pub enum NewSide<'p> {
-    Parsed(&'p ParsedFile, Option<&'p FileFacts>),
-    /// Dropped after its facts were read; they are handed to the index apart (`extracted`), to
-    /// be moved into it, not copied.
-    Extracted,
-}
-
 /// The project index of one review, built the first time a rule asks for it: most changes
 /// never need it (no retry loop, no cached value, no changed contract), and then the
 /// repository is not read at all.
 pub struct LazyIndex<'p> {
     repo: Option<&'p Repo>,
-    changed: BTreeMap<String, Option<NewSide<'p>>>,
-    /// The facts of the `NewSide::Extracted` files, by path: taken by the one build.
+    /// The repository's files, listed while the review read the change: taken by the build.
+    listing: Mutex<Option<Listing>>,
+    changed: BTreeSet<String>,
+    /// The facts of the new side of the touched files, by path, read by the review while it
+    /// held their trees: taken by the one build.
     extracted: Mutex<BTreeMap<String, ModuleFacts>>,
     focus: BTreeSet<String>,
     cell: OnceLock<(ProjectIndex, Vec<ReviewError>)>,
 }
 
 impl<'p> LazyIndex<'p> {
-    /// `repo` is `None` in diff-only mode: there is nothing to index.
-    /// `focus`: the module-level functions the change touches.
+    /// `repo` is `None` in diff-only mode: there is nothing to index. `listing`: its files,
+    /// listed already or being listed (`Listing::start`); `focus`: the module-level functions
+    /// the change touches.
     pub fn new(
         repo: Option<&'p Repo>,
-        changed: BTreeMap<String, Option<NewSide<'p>>>,
+        listing: Option<Listing>,
+        changed: BTreeSet<String>,
         extracted: BTreeMap<String, ModuleFacts>,
         focus: BTreeSet<String>,
     ) -> Self {
         LazyIndex {
             repo,
+            listing: Mutex::new(listing),
             changed,
             extracted: Mutex::new(extracted),
             focus,
@@ -87,7 +82,13 @@ impl<'p> LazyIndex<'p> {
                             .lock()
                             .unwrap_or_else(|poisoned| poisoned.into_inner()),
                     );
-                    ProjectIndex::build(repo, &self.changed, extracted, &self.focus)
+                    let listing = self
+                        .listing
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .take()
+                        .unwrap_or_else(|| Listing::deferred(repo.root(), MAX_FILES));
+                    ProjectIndex::build(repo, listing, &self.changed, extracted, &self.focus)
                 })
                 .0,
         )
@@ -102,11 +103,6 @@ impl<'p> LazyIndex<'p> {
 /// Fewest repository files worth another indexing thread: below that, spawning costs more than
 /// it saves (most are read and scanned for a name, not parsed).
 const FILES_PER_THREAD: usize = 64;
-
-/// The same for the changed files parsed already, whose facts are read from their trees: a
-/// fraction of a millisecond each, but all on one thread made the index's build a tenth of a
-/// small change's review, with the other thread waiting for it.
-const EXTRACTS_PER_THREAD: usize = 8;
 
 /// `items` mapped in parallel, in order, on scoped threads of its own, each taking the next
 /// item as it is done with one: which files cost much (a large tree, a file to read and parse)
@@ -169,10 +165,10 @@ pub struct ProjectIndex {
 }
 
 impl ProjectIndex {
-    /// Indexes what the review can ask about. `changed` holds the parsed new side of the files
-    /// the review already read (they are not read twice; `None` marks a file the change
-    /// deletes), `extracted` the facts of those whose tree was dropped; `focus` names the
-    /// module-level functions the change touches.
+    /// Indexes what the review can ask about. `changed` names the files the change touches,
+    /// which are not read from the disk: `extracted` holds the facts of their new side (a file
+    /// the change deletes has none); `focus` names the module-level functions the change
+    /// touches.
     ///
     /// Not every module is parsed: a cheap identifier scan picks the files that mention a
     /// focused function (its callers), then the callers' callers, up to the task search's
@@ -180,11 +176,12 @@ impl ProjectIndex {
     /// that mentions none of them cannot change an answer.
     pub fn build(
         repo: &Repo,
-        changed: &BTreeMap<String, Option<NewSide<'_>>>,
+        listing: Listing,
+        changed: &BTreeSet<String>,
         extracted: BTreeMap<String, ModuleFacts>,
         focus: &BTreeSet<String>,
     ) -> (ProjectIndex, Vec<ReviewError>) {
-        let (listed, truncated) = list::python_files(repo.root(), MAX_FILES);
+        let (listed, truncated) = listing.files();
         let mut errors = Vec::new();
         if truncated {
             errors.push(ReviewError {
@@ -196,29 +193,12 @@ impl ProjectIndex {
         }
         let on_disk: Vec<String> = listed
             .into_iter()
-            .filter(|p| !changed.contains_key(p))
+            .filter(|p| !changed.contains(p))
             .collect();
-        let parsed: Vec<(&String, &ParsedFile, Option<&FileFacts>)> = changed
-            .iter()
-            .filter_map(|(path, side)| match side {
-                Some(NewSide::Parsed(parsed, known)) => Some((path, *parsed, *known)),
-                Some(NewSide::Extracted) | None => None,
-            })
-            .collect();
-        let mut modules: BTreeMap<String, ModuleFacts> =
-            parallel_filter_map(&parsed, EXTRACTS_PER_THREAD, |(path, parsed, known)| {
-                Some((
-                    (*path).clone(),
-                    extract::extract_reusing(path, parsed, *known),
-                ))
-            })
+        let mut modules: BTreeMap<String, ModuleFacts> = extracted
             .into_iter()
+            .filter(|(path, _)| changed.contains(path))
             .collect();
-        modules.extend(
-            extracted
-                .into_iter()
-                .filter(|(path, _)| matches!(changed.get(path), Some(Some(NewSide::Extracted)))),
-        );
         let mut path_of: HashMap<String, String> = HashMap::default();
         for path in on_disk.iter().chain(modules.keys()) {
             path_of
@@ -465,7 +445,9 @@ mod tests {
         }
         let repo = Repo::open(dir.path(), 1 << 20).expect("repo");
         let focus: BTreeSet<String> = ["charge".to_string()].into();
-        let (index, errors) = ProjectIndex::build(&repo, &BTreeMap::new(), BTreeMap::new(), &focus);
+        let listing = Listing::start(dir.path(), MAX_FILES);
+        let (index, errors) =
+            ProjectIndex::build(&repo, listing, &BTreeSet::new(), BTreeMap::new(), &focus);
         assert!(errors.is_empty());
         let paths: Vec<&str> = index.modules().iter().map(|m| m.path.as_str()).collect();
         assert_eq!(
