@@ -34,8 +34,8 @@ pub const MAX_FILES: usize = 50_000;
 const MAX_IMPORT_HOPS: usize = 4;
 
 /// The project index of one review, built the first time a rule asks for it: most changes
-/// never need it (no retry loop, no cached value, no changed contract), and then the
-/// repository is not read at all.
+/// never need it (no retry loop, no cached value, no changed contract), and then no file of the
+/// repository is read beyond the change's own (its files are only listed, see `Listing`).
 pub struct LazyIndex<'p> {
     repo: Option<&'p Repo>,
     /// The repository's files, listed while the review read the change: taken by the build.
