@@ -114,11 +114,10 @@ const FILES_PER_THREAD: usize = 64;
 /// Plain threads are only joined, never stolen from.
 fn parallel_filter_map<T: Sync, R: Send>(
     items: &[T],
-    per_thread: usize,
     f: impl Fn(&T) -> Option<R> + Sync,
 ) -> Vec<R> {
     let threads = rayon::current_num_threads()
-        .min(items.len().div_ceil(per_thread.max(1)))
+        .min(items.len().div_ceil(FILES_PER_THREAD))
         .max(1);
     if threads == 1 {
         return items.iter().filter_map(&f).collect();
@@ -231,14 +230,13 @@ impl ProjectIndex {
                 .iter()
                 .filter(|p| !modules.contains_key(*p))
                 .collect();
-            let found: Vec<ModuleFacts> =
-                parallel_filter_map(&candidates, FILES_PER_THREAD, |path| {
-                    let (path, text) = read(path)?;
-                    if !mentions_any(&text, &fresh) {
-                        return None;
-                    }
-                    parse(&path, text)
-                });
+            let found: Vec<ModuleFacts> = parallel_filter_map(&candidates, |path| {
+                let (path, text) = read(path)?;
+                if !mentions_any(&text, &fresh) {
+                    return None;
+                }
+                parse(&path, text)
+            });
             for m in found {
                 modules.insert(m.path.clone(), m);
             }
@@ -269,7 +267,7 @@ impl ProjectIndex {
                 break;
             }
             let wanted: Vec<String> = wanted.into_iter().collect();
-            let found: Vec<ModuleFacts> = parallel_filter_map(&wanted, FILES_PER_THREAD, |path| {
+            let found: Vec<ModuleFacts> = parallel_filter_map(&wanted, |path| {
                 let (path, text) = read(path)?;
                 parse(&path, text)
             });
