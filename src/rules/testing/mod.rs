@@ -38,11 +38,20 @@ pub fn tests_of<'t>(cx: &Ctx<'t>) -> Vec<TestFn<'t>> {
     }
     .map(|v| v.synthetic.clone())
     .unwrap_or_default();
+    // `FileFacts::function` by a map: the first function of each name, as it finds, without a
+    // scan of the file's functions for each of them.
+    let mut by_qualname: rustc_hash::FxHashMap<&str, &FunctionFacts> = Default::default();
+    for f in &facts.functions {
+        by_qualname.entry(f.qualname.as_str()).or_insert(f);
+    }
     idx.all(kinds::FUNCTION_DEFINITION)
         .iter()
         .filter_map(|&node| {
             let qualname = crate::rules::facts::qualname(node, idx, src);
-            let f = facts.function(&qualname).filter(|f| f.is_test)?;
+            let f = by_qualname
+                .get(qualname.as_str())
+                .copied()
+                .filter(|f| f.is_test)?;
             let outer = idx.decorated(node).unwrap_or(node);
             Some(TestFn {
                 node,
@@ -57,16 +66,68 @@ pub fn tests_of<'t>(cx: &Ctx<'t>) -> Vec<TestFn<'t>> {
 /// What may mock things for a test, lowercased: its decorators and its class's, its parameters,
 /// the patch calls in it, `setUp`, and the autouse fixtures of the file and of a `conftest.py`
 /// in the change.
-pub struct Mocks {
+pub struct Mocks<'m> {
     texts: Vec<String>,
+    /// What mocks for every test of the file (`FileMocks`), borrowed, not copied per test.
+    shared: &'m [String],
     params: Vec<String>,
 }
 
-impl Mocks {
-    pub fn of(cx: &Ctx<'_>, test: &TestFn<'_>) -> Mocks {
+/// What mocks for every test of a file side, read once for all of them: the autouse fixtures of
+/// the file and of a `conftest.py` in the change, and each class's decorators and `setUp`
+/// methods. Read again for each test, a test module of a thousand tests cost a thousand scans
+/// of itself and of every file of the change.
+pub struct FileMocks {
+    shared: Vec<String>,
+    /// By the start byte of the class.
+    classes: std::cell::RefCell<rustc_hash::FxHashMap<usize, std::rc::Rc<[String]>>>,
+}
+
+impl FileMocks {
+    pub fn of(cx: &Ctx<'_>) -> FileMocks {
+        let mut shared = match cx.index() {
+            Some(idx) => autouse_fixtures(idx, cx.src()),
+            None => Vec::new(),
+        };
+        shared.extend(conftest_fixtures(cx));
+        FileMocks {
+            shared,
+            classes: Default::default(),
+        }
+    }
+
+    /// The decorators of `class` and its `setUp` methods, lowercased.
+    fn class(&self, class: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> std::rc::Rc<[String]> {
+        let lower = |n: Node<'_>| syntax::text(n, src).to_ascii_lowercase();
+        self.classes
+            .borrow_mut()
+            .entry(class.start_byte())
+            .or_insert_with(|| {
+                let mut texts: Vec<String> = idx
+                    .decorated(class)
+                    .map(|parent| syntax::decorators(parent).into_iter().map(lower).collect())
+                    .unwrap_or_default();
+                texts.extend(
+                    idx.within(class, kinds::FUNCTION_DEFINITION)
+                        .iter()
+                        .filter(|f| {
+                            let name = syntax::function_name(**f, src).to_ascii_lowercase();
+                            name.starts_with("setup") || name.starts_with("asyncsetup")
+                        })
+                        .map(|f| lower(*f)),
+                );
+                texts.into()
+            })
+            .clone()
+    }
+}
+
+impl<'m> Mocks<'m> {
+    pub fn of(cx: &Ctx<'_>, test: &TestFn<'_>, file: &'m FileMocks) -> Mocks<'m> {
         let (Some(idx), src) = (cx.index(), cx.src()) else {
             return Mocks {
                 texts: Vec::new(),
+                shared: &[],
                 params: Vec::new(),
             };
         };
@@ -76,18 +137,7 @@ impl Mocks {
             .map(lower)
             .collect();
         if let Some(class) = idx.enclosing(test.node, kinds::CLASS_DEFINITION) {
-            if let Some(parent) = idx.decorated(class) {
-                texts.extend(syntax::decorators(parent).into_iter().map(lower));
-            }
-            texts.extend(
-                idx.within(class, kinds::FUNCTION_DEFINITION)
-                    .iter()
-                    .filter(|f| {
-                        let name = syntax::function_name(**f, src).to_ascii_lowercase();
-                        name.starts_with("setup") || name.starts_with("asyncsetup")
-                    })
-                    .map(|f| lower(*f)),
-            );
+            texts.extend(file.class(class, idx, src).iter().cloned());
         }
         texts.extend(
             idx.within(test.node, kinds::CALL)
@@ -95,16 +145,22 @@ impl Mocks {
                 .filter(|c| MOCKERS.contains(&syntax::callee_name(**c, src)))
                 .map(|c| lower(*c)),
         );
-        texts.extend(autouse_fixtures(idx, src));
-        texts.extend(conftest_fixtures(cx));
         let params = parameters(test.node, src);
         texts.extend(fixtures_named(idx, src, &params));
-        Mocks { texts, params }
+        Mocks {
+            texts,
+            shared: &file.shared,
+            params,
+        }
+    }
+
+    fn texts(&self) -> impl Iterator<Item = &String> {
+        self.texts.iter().chain(self.shared)
     }
 
     /// Whether something mentions one of `tokens` (lowercase), or a parameter is named like one.
     pub fn cover(&self, tokens: &[String]) -> bool {
-        self.texts.iter().chain(self.params.iter()).any(|t| {
+        self.texts().chain(self.params.iter()).any(|t| {
             tokens
                 .iter()
                 .any(|tok| !tok.is_empty() && t.contains(tok.as_str()))
@@ -112,7 +168,7 @@ impl Mocks {
     }
 }
 
-impl Mocks {
+impl Mocks<'_> {
     /// Whether a patch target ends with `name` (`"app.payments.service.create_charge"`,
     /// `patch.object(client, "create_charge")`): the function itself is replaced.
     pub fn replace_function(&self, name: &str) -> bool {
@@ -122,8 +178,7 @@ impl Mocks {
             format!("\"{name}\""),
             format!("'{name}'"),
         ];
-        self.texts
-            .iter()
+        self.texts()
             .any(|t| ends.iter().any(|e| t.contains(&e.to_ascii_lowercase())))
     }
 }

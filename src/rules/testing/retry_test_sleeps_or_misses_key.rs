@@ -2,7 +2,7 @@
 //! real backoff, or does not check that every attempt carried the same idempotency key.
 use tree_sitter::Node;
 
-use super::{Mocks, TestFn, callees_under_test, tests_of};
+use super::{FileMocks, Mocks, TestFn, callees_under_test, tests_of};
 use crate::python::{Fields, kinds, syntax};
 use crate::rules::reach::{SLEEPS, Trait};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan};
@@ -49,12 +49,13 @@ fn check(cx: &mut Ctx<'_>) {
     if !cx.facts.is_some_and(|f| f.is_test) {
         return;
     }
+    let file_mocks = FileMocks::of(cx);
     for test in tests_of(cx) {
         if !is_retry_test(cx, &test) {
             continue;
         }
         let callees = callees_under_test(cx, &test);
-        let mocks = Mocks::of(cx, &test);
+        let mocks = Mocks::of(cx, &test, &file_mocks);
         let sleeps = callees
             .iter()
             .find_map(|c| cx.change.reach(cx.side, c, DEPTH, &SLEEPS))

@@ -1,6 +1,6 @@
 //! TEST001 test-reaches-live-service: a test whose code under test, after this change, reaches
 //! Redis/a cache or an HTTP service that the test does not mock.
-use super::{Mocks, TestFn, callees_under_test, tests_of};
+use super::{FileMocks, Mocks, TestFn, callees_under_test, tests_of};
 use crate::python::syntax;
 use crate::rules::facts::{FileFacts, FunctionFacts};
 use crate::rules::reach::{self, Reach, Trait};
@@ -92,8 +92,9 @@ fn check(cx: &mut Ctx<'_>) {
         tests_outside_the_change(cx);
         return;
     }
+    let file_mocks = FileMocks::of(cx);
     for test in tests_of(cx) {
-        let mocks = Mocks::of(cx, &test);
+        let mocks = Mocks::of(cx, &test, &file_mocks);
         let callees = callees_under_test(cx, &test);
         let found = [Service::Cache, Service::Http]
             .into_iter()
