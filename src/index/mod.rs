@@ -154,6 +154,29 @@ fn mentions_any(text: &str, names: &BTreeSet<String>) -> bool {
         .any(|word| !word.is_empty() && names.contains(word))
 }
 
+/// The modules a build has indexed so far, in the order it found them, with every call by its
+/// callee's name (module, call): a caller hop looks its new names up there instead of scanning
+/// every call of every module once per hop, and the index keeps the table (`from_parts`).
+#[derive(Default)]
+struct Indexing {
+    modules: Vec<ModuleFacts>,
+    paths: HashSet<String>,
+    calls: HashMap<String, Vec<(usize, usize)>>,
+}
+
+impl Indexing {
+    fn add(&mut self, path: String, module: ModuleFacts) {
+        if !self.paths.insert(path) {
+            return;
+        }
+        let i = self.modules.len();
+        for (j, call) in module.calls.iter().enumerate() {
+            crate::rules::push_named(&mut self.calls, &call.name, (i, j));
+        }
+        self.modules.push(module);
+    }
+}
+
 /// Facts about the Python modules of the repository a review needs, sorted by path.
 #[derive(Debug, Default)]
 pub struct ProjectIndex {
@@ -194,15 +217,19 @@ impl ProjectIndex {
             .into_iter()
             .filter(|p| !changed.contains(p))
             .collect();
-        let mut modules: BTreeMap<String, ModuleFacts> = extracted
+        let extracted: Vec<(String, ModuleFacts)> = extracted
             .into_iter()
             .filter(|(path, _)| changed.contains(path))
             .collect();
         let mut path_of: HashMap<String, String> = HashMap::default();
-        for path in on_disk.iter().chain(modules.keys()) {
+        for path in on_disk.iter().chain(extracted.iter().map(|(path, _)| path)) {
             path_of
                 .entry(module_of(path))
                 .or_insert_with(|| path.clone());
+        }
+        let mut ix = Indexing::default();
+        for (path, m) in extracted {
+            ix.add(path, m);
         }
         let read = |path: &String| -> Option<(String, String)> {
             // A tracked symlink is the file it points to, indexed under its own path.
@@ -216,6 +243,9 @@ impl ProjectIndex {
         let parse = |path: &str, text: String| -> Option<ModuleFacts> {
             ParsedFile::parse(text).map(|parsed| extract::extract(path, &parsed))
         };
+        // A method is called through an object, which no import resolves: only its own module
+        // can be seen calling it, and that module is parsed already.
+        let caller = |call: &Call| (!call.function.contains('.')).then(|| call.function.clone());
         // Callers, hop by hop: the files that mention a name, then the names of their functions
         // that call it.
         let mut names: BTreeSet<String> = focus.clone();
@@ -226,10 +256,8 @@ impl ProjectIndex {
                 break;
             }
             searched.extend(fresh.iter().cloned());
-            let candidates: Vec<&String> = on_disk
-                .iter()
-                .filter(|p| !modules.contains_key(*p))
-                .collect();
+            let candidates: Vec<&String> =
+                on_disk.iter().filter(|p| !ix.paths.contains(*p)).collect();
             let found: Vec<ModuleFacts> = parallel_filter_map(&candidates, |path| {
                 let (path, text) = read(path)?;
                 if !mentions_any(&text, &fresh) {
@@ -237,61 +265,88 @@ impl ProjectIndex {
                 }
                 parse(&path, text)
             });
+            // The modules indexed before this hop were searched for the earlier names already;
+            // the ones it found are searched for every name so far.
+            let before = ix.modules.len();
             for m in found {
-                modules.insert(m.path.clone(), m);
+                ix.add(m.path.clone(), m);
+            }
+            for name in &fresh {
+                let sites = ix.calls.get(name.as_str()).into_iter().flatten();
+                for &(i, j) in sites.filter(|(i, _)| *i < before) {
+                    let call = ix.modules.get(i).and_then(|m| m.calls.get(j));
+                    names.extend(call.and_then(caller));
+                }
             }
             let wanted: HashSet<&str> = searched.iter().map(String::as_str).collect();
-            for m in modules.values() {
-                // A method is called through an object, which no import resolves: only its own
-                // module can be seen calling it, and that module is parsed already.
+            for m in ix.modules.get(before..).unwrap_or_default() {
                 for call in m.calls.iter().filter(|c| wanted.contains(c.name.as_str())) {
-                    if !call.function.contains('.') {
-                        names.insert(call.function.clone());
-                    }
+                    names.extend(caller(call));
                 }
             }
         }
         // What the parsed modules import, and what that imports (re-exports), by module path.
         for _ in 0..=MAX_IMPORT_HOPS {
-            let wanted: BTreeSet<String> = modules
-                .values()
+            let wanted: BTreeSet<&String> = ix
+                .modules
+                .iter()
                 .flat_map(|m| m.imports.iter())
                 .flat_map(|i| {
-                    let parent = i.target.rsplit_once('.').map(|(m, _)| m.to_string());
-                    std::iter::once(i.target.clone()).chain(parent)
+                    let parent = i.target.rsplit_once('.').map(|(m, _)| m);
+                    std::iter::once(i.target.as_str()).chain(parent)
                 })
-                .filter_map(|module| path_of.get(&module).cloned())
-                .filter(|p| !modules.contains_key(p))
+                .filter_map(|module| path_of.get(module))
+                .filter(|p| !ix.paths.contains(*p))
                 .collect();
             if wanted.is_empty() {
                 break;
             }
-            let wanted: Vec<String> = wanted.into_iter().collect();
+            let wanted: Vec<String> = wanted.into_iter().cloned().collect();
             let found: Vec<ModuleFacts> = parallel_filter_map(&wanted, |path| {
                 let (path, text) = read(path)?;
                 parse(&path, text)
             });
             for m in found {
-                modules.insert(m.path.clone(), m);
+                ix.add(m.path.clone(), m);
             }
         }
-        (
-            ProjectIndex::from_modules(modules.into_values().collect()),
-            errors,
-        )
+        (ProjectIndex::from_parts(ix.modules, ix.calls), errors)
     }
 
     /// An index of already extracted modules (sorted here).
-    pub fn from_modules(mut modules: Vec<ModuleFacts>) -> ProjectIndex {
-        modules.sort_by(|a, b| a.path.cmp(&b.path));
+    pub fn from_modules(modules: Vec<ModuleFacts>) -> ProjectIndex {
+        let mut ix = Indexing::default();
+        for m in modules {
+            ix.add(m.path.clone(), m);
+        }
+        ProjectIndex::from_parts(ix.modules, ix.calls)
+    }
+
+    /// `modules` sorted by path, with `calls` (by callee name: module, call) renumbered to
+    /// match.
+    fn from_parts(
+        modules: Vec<ModuleFacts>,
+        mut callers: HashMap<String, Vec<(usize, usize)>>,
+    ) -> ProjectIndex {
+        let mut order: Vec<usize> = (0..modules.len()).collect();
+        order.sort_by(|&a, &b| modules[a].path.cmp(&modules[b].path));
+        let mut rank = vec![0; modules.len()];
+        for (r, &i) in order.iter().enumerate() {
+            rank[i] = r;
+        }
+        for sites in callers.values_mut() {
+            for site in sites.iter_mut() {
+                site.0 = rank[site.0];
+            }
+            // Module by module, in path order, then in the module's order.
+            sites.sort_unstable();
+        }
+        let mut slots: Vec<Option<ModuleFacts>> = modules.into_iter().map(Some).collect();
+        let modules: Vec<ModuleFacts> = order.iter().filter_map(|&i| slots[i].take()).collect();
         let mut by_module = HashMap::default();
-        let mut callers: HashMap<String, Vec<(usize, usize)>> = HashMap::default();
         for (i, m) in modules.iter().enumerate() {
             // Two files for one module (`src/app/x.py` and `app/x.py`): the first path wins.
             by_module.entry(m.module.clone()).or_insert(i);
-            for (j, call) in m.calls.iter().enumerate() {
-                crate::rules::push_named(&mut callers, &call.name, (i, j));
-            }
         }
         ProjectIndex {
             modules,
