@@ -477,6 +477,35 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_module_calling_a_later_hops_name_leads_the_next_hop_on() {
+        // `charge` ← `pay` (on disk, hop 1) ← `pay_task` (the change's own file, known before
+        // the first hop) ← `run` (on disk): found only if hop 2 looks `pay` up in the modules
+        // indexed before it.
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (rel, text) in [
+            ("app/service.py", "def pay(o):\n    charge(o)\n"),
+            ("app/runner.py", "def run(o):\n    pay_task(o)\n"),
+            ("app/other.py", "def other():\n    return 1\n"),
+        ] {
+            let path = dir.path().join(rel);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, text).expect("write");
+        }
+        let tasks =
+            ParsedFile::parse("def pay_task(o):\n    pay(o)\n".to_string()).expect("parses");
+        let changed: BTreeSet<String> = ["app/tasks.py".to_string()].into();
+        let extracted: BTreeMap<String, ModuleFacts> =
+            [("app/tasks.py".to_string(), extract("app/tasks.py", &tasks))].into();
+        let repo = Repo::open(dir.path(), 1 << 20).expect("repo");
+        let focus: BTreeSet<String> = ["charge".to_string()].into();
+        let listing = Listing::deferred(dir.path(), MAX_FILES);
+        let (index, errors) = ProjectIndex::build(&repo, listing, &changed, extracted, &focus);
+        assert!(errors.is_empty());
+        let paths: Vec<&str> = index.modules().iter().map(|m| m.path.as_str()).collect();
+        assert_eq!(paths, ["app/runner.py", "app/service.py", "app/tasks.py"]);
+    }
+
+    #[test]
     fn build_parses_callers_hop_by_hop_and_their_imports_only() {
         let dir = tempfile::tempdir().expect("tempdir");
         for (rel, text) in [
