@@ -68,8 +68,10 @@ pub fn tests_of<'t>(cx: &Ctx<'t>) -> Vec<TestFn<'t>> {
 /// in the change.
 pub struct Mocks<'m> {
     texts: Vec<String>,
-    /// What mocks for every test of the file (`FileMocks`), borrowed, not copied per test.
+    /// What mocks for every test of the file, and of its class (`FileMocks`), shared, not
+    /// copied per test.
     shared: &'m [String],
+    class: Option<std::rc::Rc<[String]>>,
     params: Vec<String>,
 }
 
@@ -128,6 +130,7 @@ impl<'m> Mocks<'m> {
             return Mocks {
                 texts: Vec::new(),
                 shared: &[],
+                class: None,
                 params: Vec::new(),
             };
         };
@@ -136,9 +139,9 @@ impl<'m> Mocks<'m> {
             .into_iter()
             .map(lower)
             .collect();
-        if let Some(class) = idx.enclosing(test.node, kinds::CLASS_DEFINITION) {
-            texts.extend(file.class(class, idx, src).iter().cloned());
-        }
+        let class = idx
+            .enclosing(test.node, kinds::CLASS_DEFINITION)
+            .map(|class| file.class(class, idx, src));
         texts.extend(
             idx.within(test.node, kinds::CALL)
                 .iter()
@@ -150,12 +153,14 @@ impl<'m> Mocks<'m> {
         Mocks {
             texts,
             shared: &file.shared,
+            class,
             params,
         }
     }
 
     fn texts(&self) -> impl Iterator<Item = &String> {
-        self.texts.iter().chain(self.shared)
+        let class = self.class.as_deref().unwrap_or_default();
+        self.texts.iter().chain(class).chain(self.shared)
     }
 
     /// Whether something mentions one of `tokens` (lowercase), or a parameter is named like one.
