@@ -217,12 +217,8 @@ impl ProjectIndex {
             .into_iter()
             .filter(|p| !changed.contains(p))
             .collect();
-        let extracted: Vec<(String, ModuleFacts)> = extracted
-            .into_iter()
-            .filter(|(path, _)| changed.contains(path))
-            .collect();
         let mut path_of: HashMap<String, String> = HashMap::default();
-        for path in on_disk.iter().chain(extracted.iter().map(|(path, _)| path)) {
+        for path in on_disk.iter().chain(extracted.keys()) {
             path_of
                 .entry(module_of(path))
                 .or_insert_with(|| path.clone());
@@ -310,7 +306,7 @@ impl ProjectIndex {
                 ix.add(m.path.clone(), m);
             }
         }
-        (ProjectIndex::from_parts(ix.modules, ix.calls), errors)
+        (ProjectIndex::from_parts(ix), errors)
     }
 
     /// An index of already extracted modules (sorted here).
@@ -319,15 +315,16 @@ impl ProjectIndex {
         for m in modules {
             ix.add(m.path.clone(), m);
         }
-        ProjectIndex::from_parts(ix.modules, ix.calls)
+        ProjectIndex::from_parts(ix)
     }
 
-    /// `modules` sorted by path, with `calls` (by callee name: module, call) renumbered to
-    /// match.
-    fn from_parts(
-        modules: Vec<ModuleFacts>,
-        mut callers: HashMap<String, Vec<(usize, usize)>>,
-    ) -> ProjectIndex {
+    /// The indexed modules sorted by path, with their calls by name renumbered to match.
+    fn from_parts(ix: Indexing) -> ProjectIndex {
+        let Indexing {
+            modules,
+            calls: mut callers,
+            ..
+        } = ix;
         let mut order: Vec<usize> = (0..modules.len()).collect();
         order.sort_by(|&a, &b| modules[a].path.cmp(&modules[b].path));
         let mut rank = vec![0; modules.len()];

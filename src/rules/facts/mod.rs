@@ -105,6 +105,16 @@ impl FileFacts {
         self.functions.iter().find(|f| f.qualname == qualname)
     }
 
+    /// `function` for many names: the first function of each qualified name, as `function`
+    /// finds it, without a scan of the file's functions per name.
+    pub fn functions_by_qualname(&self) -> rustc_hash::FxHashMap<&str, &FunctionFacts> {
+        let mut by_qualname = rustc_hash::FxHashMap::default();
+        for f in &self.functions {
+            by_qualname.entry(f.qualname.as_str()).or_insert(f);
+        }
+        by_qualname
+    }
+
     /// The facts of the function that spans `line`, innermost first.
     pub fn function_at(&self, line: u32) -> Option<&FunctionFacts> {
         self.functions
@@ -562,6 +572,21 @@ mod tests {
         assert!(charge.http && charge.cache);
         assert_eq!(charge.none_returns, [9]);
         assert!(charge.may_return_none());
+    }
+
+    #[test]
+    fn functions_by_qualname_finds_what_function_finds() {
+        let f = facts(
+            "svc.py",
+            "def pay(o):\n    return 1\n\nclass A:\n    def pay(self):\n        pass\n\ndef pay(o):\n    return 2\n",
+        );
+        let map = f.functions_by_qualname();
+        assert_eq!(map.len(), 2);
+        for name in ["pay", "A.pay"] {
+            let found = map.get(name).copied().map(|f| f.lines);
+            assert_eq!(found, f.function(name).map(|f| f.lines), "{name}");
+        }
+        assert_eq!(map.get("pay").map(|f| f.lines.0), Some(1));
     }
 
     #[test]

@@ -38,12 +38,7 @@ pub fn tests_of<'t>(cx: &Ctx<'t>) -> Vec<TestFn<'t>> {
     }
     .map(|v| v.synthetic.clone())
     .unwrap_or_default();
-    // `FileFacts::function` by a map: the first function of each name, as it finds, without a
-    // scan of the file's functions for each of them.
-    let mut by_qualname: rustc_hash::FxHashMap<&str, &FunctionFacts> = Default::default();
-    for f in &facts.functions {
-        by_qualname.entry(f.qualname.as_str()).or_insert(f);
-    }
+    let by_qualname = facts.functions_by_qualname();
     idx.all(kinds::FUNCTION_DEFINITION)
         .iter()
         .filter_map(|&node| {
