@@ -275,11 +275,21 @@ fn walk_indexed<'t>(root: Node<'t>, visit: &mut dyn FnMut(Node<'t>)) {
     };
     visit(root);
     if enter(root) {
-        walk_below(root, &mut |node| {
+        // No indexed kind is a token of the grammar (`every_indexed_kind_exists_in_the_grammar`).
+        walk_below(root, Tokens::Skip, &mut |node| {
             visit(node);
             enter(node)
         });
     }
+}
+
+/// Whether `walk_below` visits the grammar's tokens (identifiers, keywords, punctuation), or
+/// only the nodes built of them: a walk for nonterminals then saves a call per token, which is
+/// about half the visible nodes of Python code.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Tokens {
+    Visit,
+    Skip,
 }
 
 /// Pre-order walk of the visible nodes below `node`, into the children of those `visit`
@@ -288,13 +298,14 @@ fn walk_indexed<'t>(root: Node<'t>, visit: &mut dyn FnMut(Node<'t>)) {
 /// hidden repeat nodes to find the next sibling; `ts_payreview_walk` (added to the vendored
 /// tree-sitter, see `vendor/README.md`) keeps an iterator per level and enters each subtree
 /// once.
-fn walk_below<'t>(node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
+fn walk_below<'t>(node: Node<'t>, tokens: Tokens, visit: &mut dyn FnMut(Node<'t>) -> bool) {
     type Visit<'v, 't> = &'v mut dyn FnMut(Node<'t>) -> bool;
     unsafe extern "C" {
         fn ts_payreview_walk(
             node: tree_sitter::ffi::TSNode,
             visit: unsafe extern "C" fn(*mut std::ffi::c_void, tree_sitter::ffi::TSNode) -> bool,
             payload: *mut std::ffi::c_void,
+            tokens: bool,
         );
     }
     unsafe extern "C" fn each(
@@ -316,6 +327,7 @@ fn walk_below<'t>(node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
             node.into_raw(),
             each,
             (&raw mut visit).cast::<std::ffi::c_void>(),
+            tokens == Tokens::Visit,
         );
     }
 }
@@ -325,7 +337,7 @@ fn walk_below<'t>(node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
 /// a call's arguments at every step.
 pub(crate) fn named_children(node: Node<'_>) -> Vec<Node<'_>> {
     let mut out = Vec::new();
-    walk_below(node, &mut |child| {
+    walk_below(node, Tokens::Visit, &mut |child| {
         if child.is_named() {
             out.push(child);
         }
@@ -653,7 +665,7 @@ mod tests {
             let mut by_cursor = Vec::new();
             walk_preorder(&mut root.walk(), |n| by_cursor.push(n));
             let mut native = vec![root];
-            walk_below(root, &mut |n| {
+            walk_below(root, Tokens::Visit, &mut |n| {
                 native.push(n);
                 true
             });
@@ -665,6 +677,35 @@ mod tests {
                     .collect()
             };
             assert_eq!(seen(&native), seen(&by_cursor), "{src:.60}");
+            // Without tokens: the same walk, in the same order, less some leaves that no
+            // index looks for. Not every leaf is a token: an ERROR leaf (a character no token
+            // starts with) and an empty nonterminal (the block of `def f(:`) are visited.
+            let mut nonterminals = vec![root];
+            walk_below(root, Tokens::Skip, &mut |n| {
+                nonterminals.push(n);
+                true
+            });
+            let kept: std::collections::HashSet<usize> =
+                nonterminals.iter().map(|n| n.id()).collect();
+            let (visited, skipped): (Vec<Node<'_>>, Vec<Node<'_>>) =
+                native.iter().partition(|n| kept.contains(&n.id()));
+            assert_eq!(seen(&nonterminals), seen(&visited), "{src:.60}");
+            for n in &skipped {
+                assert!(
+                    n.child_count() == 0 && !n.is_error(),
+                    "{} in {src:.60}",
+                    n.kind()
+                );
+                assert!(
+                    !kinds::INDEXED.contains(&n.kind()),
+                    "{} in {src:.60}",
+                    n.kind()
+                );
+            }
+            assert!(
+                skipped.iter().any(|n| n.kind() == "identifier") || src.is_empty(),
+                "{src:.60}"
+            );
             // Not entering a node skips all of it, and only it.
             let expected: Vec<_> = by_cursor
                 .iter()
@@ -681,7 +722,7 @@ mod tests {
                 .copied()
                 .collect();
             let mut pruned = vec![root];
-            walk_below(root, &mut |n| {
+            walk_below(root, Tokens::Visit, &mut |n| {
                 pruned.push(n);
                 n.kind() != kinds::CALL
             });
@@ -725,7 +766,7 @@ mod tests {
         let src = format!("x = {}1{}\n", "(".repeat(20_000), ")".repeat(20_000));
         let tree = crate::python::parse(&src).expect("parses");
         let mut seen = 0;
-        walk_below(tree.root_node(), &mut |_| {
+        walk_below(tree.root_node(), Tokens::Visit, &mut |_| {
             seen += 1;
             true
         });
