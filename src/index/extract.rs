@@ -80,11 +80,11 @@ pub struct Call {
     pub name: String,
     /// The module the callee comes from when an import (or a local definition) tells.
     pub module: Option<String>,
-    /// Qualified name of the calling function.
-    pub function: String,
+    /// Qualified name of the calling function, shared with the review's call site.
+    pub function: std::sync::Arc<str>,
     pub line: u32,
     /// The variable the result is bound to, when it is.
-    pub binding: Option<String>,
+    pub binding: Option<std::sync::Arc<str>>,
     /// Line where that variable is used (`result.id`) with no check for `None` before: the
     /// caller trusts the callee to raise on failure.
     pub unchecked_use: Option<u32>,
@@ -232,7 +232,7 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
                 }
             };
             // The site's function is the qualified name of `func`, the function around the call.
-            debug_assert_eq!(site.function, facts::qualname(func, idx, src));
+            debug_assert_eq!(*site.function, *facts::qualname(func, idx, src));
             Some(Call {
                 name: imported.unwrap_or(name).to_string(),
                 module: callee_module(&out, callee, name),

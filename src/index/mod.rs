@@ -241,7 +241,8 @@ impl ProjectIndex {
         };
         // A method is called through an object, which no import resolves: only its own module
         // can be seen calling it, and that module is parsed already.
-        let caller = |call: &Call| (!call.function.contains('.')).then(|| call.function.clone());
+        let caller =
+            |call: &Call| (!call.function.contains('.')).then(|| call.function.to_string());
         // Callers, hop by hop: the files that mention a name, then the names of their functions
         // that call it.
         let mut names: BTreeSet<String> = focus.clone();

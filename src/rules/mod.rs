@@ -187,7 +187,7 @@ impl ChangeSet {
                     }
                 }
                 for (j, call) in facts.calls.iter().enumerate() {
-                    push_named(&mut names.calls, &call.name, (i, j));
+                    push_named(&mut names.calls, call.name(), (i, j));
                 }
             }
             names

@@ -230,7 +230,7 @@ impl ChangeSet {
             let Some(caller) = names.id(&func.name) else {
                 continue;
             };
-            for callee in &func.callees {
+            for callee in func.callees.iter() {
                 // Only names some function has can be reached through.
                 if let Some(list) = names.id(callee).and_then(|id| callers.get_mut(id as usize)) {
                     list.push((caller, file.is_test));
@@ -273,7 +273,7 @@ mod tests {
                     if holds(func) {
                         return Some((path, func));
                     }
-                    for c in &func.callees {
+                    for c in func.callees.iter() {
                         let mut longer = path.clone();
                         longer.push(c.clone());
                         next.push(longer);

@@ -37,7 +37,7 @@ fn check(cx: &mut Ctx<'_>) {
         .calls
         .iter()
         .filter(|c| !c.checked && c.deref_line.is_some())
-        .map(|c| c.name.as_str())
+        .map(|c| c.name())
         .collect();
     names.sort_unstable();
     names.dedup();
@@ -50,8 +50,8 @@ fn check(cx: &mut Ctx<'_>) {
         let sites: Vec<&CallSite> = here
             .calls
             .iter()
-            .filter(|c| c.name == callee.name && !c.checked)
-            .filter(|c| c.function != callee.qualname)
+            .filter(|c| c.name() == callee.name && !c.checked)
+            .filter(|c| *c.function != *callee.qualname)
             .collect();
         // The index is built on first use: only when a caller is there to warn.
         let (project, tasks) = if sites.is_empty() {
@@ -76,7 +76,7 @@ fn check(cx: &mut Ctx<'_>) {
                 )
                 .arg("callee", callee.qualname.clone())
                 .arg("returns_none_at", callee.returns_none_at.clone())
-                .arg("binding", site.binding.clone().unwrap_or_default())
+                .arg("binding", site.binding.as_deref().unwrap_or_default())
                 .arg("deref_line", deref.to_string());
             if !on_path {
                 finding.severity(Severity::Nit);
@@ -135,7 +135,7 @@ fn outside_callers(cx: &mut Ctx<'_>, here: &FileFacts) {
                     m.path.clone(),
                     c.line,
                     c.unchecked_use?,
-                    c.binding.clone().unwrap_or_default(),
+                    c.binding.as_deref().unwrap_or_default().to_string(),
                 ))
             })
             .collect();

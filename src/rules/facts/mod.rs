@@ -8,6 +8,8 @@ mod derive;
 
 pub use derive::derive_old;
 
+use std::sync::Arc;
+
 use tree_sitter::Node;
 
 use crate::config::Vocabulary;
@@ -23,7 +25,8 @@ pub enum Target {
     Other,
 }
 
-/// A function or method of a file version.
+/// A function or method of a file version. The lists are shared, not copied, by the old
+/// version's facts where they are the new version's moved (`derive`): most of a large change.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FunctionFacts {
     pub name: String,
@@ -41,14 +44,14 @@ pub struct FunctionFacts {
     pub raises: bool,
     /// Exception types its own `except` clauses catch, as written (`httpx.ReadTimeout`);
     /// `BaseException` for a bare `except:`.
-    pub caught: Vec<String>,
+    pub caught: Arc<[String]>,
     pub http: bool,
     pub cache: bool,
     pub payment: bool,
     pub sleeps: bool,
     /// Last names of everything it calls, sorted, without duplicates.
-    pub callees: Vec<String>,
-    pub decorators: Vec<String>,
+    pub callees: Arc<[String]>,
+    pub decorators: Arc<[String]>,
     pub is_test: bool,
     /// [test family] The function's code names an idempotency key (an `Idempotency-Key` header,
     /// an `idempotency_key` argument or variable): a retry test of it should check that key.
@@ -62,22 +65,44 @@ impl FunctionFacts {
     }
 }
 
-/// A call of a named function and what the caller does with the result.
+/// A call of a named function and what the caller does with the result. Its texts are shared
+/// with the old version's copy of it (`derive`) and with the project index's (`index::extract`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallSite {
     /// The callee as written (`client.create_charge`).
-    pub callee: String,
-    /// Its last name (`create_charge`).
-    pub name: String,
-    /// Qualified name of the calling function; empty at module level.
-    pub function: String,
+    pub callee: Arc<str>,
+    /// Where its last name (`name`) starts in it: the name's node ends where the callee's does.
+    /// An offset, not a second string: a large change holds tens of thousands of call sites.
+    name_at: u32,
+    /// Qualified name of the calling function; empty at module level. Shared by the calls of
+    /// one function, and by the old version's copies of them (`derive`).
+    pub function: Arc<str>,
     pub line: u32,
     /// `result` in `result = create_charge(...)`.
-    pub binding: Option<String>,
+    pub binding: Option<Arc<str>>,
     /// First later line that reads an attribute of the binding (`result.id`).
     pub deref_line: Option<u32>,
     /// The binding is tested (`if result`, `result is None`) before that line.
     pub checked: bool,
+}
+
+impl CallSite {
+    /// The callee's last name (`create_charge`).
+    pub fn name(&self) -> &str {
+        self.callee.get(self.name_at as usize..).unwrap_or_default()
+    }
+}
+
+/// Where `name`, the last name of `callee` (`syntax::CallText`), starts in it. Both are read from
+/// the call's function node, and the name's node ends where that node ends; a callee that is
+/// neither a name nor an attribute (`handlers[kind](...)`) has no name, and gets the empty end.
+fn name_at(callee: &str, name: &str) -> u32 {
+    let at = if callee.ends_with(name) {
+        callee.len() - name.len()
+    } else {
+        callee.len()
+    };
+    u32::try_from(at).unwrap_or(u32::MAX)
 }
 
 /// An `import`/`from … import` binding: `local` names `target`.
@@ -221,15 +246,20 @@ fn gather_code(file: &ParsedFile, mut facts: FileFacts, vocab: &Vocabulary) -> F
         facts.functions.push(function);
     }
     // A call's function is one of those just read: its qualified name is not worked out again
-    // for each of its calls.
+    // for each of its calls, nor copied for each.
     let functions = idx.all(kinds::FUNCTION_DEFINITION);
+    let qualnames: Vec<Arc<str>> = facts
+        .functions
+        .iter()
+        .map(|f| Arc::from(f.qualname.as_str()))
+        .collect();
     let qualname_of = |func: Node<'_>| {
         functions
             .binary_search_by_key(&func.start_byte(), |f| f.start_byte())
             .ok()
             .filter(|&i| functions[i].id() == func.id())
-            .and_then(|i| facts.functions.get(i))
-            .map_or_else(|| qualname(func, idx, src), |f| f.qualname.clone())
+            .and_then(|i| qualnames.get(i))
+            .map_or_else(|| Arc::from(qualname(func, idx, src)), Arc::clone)
     };
     let calls = idx
         .all(kinds::CALL)
@@ -348,6 +378,7 @@ fn function_facts(
         }
     }
     facts.raises = idx.within(func, kinds::RAISE_STATEMENT).iter().any(own);
+    let mut caught = Vec::new();
     for clause in idx
         .within(func, kinds::EXCEPT_CLAUSE)
         .iter()
@@ -355,14 +386,13 @@ fn function_facts(
     {
         let types = syntax::except_types(*clause);
         if types.is_empty() {
-            facts.caught.push("BaseException".to_string());
+            caught.push("BaseException".to_string());
         }
-        facts
-            .caught
-            .extend(types.iter().map(|t| syntax::text(*t, src).to_string()));
+        caught.extend(types.iter().map(|t| syntax::text(*t, src).to_string()));
     }
-    facts.caught.sort();
-    facts.caught.dedup();
+    caught.sort();
+    caught.dedup();
+    facts.caught = caught.into();
     facts.falls_off_end = func.field("body").is_some_and(syntax::block_falls_through);
     let mut callees: Vec<&str> = Vec::new();
     for call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
@@ -494,7 +524,7 @@ fn bound_name<'s>(call: Node<'_>, idx: &NodeIndex<'_>, src: &'s str) -> Option<&
 }
 
 pub(crate) fn call_site(call: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> CallSite {
-    call_site_with(call, idx, src, &|func| qualname(func, idx, src))
+    call_site_with(call, idx, src, &|func| qualname(func, idx, src).into())
 }
 
 /// `call_site`, with the qualified name of the function around the call from `qualname_of`.
@@ -502,12 +532,12 @@ fn call_site_with(
     call: Node<'_>,
     idx: &NodeIndex<'_>,
     src: &str,
-    qualname_of: &dyn Fn(Node<'_>) -> String,
+    qualname_of: &dyn Fn(Node<'_>) -> Arc<str>,
 ) -> CallSite {
     let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION);
     let line = syntax::lines(call).0;
     let text = idx.call_text(call, src);
-    let binding = bound_name(call, idx, src).map(str::to_string);
+    let binding: Option<Arc<str>> = bound_name(call, idx, src).map(Arc::from);
     let (mut deref_line, mut checked) = (None, false);
     if let (Some(func), Some(name)) = (func, binding.as_deref()) {
         let after = call.end_byte();
@@ -540,8 +570,8 @@ fn call_site_with(
             });
     }
     CallSite {
-        callee: text.callee.to_string(),
-        name: text.name.to_string(),
+        name_at: name_at(text.callee, text.name),
+        callee: Arc::from(text.callee),
         function: func.map(qualname_of).unwrap_or_default(),
         line,
         binding,
@@ -598,12 +628,36 @@ mod tests {
         let sites: Vec<_> = f
             .calls
             .iter()
-            .filter(|c| c.name == "create_charge")
+            .filter(|c| c.name() == "create_charge")
             .collect();
         assert_eq!(sites[0].binding.as_deref(), Some("r"));
         assert_eq!(sites[0].deref_line, Some(3));
         assert!(!sites[0].checked);
         assert!(sites[1].checked);
+    }
+
+    #[test]
+    fn a_call_sites_name_is_the_last_name_of_its_callee() {
+        let f = facts(
+            "svc.py",
+            "def a(o):\n    self.client . charges.create(o)\n    create_charge(o)\n    handlers[o](o)\n    make()(o)\n",
+        );
+        let names: Vec<(&str, &str, &str)> = f
+            .calls
+            .iter()
+            .map(|c| (&*c.callee, c.name(), &*c.function))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("self.client . charges.create", "create", "a"),
+                ("create_charge", "create_charge", "a"),
+                // Neither a name nor an attribute: no name to find callers by.
+                ("handlers[o]", "", "a"),
+                ("make()", "", "a"),
+                ("make", "make", "a"),
+            ]
+        );
     }
 
     #[test]
