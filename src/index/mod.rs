@@ -165,8 +165,8 @@ struct Indexing {
 }
 
 impl Indexing {
-    fn add(&mut self, path: String, module: ModuleFacts) {
-        if !self.paths.insert(path) {
+    fn add(&mut self, module: ModuleFacts) {
+        if !self.paths.insert(module.path.clone()) {
             return;
         }
         let i = self.modules.len();
@@ -224,8 +224,9 @@ impl ProjectIndex {
                 .or_insert_with(|| path.clone());
         }
         let mut ix = Indexing::default();
-        for (path, m) in extracted {
-            ix.add(path, m);
+        // Keyed by the path each was extracted under (`extract_reusing`), which it holds.
+        for m in extracted.into_values() {
+            ix.add(m);
         }
         let read = |path: &String| -> Option<(String, String)> {
             // A tracked symlink is the file it points to, indexed under its own path.
@@ -266,7 +267,7 @@ impl ProjectIndex {
             // the ones it found are searched for every name so far.
             let before = ix.modules.len();
             for m in found {
-                ix.add(m.path.clone(), m);
+                ix.add(m);
             }
             for name in &fresh {
                 let sites = ix.calls.get(name.as_str()).into_iter().flatten();
@@ -304,7 +305,7 @@ impl ProjectIndex {
                 parse(&path, text)
             });
             for m in found {
-                ix.add(m.path.clone(), m);
+                ix.add(m);
             }
         }
         (ProjectIndex::from_parts(ix), errors)
@@ -314,7 +315,7 @@ impl ProjectIndex {
     pub fn from_modules(modules: Vec<ModuleFacts>) -> ProjectIndex {
         let mut ix = Indexing::default();
         for m in modules {
-            ix.add(m.path.clone(), m);
+            ix.add(m);
         }
         ProjectIndex::from_parts(ix)
     }
@@ -326,11 +327,11 @@ impl ProjectIndex {
             calls: mut callers,
             ..
         } = ix;
-        let mut order: Vec<usize> = (0..modules.len()).collect();
-        order.sort_by(|&a, &b| modules[a].path.cmp(&modules[b].path));
-        let mut rank = vec![0; modules.len()];
-        for (r, &i) in order.iter().enumerate() {
-            rank[i] = r;
+        let mut sorted: Vec<(usize, ModuleFacts)> = modules.into_iter().enumerate().collect();
+        sorted.sort_by(|a, b| a.1.path.cmp(&b.1.path));
+        let mut rank = vec![0; sorted.len()];
+        for (r, (i, _)) in sorted.iter().enumerate() {
+            rank[*i] = r;
         }
         for sites in callers.values_mut() {
             for site in sites.iter_mut() {
@@ -339,8 +340,7 @@ impl ProjectIndex {
             // Module by module, in path order, then in the module's order.
             sites.sort_unstable();
         }
-        let mut slots: Vec<Option<ModuleFacts>> = modules.into_iter().map(Some).collect();
-        let modules: Vec<ModuleFacts> = order.iter().filter_map(|&i| slots[i].take()).collect();
+        let modules: Vec<ModuleFacts> = sorted.into_iter().map(|(_, m)| m).collect();
         let mut by_module = HashMap::default();
         for (i, m) in modules.iter().enumerate() {
             // Two files for one module (`src/app/x.py` and `app/x.py`): the first path wins.

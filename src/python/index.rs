@@ -262,9 +262,9 @@ fn slot_index(kind: &str) -> usize {
         .unwrap_or(usize::MAX)
 }
 
-/// Pre-order walk over the nodes that can be indexed: like `walk_preorder`, but it does not
-/// step into a node whose children are all leaves. No indexed kind is a leaf, so `f(a, b)`'s
-/// argument list or a string's parts are skipped whole. A node with an error below it is
+/// Pre-order walk over the nodes that can be indexed: like `walk_preorder`, but it passes over
+/// the grammar's tokens and does not step into a node whose children are all leaves. No indexed
+/// kind is a leaf, so `f(a, b)`'s argument list or a string's parts are skipped whole. A node with an error below it is
 /// always entered: an ERROR node can be a leaf.
 fn walk_indexed<'t>(root: Node<'t>, visit: &mut dyn FnMut(Node<'t>)) {
     let enter = |node: Node<'t>| {
