@@ -264,34 +264,35 @@ fn slot_index(kind: &str) -> usize {
 
 /// Pre-order walk over the nodes that can be indexed: like `walk_preorder`, but it passes over
 /// the grammar's tokens and does not step into a node whose children are all leaves. No indexed
-/// kind is a leaf, so `f(a, b)`'s argument list or a string's parts are skipped whole. A node with an error below it is
-/// always entered: an ERROR node can be a leaf.
+/// kind is a leaf, so `f(a, b)`'s argument list or a string's parts are skipped whole. A node
+/// with an error below it is always entered: an ERROR node can be a leaf.
 fn walk_indexed<'t>(root: Node<'t>, visit: &mut dyn FnMut(Node<'t>)) {
-    let enter = |node: Node<'t>| {
-        let children = node.child_count();
-        // `descendant_count` counts the node itself and every visible node below it, so it
-        // is `children + 1` exactly when every child is a leaf.
-        children > 0 && (node.descendant_count() > children as usize + 1 || node.has_error())
-    };
     visit(root);
-    if enter(root) {
+    let children = root.child_count();
+    // `descendant_count` counts the node itself and every visible node below it, so it is
+    // `children + 1` exactly when every child is a leaf: `ts_payreview_walk` asks the same of
+    // the nodes below.
+    if children > 0 && (root.descendant_count() > children as usize + 1 || root.has_error()) {
         // No indexed kind is a token of the grammar: a test
         // (`skipping_leaf_only_children_indexes_the_same_nodes`) compares this index with one
         // from a cursor's walk, on every file of the fixtures.
-        walk_below(root, Tokens::Skip, &mut |node| {
+        walk_below(root, Skip::Leaves, &mut |node| {
             visit(node);
-            enter(node)
+            true
         });
     }
 }
 
-/// Whether `walk_below` visits the grammar's tokens (identifiers, keywords, punctuation), or
-/// only the nodes built of them: a walk for nonterminals then saves a call per token, two in
-/// five of the nodes the node index's walk meets.
+/// What `walk_below` passes over.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Tokens {
-    Visit,
-    Skip,
+enum Skip {
+    /// Nothing: every visible node is visited, and entered when `visit` says so.
+    Nothing,
+    /// The grammar's tokens (identifiers, keywords, punctuation), and the inside of a node
+    /// whose children are all leaves, unless an error is below it: a walk for nonterminals
+    /// then saves a call per token (two in five of the nodes the node index's walk met), and
+    /// the tree-sitter calls that asked of each node whether to enter it.
+    Leaves,
 }
 
 /// Pre-order walk of the visible nodes below `node`, into the children of those `visit`
@@ -300,7 +301,7 @@ enum Tokens {
 /// hidden repeat nodes to find the next sibling; `ts_payreview_walk` (added to the vendored
 /// tree-sitter, see `vendor/README.md`) keeps an iterator per level and enters each subtree
 /// once.
-fn walk_below<'t>(node: Node<'t>, tokens: Tokens, visit: &mut dyn FnMut(Node<'t>) -> bool) {
+fn walk_below<'t>(node: Node<'t>, skip: Skip, visit: &mut dyn FnMut(Node<'t>) -> bool) {
     type Visit<'v, 't> = &'v mut dyn FnMut(Node<'t>) -> bool;
     unsafe extern "C" {
         fn ts_payreview_walk(
@@ -308,6 +309,7 @@ fn walk_below<'t>(node: Node<'t>, tokens: Tokens, visit: &mut dyn FnMut(Node<'t>
             visit: unsafe extern "C" fn(*mut std::ffi::c_void, tree_sitter::ffi::TSNode) -> bool,
             payload: *mut std::ffi::c_void,
             tokens: bool,
+            leaf_parents: bool,
         );
     }
     unsafe extern "C" fn each(
@@ -329,7 +331,8 @@ fn walk_below<'t>(node: Node<'t>, tokens: Tokens, visit: &mut dyn FnMut(Node<'t>
             node.into_raw(),
             each,
             (&raw mut visit).cast::<std::ffi::c_void>(),
-            tokens == Tokens::Visit,
+            skip == Skip::Nothing,
+            skip == Skip::Nothing,
         );
     }
 }
@@ -339,7 +342,7 @@ fn walk_below<'t>(node: Node<'t>, tokens: Tokens, visit: &mut dyn FnMut(Node<'t>
 /// a call's arguments at every step.
 pub(crate) fn named_children(node: Node<'_>) -> Vec<Node<'_>> {
     let mut out = Vec::new();
-    walk_below(node, Tokens::Visit, &mut |child| {
+    walk_below(node, Skip::Nothing, &mut |child| {
         if child.is_named() {
             out.push(child);
         }
@@ -661,13 +664,14 @@ mod tests {
             "@d\nclass A:\n    # note\n    def m(self): return f\"{a(b)}\"\n",
             "",
         ]);
+        let mut leafy_seen = 0;
         for src in sources {
             let tree = crate::python::parse(&src).expect("the python grammar loads");
             let root = tree.root_node();
             let mut by_cursor = Vec::new();
             walk_preorder(&mut root.walk(), |n| by_cursor.push(n));
             let mut native = vec![root];
-            walk_below(root, Tokens::Visit, &mut |n| {
+            walk_below(root, Skip::Nothing, &mut |n| {
                 native.push(n);
                 true
             });
@@ -679,11 +683,12 @@ mod tests {
                     .collect()
             };
             assert_eq!(seen(&native), seen(&by_cursor), "{src:.60}");
-            // Without tokens: the same walk, in the same order, less some leaves that no
+            // Without leaves: the same walk, in the same order, less some leaves that no
             // index looks for. Not every leaf is a token: an ERROR leaf (a character no token
-            // starts with) and an empty nonterminal (the block of `def f(:`) are visited.
+            // starts with) and an empty nonterminal (the block of `def f(:`) are visited, unless
+            // they are the children of a node built of leaves alone, which is not entered.
             let mut nonterminals = vec![root];
-            walk_below(root, Tokens::Skip, &mut |n| {
+            walk_below(root, Skip::Leaves, &mut |n| {
                 nonterminals.push(n);
                 true
             });
@@ -708,6 +713,21 @@ mod tests {
                 skipped.iter().any(|n| n.kind() == "identifier") || src.is_empty(),
                 "{src:.60}"
             );
+            // A node built of leaves alone, with no error below it, is visited, not entered.
+            for n in &nonterminals {
+                let leafy = n.child_count() > 0
+                    && n.descendant_count() == n.child_count() as usize + 1
+                    && !n.has_error();
+                let entered = (0..n.child_count())
+                    .filter_map(|i| n.child(i))
+                    .any(|c| kept.contains(&c.id()));
+                if leafy {
+                    assert!(!entered, "{} in {src:.60}", n.kind());
+                    leafy_seen += 1;
+                } else if n.descendant_count() > n.child_count() as usize + 1 {
+                    assert!(entered, "{} in {src:.60}", n.kind());
+                }
+            }
             // Not entering a node skips all of it, and only it.
             let expected: Vec<_> = by_cursor
                 .iter()
@@ -724,12 +744,13 @@ mod tests {
                 .copied()
                 .collect();
             let mut pruned = vec![root];
-            walk_below(root, Tokens::Visit, &mut |n| {
+            walk_below(root, Skip::Nothing, &mut |n| {
                 pruned.push(n);
                 n.kind() != kinds::CALL
             });
             assert_eq!(seen(&pruned), seen(&expected), "{src:.60}");
         }
+        assert!(leafy_seen > 1_000, "{leafy_seen} nodes built of leaves");
     }
 
     /// `named_children` lists what the cursor's `named_children` does, for every node: hidden
@@ -768,7 +789,7 @@ mod tests {
         let src = format!("x = {}1{}\n", "(".repeat(20_000), ")".repeat(20_000));
         let tree = crate::python::parse(&src).expect("parses");
         let mut seen = 0;
-        walk_below(tree.root_node(), Tokens::Visit, &mut |_| {
+        walk_below(tree.root_node(), Skip::Nothing, &mut |_| {
             seen += 1;
             true
         });

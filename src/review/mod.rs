@@ -151,6 +151,7 @@ pub fn review_observed(
     .into_iter()
     .unzip();
     let change = ChangeSet::new(facts);
+    change.prepare_reach();
     let touched = changed_functions(&prepared, &change);
     // Moved into the index, which is their only reader.
     let extracted: Vec<Option<ModuleFacts>> =

@@ -216,6 +216,17 @@ impl ChangeSet {
         distances
     }
 
+    /// Builds what every reach question shares, both sides at once, one per thread: who calls
+    /// each name. Built on first use, the first rule to ask built it on one thread while the
+    /// other thread's rules soon waited for it: about 100 ms of large sparse's review.
+    pub fn prepare_reach(&self) {
+        let build = |side: Side| {
+            let names = self.names(side);
+            slot(&self.reach.callers, side).get_or_init(|| self.callers(names, side));
+        };
+        rayon::join(|| build(Side::Old), || build(Side::New));
+    }
+
     /// Every function of one side, with its file.
     fn walked(&self, side: Side) -> impl Iterator<Item = (&FileFacts, &FunctionFacts)> {
         self.files
