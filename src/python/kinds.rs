@@ -31,6 +31,7 @@ pub const NOT_OPERATOR: &str = "not_operator";
 pub const CONDITIONAL_EXPRESSION: &str = "conditional_expression";
 pub const SUBSCRIPT: &str = "subscript";
 pub const AWAIT: &str = "await";
+pub const LAMBDA: &str = "lambda";
 pub const NAMED_EXPRESSION: &str = "named_expression";
 pub const TRY_STATEMENT: &str = "try_statement";
 pub const EXCEPT_CLAUSE: &str = "except_clause";
@@ -83,6 +84,7 @@ pub const INDEXED: &[&str] = &[
     DECORATOR,
     DECORATED_DEFINITION,
     AWAIT,
+    LAMBDA,
     ATTRIBUTE,
     COMPARISON_OPERATOR,
     WITH_STATEMENT,

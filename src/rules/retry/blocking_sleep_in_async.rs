@@ -2,7 +2,7 @@
 //! change that sleeps (a retry loop) called straight from an `async def`: the event loop stops.
 use tree_sitter::Node;
 
-use crate::python::{kinds, syntax};
+use crate::python::{NodeIndex, kinds, syntax};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
@@ -37,7 +37,7 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
             continue;
         };
-        if !syntax::is_async(func) || offloaded(call, func, src) {
+        if !syntax::is_async(func) || offloaded(call, func, idx, src) {
             continue;
         }
         if is_time_sleep(cx, call, src) {
@@ -48,7 +48,15 @@ fn check(cx: &mut Ctx<'_>) {
                 .note("sleep");
             continue;
         }
-        let awaited = call.parent().is_some_and(|p| p.kind() == kinds::AWAIT);
+        // Through the index: tree-sitter finds a parent by walking down from the root.
+        let awaited = idx
+            .enclosing(call, kinds::AWAIT)
+            .and_then(|a| a.child_with_descendant(call))
+            .is_some_and(|child| child.id() == call.id());
+        debug_assert_eq!(
+            awaited,
+            call.parent().is_some_and(|p| p.kind() == kinds::AWAIT)
+        );
         let name = syntax::callee_name(call, src);
         if awaited || name.is_empty() || name == "sleep" {
             continue;
@@ -98,20 +106,69 @@ fn blocking_callee(cx: &Ctx<'_>, name: &str) -> Option<bool> {
     Some(http)
 }
 
-/// The call sits in a `lambda` or in the arguments of `asyncio.to_thread`/`run_in_executor`.
-fn offloaded(call: Node<'_>, func: Node<'_>, src: &str) -> bool {
-    let mut current = call.parent();
-    while let Some(node) = current {
-        if node.id() == func.id() {
-            return false;
-        }
-        if node.kind() == "lambda" {
+/// The call sits in a `lambda` or in the arguments of `asyncio.to_thread`/`run_in_executor`,
+/// inside `func` (the innermost function around it). Asked of the index, not by climbing the
+/// call's parents: tree-sitter finds each parent by walking down from the root.
+fn offloaded(call: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    let inside = |n: &Node<'_>| n.start_byte() >= func.start_byte() && n.id() != func.id();
+    if idx
+        .enclosing(call, kinds::LAMBDA)
+        .is_some_and(|l| inside(&l))
+    {
+        return true;
+    }
+    let mut current = idx.enclosing(call, kinds::CALL);
+    while let Some(outer) = current.filter(inside) {
+        if OFFLOADERS.contains(&syntax::callee_name(outer, src)) {
             return true;
         }
-        if node.kind() == kinds::CALL && OFFLOADERS.contains(&syntax::callee_name(node, src)) {
-            return true;
-        }
-        current = node.parent();
+        current = idx.enclosing(outer, kinds::CALL);
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::python::ParsedFile;
+
+    /// `offloaded` of each call named `blocking`, in source order.
+    fn offloaded_calls(src: &str) -> Vec<bool> {
+        let file = ParsedFile::parse(src.to_string()).expect("parses");
+        let idx = file.index();
+        idx.all(kinds::CALL)
+            .iter()
+            .filter(|c| syntax::callee_name(**c, src) == "blocking")
+            .map(|&call| {
+                let func = idx
+                    .enclosing(call, kinds::FUNCTION_DEFINITION)
+                    .expect("inside a function");
+                offloaded(call, func, idx, src)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_call_in_a_lambda_or_an_offloaders_arguments_is_off_the_loop() {
+        let src = "async def f(loop):\n    \
+                   blocking()\n    \
+                   loop.call_soon(lambda: blocking())\n    \
+                   await asyncio.to_thread(partial(blocking(), 1))\n    \
+                   await loop.run_in_executor(None, wrap(blocking()))\n    \
+                   log(blocking())\n    \
+                   def inner():\n        \
+                   return blocking()\n    \
+                   await asyncio.to_thread(inner)\n";
+        assert_eq!(
+            offloaded_calls(src),
+            [false, true, true, true, false, false]
+        );
+    }
+
+    #[test]
+    fn an_offloader_outside_the_function_does_not_count() {
+        // The lambda and `to_thread` hold the definition, not the call inside it.
+        let src = "x = asyncio.to_thread(lambda: 1)\nasync def f():\n    blocking()\n";
+        assert_eq!(offloaded_calls(src), [false]);
+    }
 }
