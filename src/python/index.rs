@@ -31,6 +31,8 @@ struct Slots {
     slot_of: HashMap<u16, usize>,
     /// By kind id: one lookup per node of the tree, so no hashing.
     table: Vec<usize>,
+    /// By kind id, whether the index files it: the walk calls back for these only.
+    indexed: Vec<bool>,
 }
 
 static SLOTS: std::sync::OnceLock<Slots> = std::sync::OnceLock::new();
@@ -54,7 +56,12 @@ fn slots(tree: &Tree) -> &'static Slots {
                 *entry = slot;
             }
         }
-        Slots { slot_of, table }
+        let indexed = table.iter().map(|&slot| slot != usize::MAX).collect();
+        Slots {
+            slot_of,
+            table,
+            indexed,
+        }
     })
 }
 
@@ -68,11 +75,11 @@ impl<'t> NodeIndex<'t> {
         Self::from_walk(tree, walk_indexed)
     }
 
-    fn from_walk(tree: &'t Tree, walk: fn(Node<'t>, &mut dyn FnMut(Node<'t>))) -> Self {
-        let Slots { table, .. } = slots(tree);
+    fn from_walk(tree: &'t Tree, walk: fn(Node<'t>, &[bool], &mut dyn FnMut(Node<'t>))) -> Self {
+        let Slots { table, indexed, .. } = slots(tree);
         let error_slot = slot_index(kinds::ERROR);
         let mut buckets: Vec<Vec<Node<'t>>> = vec![Vec::new(); kinds::INDEXED.len()];
-        walk(tree.root_node(), &mut |node| {
+        walk(tree.root_node(), indexed, &mut |node| {
             // tree-sitter gives ERROR nodes the kind id `u16::MAX`.
             let id = node.kind_id();
             let slot = if id == u16::MAX {
@@ -266,7 +273,7 @@ fn slot_index(kind: &str) -> usize {
 /// the grammar's tokens and does not step into a node whose children are all leaves. No indexed
 /// kind is a leaf, so `f(a, b)`'s argument list or a string's parts are skipped whole. A node
 /// with an error below it is always entered: an ERROR node can be a leaf.
-fn walk_indexed<'t>(root: Node<'t>, visit: &mut dyn FnMut(Node<'t>)) {
+fn walk_indexed<'t>(root: Node<'t>, indexed: &[bool], visit: &mut dyn FnMut(Node<'t>)) {
     visit(root);
     let children = root.child_count();
     // `descendant_count` counts the node itself and every visible node below it, so it is
@@ -276,7 +283,7 @@ fn walk_indexed<'t>(root: Node<'t>, visit: &mut dyn FnMut(Node<'t>)) {
         // No indexed kind is a token of the grammar: a test
         // (`skipping_leaf_only_children_indexes_the_same_nodes`) compares this index with one
         // from a cursor's walk, on every file of the fixtures.
-        walk_below(root, Skip::Leaves, &mut |node| {
+        walk_below(root, Skip::Leaves(indexed), &mut |node| {
             visit(node);
             true
         });
@@ -285,14 +292,17 @@ fn walk_indexed<'t>(root: Node<'t>, visit: &mut dyn FnMut(Node<'t>)) {
 
 /// What `walk_below` passes over.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Skip {
+enum Skip<'k> {
     /// Nothing: every visible node is visited, and entered when `visit` says so.
     Nothing,
     /// The grammar's tokens (identifiers, keywords, punctuation), and the inside of a node
-    /// whose children are all leaves, unless an error is below it: a walk for nonterminals
-    /// then saves a call per token (two in five of the nodes the node index's walk met), and
-    /// the tree-sitter calls that asked of each node whether to enter it.
-    Leaves,
+    /// whose children are all leaves, unless an error is below it; of the other nodes, `visit`
+    /// sees those of the kinds marked true (by kind id; ERROR always), and the rest are
+    /// entered. A walk for a few kinds of nonterminal then saves a call across the language
+    /// boundary per token (two in five of the nodes the node index's walk met) and per node of
+    /// another kind, and the calls back into tree-sitter that asked of each node whether to
+    /// enter it.
+    Leaves(&'k [bool]),
 }
 
 /// Pre-order walk of the visible nodes below `node`, into the children of those `visit`
@@ -301,7 +311,7 @@ enum Skip {
 /// hidden repeat nodes to find the next sibling; `ts_payreview_walk` (added to the vendored
 /// tree-sitter, see `vendor/README.md`) keeps an iterator per level and enters each subtree
 /// once.
-fn walk_below<'t>(node: Node<'t>, skip: Skip, visit: &mut dyn FnMut(Node<'t>) -> bool) {
+fn walk_below<'t>(node: Node<'t>, skip: Skip<'_>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
     type Visit<'v, 't> = &'v mut dyn FnMut(Node<'t>) -> bool;
     unsafe extern "C" {
         fn ts_payreview_walk(
@@ -310,6 +320,8 @@ fn walk_below<'t>(node: Node<'t>, skip: Skip, visit: &mut dyn FnMut(Node<'t>) ->
             payload: *mut std::ffi::c_void,
             tokens: bool,
             leaf_parents: bool,
+            kinds: *const bool,
+            kind_count: u32,
         );
     }
     unsafe extern "C" fn each(
@@ -324,6 +336,10 @@ fn walk_below<'t>(node: Node<'t>, skip: Skip, visit: &mut dyn FnMut(Node<'t>) ->
         }
     }
     let mut visit: Visit<'_, 't> = visit;
+    let (leaves, kinds) = match skip {
+        Skip::Nothing => (true, None),
+        Skip::Leaves(kinds) => (false, Some(kinds)),
+    };
     // SAFETY: the walk reads the tree `node` borrows and calls `each` with nodes of it; the
     // payload outlives the call.
     unsafe {
@@ -331,8 +347,11 @@ fn walk_below<'t>(node: Node<'t>, skip: Skip, visit: &mut dyn FnMut(Node<'t>) ->
             node.into_raw(),
             each,
             (&raw mut visit).cast::<std::ffi::c_void>(),
-            skip == Skip::Nothing,
-            skip == Skip::Nothing,
+            leaves,
+            leaves,
+            kinds.map_or(std::ptr::null(), <[bool]>::as_ptr),
+            // Never past the slice: the walk reads `kinds` below this count only.
+            kinds.map_or(0, |k| k.len().min(u32::MAX as usize) as u32),
         );
     }
 }
@@ -664,7 +683,7 @@ mod tests {
             "@d\nclass A:\n    # note\n    def m(self): return f\"{a(b)}\"\n",
             "",
         ]);
-        let mut leafy_seen = 0;
+        let (mut leafy_seen, mut calls_seen) = (0, 0);
         for src in sources {
             let tree = crate::python::parse(&src).expect("the python grammar loads");
             let root = tree.root_node();
@@ -687,11 +706,30 @@ mod tests {
             // index looks for. Not every leaf is a token: an ERROR leaf (a character no token
             // starts with) and an empty nonterminal (the block of `def f(:`) are visited, unless
             // they are the children of a node built of leaves alone, which is not entered.
+            let every_kind = vec![true; tree.language().node_kind_count()];
             let mut nonterminals = vec![root];
-            walk_below(root, Skip::Leaves, &mut |n| {
+            walk_below(root, Skip::Leaves(&every_kind), &mut |n| {
                 nonterminals.push(n);
                 true
             });
+            // With kinds to look for: those of the same nodes, and ERRORs, whose kind id is
+            // past the grammar's kinds.
+            let call = tree.language().id_for_node_kind(kinds::CALL, true);
+            let mut only_calls = vec![false; every_kind.len()];
+            only_calls[usize::from(call)] = true;
+            let mut calls = Vec::new();
+            walk_below(root, Skip::Leaves(&only_calls), &mut |n| {
+                calls.push(n);
+                true
+            });
+            let expected_calls: Vec<Node<'_>> = nonterminals
+                .iter()
+                .skip(1)
+                .filter(|n| n.kind_id() == call || n.is_error())
+                .copied()
+                .collect();
+            assert_eq!(seen(&calls), seen(&expected_calls), "{src:.60}");
+            calls_seen += calls.iter().filter(|n| n.kind_id() == call).count();
             let kept: std::collections::HashSet<usize> =
                 nonterminals.iter().map(|n| n.id()).collect();
             let (visited, skipped): (Vec<Node<'_>>, Vec<Node<'_>>) =
@@ -751,6 +789,7 @@ mod tests {
             assert_eq!(seen(&pruned), seen(&expected), "{src:.60}");
         }
         assert!(leafy_seen > 1_000, "{leafy_seen} nodes built of leaves");
+        assert!(calls_seen > 200, "{calls_seen} calls");
     }
 
     /// `named_children` lists what the cursor's `named_children` does, for every node: hidden
@@ -813,8 +852,9 @@ mod tests {
         for src in sources {
             let tree = crate::python::parse(&src).expect("the python grammar loads");
             let skipping = NodeIndex::build(&tree);
-            let full =
-                NodeIndex::from_walk(&tree, |root, visit| walk_preorder(&mut root.walk(), visit));
+            let full = NodeIndex::from_walk(&tree, |root, _, visit| {
+                walk_preorder(&mut root.walk(), visit)
+            });
             for kind in kinds::INDEXED {
                 let ids = |index: &NodeIndex<'_>| -> Vec<usize> {
                     index.all(kind).iter().map(|n| n.id()).collect()

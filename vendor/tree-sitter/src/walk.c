@@ -16,12 +16,16 @@ typedef bool (*TSPayreviewVisit)(void *payload, TSNode node);
 // Without `leaf_parents`, a visible node whose visible children are all leaves, with no error
 // below it, is visited but not entered: what the node index asks of every node, answered here
 // from the subtree at hand instead of by three calls back into tree-sitter per node.
+// With `kinds`, `visit` is called only for the nodes whose kind (`ts_node_symbol`) `kinds`
+// marks, or is past its `kind_count` entries (ERROR), and every other node is entered as if
+// `visit` had returned true: the node index files a few kinds, and a call across the language
+// boundary per node of the others cost more than the filing.
 // The cursor's child iterator is inlined (as `flatten` asks): called, it costs a fifth more.
 #if defined(__GNUC__)
 __attribute__((flatten))
 #endif
 void ts_payreview_walk(TSNode node, TSPayreviewVisit visit, void *payload, bool tokens,
-                       bool leaf_parents) {
+                       bool leaf_parents, const bool *kinds, uint32_t kind_count) {
   const TSTree *tree = node.tree;
   const Subtree *root = (const Subtree *)node.id;
   if (!tree || !root || ts_subtree_child_count(*root) == 0) return;
@@ -55,7 +59,12 @@ void ts_payreview_walk(TSNode node, TSPayreviewVisit visit, void *payload, bool 
           ts_subtree_symbol(*child) < tree->language->token_count) {
         continue;
       }
-      enter = visit(payload, ts_node_new(tree, child, entry.position, alias));
+      TSSymbol kind = ts_language_public_symbol(
+        tree->language, alias ? alias : ts_subtree_symbol(*child)
+      );
+      if (!kinds || kind >= kind_count || kinds[kind]) {
+        enter = visit(payload, ts_node_new(tree, child, entry.position, alias));
+      }
       // `ts_node_descendant_count` less the node itself, against `ts_node_child_count`, and
       // `ts_node_has_error`.
       if (enter && !leaf_parents &&
