@@ -110,7 +110,9 @@ fn blocking_callee(cx: &Ctx<'_>, name: &str) -> Option<bool> {
 /// inside `func` (the innermost function around it). Asked of the index, not by climbing the
 /// call's parents: tree-sitter finds each parent by walking down from the root.
 fn offloaded(call: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
-    let inside = |n: &Node<'_>| n.start_byte() >= func.start_byte() && n.id() != func.id();
+    // A node around the call that starts in `func` is inside it: no lambda or call holds a
+    // definition.
+    let inside = |n: &Node<'_>| n.start_byte() >= func.start_byte();
     if idx
         .enclosing(call, kinds::LAMBDA)
         .is_some_and(|l| inside(&l))
