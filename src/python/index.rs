@@ -228,15 +228,20 @@ impl<'t> NodeIndex<'t> {
         }
     }
 
-    /// The `decorated_definition` whose definition `def` (a function or a class) is: its parent,
-    /// when that is one. tree-sitter finds a parent by walking down from the root, which cost
-    /// more than the rest of a function's facts; the index has the candidate at hand.
+    /// `node`'s parent, when that is a node of `kind` (an indexed kind). tree-sitter finds a
+    /// parent by walking down from the root, which cost more than the rest of a function's
+    /// facts; the index has the candidate at hand: the innermost node of `kind` around `node`.
+    pub fn parent_of_kind(&self, node: Node<'_>, kind: &str) -> Option<Node<'t>> {
+        let candidate = self.enclosing(node, kind)?;
+        candidate
+            .child_with_descendant(node)
+            .is_some_and(|child| child.id() == node.id())
+            .then_some(candidate)
+    }
+
+    /// The `decorated_definition` whose definition `def` (a function or a class) is.
     pub fn decorated(&self, def: Node<'_>) -> Option<Node<'t>> {
-        let wrapper = self.enclosing(def, kinds::DECORATED_DEFINITION)?;
-        wrapper
-            .child_with_descendant(def)
-            .is_some_and(|child| child.id() == def.id())
-            .then_some(wrapper)
+        self.parent_of_kind(def, kinds::DECORATED_DEFINITION)
     }
 
     /// Whether the grammar knows `kind` (guards against typos in `kinds`).

@@ -48,11 +48,7 @@ fn check(cx: &mut Ctx<'_>) {
                 .note("sleep");
             continue;
         }
-        // Through the index: tree-sitter finds a parent by walking down from the root.
-        let awaited = idx
-            .enclosing(call, kinds::AWAIT)
-            .and_then(|a| a.child_with_descendant(call))
-            .is_some_and(|child| child.id() == call.id());
+        let awaited = idx.parent_of_kind(call, kinds::AWAIT).is_some();
         debug_assert_eq!(
             awaited,
             call.parent().is_some_and(|p| p.kind() == kinds::AWAIT)
