@@ -82,7 +82,12 @@ fn repository_mode_rebuilds_the_base_exactly() {
         let versions = payreview::source::reconstruct(file, &settings.workspace);
         let base =
             std::fs::read_to_string(fixture("seed/base").join(file.path())).expect("base file");
-        assert_eq!(versions.old.map(|v| v.text), Some(base), "{}", file.path());
+        assert_eq!(
+            versions.old.map(|v| v.text.to_string()),
+            Some(base),
+            "{}",
+            file.path()
+        );
     }
 }
 

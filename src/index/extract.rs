@@ -207,42 +207,41 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
     let sites = known
         .map(|k| &k.calls[..])
         .filter(|s| s.len() == all_calls.len());
-    let mut calls: Vec<Call> = all_calls
-        .iter()
-        .enumerate()
-        .filter_map(|(i, &call)| {
-            let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
-            let syntax::CallText { callee, name, .. } = idx.call_text(call, src);
-            if name.is_empty() {
-                return None;
+    // Sized for every call at once rather than grown by copies; trimmed below to what the
+    // index keeps for the rest of the review.
+    let mut calls: Vec<Call> = Vec::with_capacity(all_calls.len());
+    calls.extend(all_calls.iter().enumerate().filter_map(|(i, &call)| {
+        let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
+        let syntax::CallText { callee, name, .. } = idx.call_text(call, src);
+        if name.is_empty() {
+            return None;
+        }
+        // `from app.service import pay as run`: `run()` calls `pay`.
+        let imported = (!callee.contains('.'))
+            .then(|| out.import_target(name))
+            .flatten()
+            .and_then(|t| t.rsplit_once('.'))
+            .map(|(_, real)| real);
+        // Borrowed when the review read it already: only two of its texts are kept.
+        let computed;
+        let site = match sites.and_then(|s| s.get(i)) {
+            Some(site) => site,
+            None => {
+                computed = facts::call_site(call, idx, src);
+                &computed
             }
-            // `from app.service import pay as run`: `run()` calls `pay`.
-            let imported = (!callee.contains('.'))
-                .then(|| out.import_target(name))
-                .flatten()
-                .and_then(|t| t.rsplit_once('.'))
-                .map(|(_, real)| real);
-            // Borrowed when the review read it already: only two of its texts are kept.
-            let computed;
-            let site = match sites.and_then(|s| s.get(i)) {
-                Some(site) => site,
-                None => {
-                    computed = facts::call_site(call, idx, src);
-                    &computed
-                }
-            };
-            // The site's function is the qualified name of `func`, the function around the call.
-            debug_assert_eq!(*site.function, *facts::qualname(func, idx, src));
-            Some(Call {
-                name: imported.unwrap_or(name).to_string(),
-                module: callee_module(&out, callee, name),
-                function: site.function.clone(),
-                line: site.line,
-                unchecked_use: site.deref_line.filter(|_| !site.checked),
-                binding: site.binding.clone(),
-            })
+        };
+        // The site's function is the qualified name of `func`, the function around the call.
+        debug_assert_eq!(*site.function, *facts::qualname(func, idx, src));
+        Some(Call {
+            name: imported.unwrap_or(name).to_string(),
+            module: callee_module(&out, callee, name),
+            function: site.function.clone(),
+            line: site.line,
+            unchecked_use: site.deref_line.filter(|_| !site.checked),
+            binding: site.binding.clone(),
         })
-        .collect();
+    }));
     calls.sort_by(|a, b| (&a.function, &a.name, &a.module).cmp(&(&b.function, &b.name, &b.module)));
     // One call per function and callee; one that uses the result unchecked speaks for them all.
     calls.dedup_by(|later, kept| {
@@ -254,6 +253,7 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
         }
         same
     });
+    calls.shrink_to_fit();
     out.calls = calls;
     out
 }

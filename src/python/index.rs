@@ -4,6 +4,7 @@
 //! file costs one parse and one walk however many rules there are.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use tree_sitter::{Node, Tree};
 
@@ -408,13 +409,18 @@ self_cell::self_cell!(
 
 /// A parsed file version: its text, its tree and the shared index over the tree.
 pub struct ParsedFile {
-    text: String,
+    text: Arc<String>,
     inner: TreeWithIndex,
 }
 
 impl ParsedFile {
     /// `None` when tree-sitter gives up on the text.
     pub fn parse(text: String) -> Option<Self> {
+        Self::parse_shared(Arc::new(text))
+    }
+
+    /// `parse` of a text the caller keeps too (a file version's), without copying it.
+    pub fn parse_shared(text: Arc<String>) -> Option<Self> {
         let tree = super::parse(&text)?;
         let inner = TreeWithIndex::new(tree, |tree| NodeIndex::build(tree));
         Some(ParsedFile { text, inner })
@@ -424,9 +430,13 @@ impl ParsedFile {
     /// blocks (from the diff's hunks, `base`'s side first) leave it unchanged: the cost of a
     /// local change is little more than the lines it touches. Parses from scratch when the
     /// blocks do not describe the two texts.
-    pub fn parse_from(text: String, base: &ParsedFile, blocks: &[super::Block]) -> Option<Self> {
+    pub fn parse_from(
+        text: Arc<String>,
+        base: &ParsedFile,
+        blocks: &[super::Block],
+    ) -> Option<Self> {
         let Some(edits) = super::edits(base.text(), &text, blocks) else {
-            return Self::parse(text);
+            return Self::parse_shared(text);
         };
         let tree = super::parse_edited(&text, base.tree(), &edits)?;
         let inner = TreeWithIndex::new(tree, |tree| NodeIndex::build(tree));
@@ -476,7 +486,7 @@ impl ParsedFile {
 /// need their old tree: see `review::run_rules`).
 pub struct LazyTree<'a> {
     kept: Option<&'a ParsedFile>,
-    text: Option<&'a str>,
+    text: Option<&'a Arc<String>>,
     /// The other version's tree (itself parsed on demand) and the blocks from it to this text,
     /// to parse incrementally.
     base: Option<(&'a LazyTree<'a>, Vec<super::Block>)>,
@@ -486,7 +496,7 @@ pub struct LazyTree<'a> {
 impl<'a> LazyTree<'a> {
     /// `kept`: the tree, if the review still holds it; `text`: what to parse otherwise (`None`
     /// when there is no tree to have: not Python, absent on this side, over a cap).
-    pub fn new(kept: Option<&'a ParsedFile>, text: Option<&'a str>) -> Self {
+    pub fn new(kept: Option<&'a ParsedFile>, text: Option<&'a Arc<String>>) -> Self {
         LazyTree {
             kept,
             text,
@@ -498,7 +508,7 @@ impl<'a> LazyTree<'a> {
     /// A dropped tree to be parsed again from `base`, the other version's tree (see
     /// `ParsedFile::parse_from`), or from nothing when that has none.
     pub fn from_base(
-        text: Option<&'a str>,
+        text: Option<&'a Arc<String>>,
         base: &'a LazyTree<'a>,
         blocks: Vec<super::Block>,
     ) -> Self {
@@ -517,14 +527,14 @@ impl<'a> LazyTree<'a> {
         self.kept.or_else(|| {
             self.again
                 .get_or_init(|| {
-                    let text = self.text?.to_string();
+                    let text = Arc::clone(self.text?);
                     match self
                         .base
                         .as_ref()
                         .and_then(|(b, blocks)| Some((b.get()?, blocks)))
                     {
                         Some((base, blocks)) => ParsedFile::parse_from(text, base, blocks),
-                        None => ParsedFile::parse(text),
+                        None => ParsedFile::parse_shared(text),
                     }
                 })
                 .as_ref()

@@ -12,6 +12,7 @@ pub use model::*;
 pub use suppress::Suppression;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rayon::prelude::*;
@@ -46,9 +47,7 @@ impl Prepared<'_> {
         match &self.new {
             Parse::None => LazyTree::new(None, None),
             Parse::Kept(f) => LazyTree::new(Some(f), None),
-            Parse::Dropped => {
-                LazyTree::new(None, self.versions.new.as_ref().map(|v| v.text.as_str()))
-            }
+            Parse::Dropped => LazyTree::new(None, self.versions.new.as_ref().map(|v| &v.text)),
         }
     }
 
@@ -57,7 +56,7 @@ impl Prepared<'_> {
         if !self.old {
             return LazyTree::new(None, None);
         }
-        let text = self.versions.old.as_ref().map(|v| v.text.as_str());
+        let text = self.versions.old.as_ref().map(|v| &v.text);
         LazyTree::from_base(text, new, new_to_old(self.patch))
     }
 }
@@ -281,7 +280,7 @@ fn sources(prepared: &[Prepared<'_>], findings: &[Finding]) -> BTreeMap<String, 
             Some((
                 p.patch.path().to_string(),
                 SourceFile {
-                    text: version.text.clone(),
+                    text: version.text.to_string(),
                     partial: version.partial,
                     added: p.versions.lines.added().to_vec(),
                 },
@@ -376,9 +375,9 @@ fn prepare<'p>(
         if !python || oversized(version).is_some() {
             return None;
         }
-        Some(version.as_ref()?.text.clone())
+        Some(Arc::clone(&version.as_ref()?.text))
     };
-    let new = text(&versions.new).and_then(ParsedFile::parse);
+    let new = text(&versions.new).and_then(ParsedFile::parse_shared);
     // The parse may have opened a new heap for this thread (see `crate::alloc`).
     crate::alloc::advise_thread_heap();
     let gather = |parsed: &Option<ParsedFile>| {
@@ -419,7 +418,7 @@ fn prepare<'p>(
             // parsed again.
             let old = text(&versions.old).and_then(|old| match &new {
                 Some(base) => ParsedFile::parse_from(old, base, &blocks),
-                None => ParsedFile::parse(old),
+                None => ParsedFile::parse_shared(old),
             });
             let facts = gather(&old);
             (old, facts)
@@ -593,10 +592,12 @@ fn largest_first<T: Sync, R: Send>(
     let sizes: Vec<u64> = items.iter().map(&size).collect();
     // Stable: files of one size keep the diff's order.
     order.sort_by_key(|&i| std::cmp::Reverse(sizes.get(i).copied().unwrap_or(0)));
+    // Every index of `order` is one of `items`': a `map`, whose length rayon knows, collects
+    // into one vector of that length instead of growing and joining one per item.
     let mut done: Vec<(usize, R)> = order
         .par_iter()
         .with_max_len(1)
-        .filter_map(|&i| Some((i, f(items.get(i)?))))
+        .map(|&i| (i, f(&items[i])))
         .collect();
     done.sort_by_key(|(i, _)| *i);
     done.into_iter().map(|(_, r)| r).collect()

@@ -53,7 +53,7 @@ pub fn rebuild(hunks: &[Hunk], side: Side) -> Version {
     }
     let text = super::join_lines(&lines, !ends_without_newline);
     Version {
-        text,
+        text: std::sync::Arc::new(text),
         partial: shown.iter().any(|s| !s),
         synthetic,
     }

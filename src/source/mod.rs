@@ -14,6 +14,7 @@ pub use repo::{Repo, RepoError};
 
 use crate::diff::{FilePatch, FileStatus, Hunk, LineKind};
 use linemap::first_line;
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Side {
@@ -24,7 +25,9 @@ pub enum Side {
 /// One side of a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Version {
-    pub text: String,
+    /// Shared with the version's parsed file (`ParsedFile::parse_shared`) rather than copied:
+    /// every new version is parsed, and a large change's texts are tens of MB.
+    pub text: Arc<String>,
     /// Some lines were not shown by the diff and are blank filler.
     pub partial: bool,
     /// Lines payreview wrote itself (re-created `def` lines), 1-based.
@@ -34,7 +37,7 @@ pub struct Version {
 impl Version {
     fn complete(text: String) -> Self {
         Version {
-            text,
+            text: Arc::new(text),
             partial: false,
             synthetic: Vec::new(),
         }

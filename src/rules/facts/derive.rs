@@ -483,6 +483,11 @@ fn merge(
 ) -> FileFacts {
     let new_lines = LineStarts::new(text);
     let old_lines = LineStarts::new(old);
+    // At most all of both: growing a vector of function facts call by call copied it over and
+    // over, into fresh memory (page faults) each time.
+    out.functions
+        .reserve(new_facts.functions.len() + parts.functions.len());
+    out.calls.reserve(new_facts.calls.len() + parts.calls.len());
     let (mut f, mut c) = (0, 0);
     let (mut pf, mut pc) = (0, 0);
     let mut run = runs.iter();

@@ -241,6 +241,9 @@ pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
 fn gather_code(file: &ParsedFile, mut facts: FileFacts, vocab: &Vocabulary) -> FileFacts {
     let src = file.text();
     let idx = file.index();
+    facts
+        .functions
+        .reserve(idx.all(kinds::FUNCTION_DEFINITION).len());
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         let function = function_facts(func, idx, src, &facts, vocab);
         facts.functions.push(function);
