@@ -60,6 +60,9 @@ def main():
     env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads))
     print("| workload | mode | wall s | cpu s | peak RSS MB | ratio to floor | MB/s |")
     print("|---|---|---|---|---|---|---|")
+    # Repository mode's seconds per MB and ratio to the floor, by workload name, for the
+    # linearity lines at the end.
+    per_mb = {}
     for w in args.workloads:
         w = os.path.abspath(w)
         mb = (python_bytes(os.path.join(w, "base")) + python_bytes(os.path.join(w, "head"))) / 1e6
@@ -76,6 +79,20 @@ def main():
             ratio = statistics.median(s[0] / f[0] if f[0] else float("nan")
                                       for s, f in zip(samples, got["floor"]))
             print(f"| {os.path.basename(w)} | {mode} | {wall:.3f} | {cpu:.3f} | {rss:.0f} | {ratio:.2f} | {mb / wall:.1f} |")
+            if mode == "repository":
+                per_mb[os.path.basename(w)] = (wall / mb, ratio)
+    linearity(per_mb)
+
+
+def linearity(per_mb):
+    """Time per MB of the large workload against the medium one, for each density measured at
+    both sizes. Raw, as the target states it; and against the floor, which divides out how fast
+    the host was while each workload ran (they run minutes apart) and the mix of the files."""
+    for density in ("dense", "sparse"):
+        medium, large = per_mb.get(f"medium-{density}"), per_mb.get(f"large-{density}")
+        if medium and large and medium[0] and medium[1]:
+            print(f"\n{density}: time per MB, large against medium: {large[0] / medium[0]:.2f} "
+                  f"(against the floor: {large[1] / medium[1]:.2f})")
 
 
 if __name__ == "__main__":
