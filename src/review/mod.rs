@@ -592,8 +592,8 @@ fn largest_first<T: Sync, R: Send>(
     let sizes: Vec<u64> = items.iter().map(&size).collect();
     // Stable: files of one size keep the diff's order.
     order.sort_by_key(|&i| std::cmp::Reverse(sizes.get(i).copied().unwrap_or(0)));
-    // Every index of `order` is one of `items`': a `map`, whose length rayon knows, collects
-    // into one vector of that length instead of growing and joining one per item.
+    // `order` holds indexes of `items` only, so a `map` can take every one; rayon knows its
+    // length and collects into one vector of it, instead of growing one per item and joining.
     let mut done: Vec<(usize, R)> = order
         .par_iter()
         .with_max_len(1)

@@ -483,8 +483,8 @@ fn merge(
 ) -> FileFacts {
     let new_lines = LineStarts::new(text);
     let old_lines = LineStarts::new(old);
-    // At most all of both: growing a vector of function facts call by call copied it over and
-    // over, into fresh memory (page faults) each time.
+    // Sized once, for at most all of both: grown push by push, the facts were copied into fresh
+    // memory (page faults) at every doubling.
     out.functions
         .reserve(new_facts.functions.len() + parts.functions.len());
     out.calls.reserve(new_facts.calls.len() + parts.calls.len());
