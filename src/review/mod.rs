@@ -280,7 +280,7 @@ fn sources(prepared: &[Prepared<'_>], findings: &[Finding]) -> BTreeMap<String, 
             Some((
                 p.patch.path().to_string(),
                 SourceFile {
-                    text: version.text.to_string(),
+                    text: Arc::clone(&version.text),
                     partial: version.partial,
                     added: p.versions.lines.added().to_vec(),
                 },

@@ -117,7 +117,8 @@ impl Decision {
 /// hashes): they never rebuild it from the diff themselves.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SourceFile {
-    pub text: String,
+    /// The file version's own text, shared rather than copied.
+    pub text: std::sync::Arc<String>,
     /// Built from the hunks alone: lines the diff does not show are blank. Line numbers are real,
     /// but a hash over neighbouring lines would not match the real file.
     pub partial: bool,

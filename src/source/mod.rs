@@ -12,9 +12,10 @@ pub mod repo;
 pub use linemap::LineMap;
 pub use repo::{Repo, RepoError};
 
+use std::sync::Arc;
+
 use crate::diff::{FilePatch, FileStatus, Hunk, LineKind};
 use linemap::first_line;
-use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Side {
