@@ -14,7 +14,7 @@ mod http;
 pub(crate) mod idem;
 mod pay;
 pub mod reach;
-mod retry;
+pub(crate) mod retry;
 mod scope;
 mod sup;
 mod testing;
@@ -70,6 +70,7 @@ pub static ALL: &[&Rule] = &[
     &idem::cache_check_then_set::RULE,
     &idem::decode_cached_value::RULE,
     &idem::cache_outside_try_on_payment_path::RULE,
+    &idem::key_made_per_attempt::RULE,
     &pay::charge_amount_source_changed::RULE,
     &pay::success_recorded_before_result::RULE,
     &retry::sleep_after_last_attempt::RULE,

@@ -158,39 +158,55 @@ fn has_own_break(lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>) -> bool {
     })
 }
 
-/// The statements that run once the loop has given up, and what they give the caller.
+/// The statements that run once the loop has given up, and what they give the caller. A loop
+/// that ends a `with` block (`async with httpx.AsyncClient() as client:`) goes on with what
+/// follows the block.
 fn exhausted_exit(
     lp: Node<'_>,
     func: Node<'_>,
     idx: &NodeIndex<'_>,
     src: &str,
 ) -> Option<Exhausted> {
-    let block = lp.parent().filter(|p| p.kind() == kinds::BLOCK)?;
-    let after: Vec<Node<'_>> = syntax::statements(block)
-        .into_iter()
-        .skip_while(|s| s.id() != lp.id())
-        .skip(1)
-        .collect();
-    for stmt in &after {
-        match stmt.kind() {
-            kinds::RAISE_STATEMENT => return None,
-            kinds::RETURN_STATEMENT if syntax::returns_none(*stmt) => {
-                let first = after.first().copied().unwrap_or(*stmt);
-                return Some(Exhausted {
-                    lines: (syntax::lines(first).0, syntax::lines(*stmt).1),
-                    falls_off: false,
-                    key: format!("return-after-retries {}", syntax::normalized(*stmt, src)),
-                });
+    let mut stmt = lp;
+    let mut block = lp.parent().filter(|p| p.kind() == kinds::BLOCK)?;
+    let mut after: Vec<Node<'_>> = Vec::new();
+    loop {
+        let here: Vec<Node<'_>> = syntax::statements(block)
+            .into_iter()
+            .skip_while(|s| s.id() != stmt.id())
+            .skip(1)
+            .collect();
+        for next in &here {
+            match next.kind() {
+                kinds::RAISE_STATEMENT => return None,
+                kinds::RETURN_STATEMENT if syntax::returns_none(*next) => {
+                    let first = after.first().or(here.first()).copied().unwrap_or(*next);
+                    return Some(Exhausted {
+                        lines: (syntax::lines(first).0, syntax::lines(*next).1),
+                        falls_off: false,
+                        key: format!("return-after-retries {}", syntax::normalized(*next, src)),
+                    });
+                }
+                kinds::RETURN_STATEMENT => return None,
+                // `if last_exc: raise ...`: whether the `return None` is reachable is not ours
+                // to guess.
+                kinds::IF_STATEMENT | kinds::WITH_STATEMENT | kinds::TRY_STATEMENT
+                    if !idx.within(*next, kinds::RAISE_STATEMENT).is_empty() =>
+                {
+                    return None;
+                }
+                _ => {}
             }
-            kinds::RETURN_STATEMENT => return None,
-            // `if last_exc: raise ...`: whether the `return None` is reachable is not ours to guess.
-            kinds::IF_STATEMENT | kinds::WITH_STATEMENT | kinds::TRY_STATEMENT
-                if !idx.within(*stmt, kinds::RAISE_STATEMENT).is_empty() =>
-            {
-                return None;
-            }
-            _ => {}
         }
+        after.extend(here);
+        let Some(with) = block.parent().filter(|p| p.kind() == kinds::WITH_STATEMENT) else {
+            break;
+        };
+        let Some(outer) = with.parent().filter(|p| p.kind() == kinds::BLOCK) else {
+            break;
+        };
+        stmt = with;
+        block = outer;
     }
     // Falls off the end only if the loop sits in the function's own body.
     let body = func.field("body")?;

@@ -74,13 +74,25 @@ fn clients<'a>(cx: &impl Local<'a>) -> Vec<(String, Lib, bool)> {
     let mut out = Vec::new();
     let mut bind = |target: Node<'_>, value: Node<'_>| {
         let value = crate::rules::idem::strip_await(value);
-        if value.kind() != kinds::CALL {
-            return;
-        }
-        if let Some(lib) = constructor(value, cx) {
+        // A client injected or made here (`session or requests.Session()`, `x if x else
+        // httpx.Client()`) is, where it is made here, that library's.
+        let alternatives = match value.kind() {
+            kinds::BOOLEAN_OPERATOR | kinds::CONDITIONAL_EXPRESSION => {
+                let mut cursor = value.walk();
+                value.named_children(&mut cursor).collect()
+            }
+            _ => vec![value],
+        };
+        let made = alternatives.into_iter().find_map(|v| {
+            let v = crate::rules::idem::strip_await(v);
+            (v.kind() == kinds::CALL)
+                .then(|| constructor(v, cx).map(|lib| (v, lib)))
+                .flatten()
+        });
+        if let Some((call, lib)) = made {
             let text = syntax::text(target, src);
             let name = text.rsplit('.').next().unwrap_or(text).trim();
-            let timeout = syntax::keyword_arg(value, "timeout", src).is_some();
+            let timeout = syntax::keyword_arg(call, "timeout", src).is_some();
             out.push((name.to_string(), lib, timeout));
         }
     };

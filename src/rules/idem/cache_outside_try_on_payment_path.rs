@@ -4,7 +4,7 @@
 use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
-use crate::rules::facts::{self, Target};
+use crate::rules::facts::{self, FileFacts, Target};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan, reach};
 
 pub(crate) static RULE: Rule = Rule {
@@ -38,40 +38,80 @@ fn check(cx: &mut Ctx<'_>) {
             .iter()
             .filter(|c| super::owned_by(idx, **c, Some(func)))
             .filter(|c| !inside_try(idx, **c, func))
-            .find_map(|c| cache_access(cx, *c, &paying.name).map(|via| (*c, via)));
-        let Some((call, via)) = first else {
+            .find_map(|c| cache_access(cx, *c, &paying.name).map(|access| (*c, access)));
+        let Some((call, access)) = first else {
             continue;
         };
         let callee = syntax::callee(call, cx.src()).to_string();
         let function = paying.qualname.clone();
+        // Django's cache raises what its backend raises: naming redis-py's error there would
+        // send the reader to catch the wrong class.
+        let error = if access.django {
+            ""
+        } else {
+            " (`redis.ConnectionError`)"
+        };
         let finding = cx
             .report(&RULE, call)
             .arg("call", callee)
-            .arg("function", function);
-        if let Some(helper) = via {
+            .arg("function", function)
+            .arg("error", error);
+        if let Some(helper) = access.via {
             finding.arg("helper", helper).note("via");
+        }
+        if access.django {
+            finding.note("django");
         }
     }
 }
 
-/// `Some(None)` for a direct cache call, `Some(Some(helper))` for a call of a function of the
-/// change that reaches a cache without paying itself.
-fn cache_access(cx: &Ctx<'_>, call: Node<'_>, caller: &str) -> Option<Option<String>> {
+/// How a paying function reaches the cache.
+struct Access {
+    /// The helper of the change it goes through; `None` for a cache call of its own.
+    via: Option<String>,
+    /// Whether the cache is Django's (`django.core.cache`) rather than a Redis client.
+    django: bool,
+}
+
+/// A direct cache call, or a call of a function of the change that reaches a cache without
+/// paying itself.
+fn cache_access(cx: &Ctx<'_>, call: Node<'_>, caller: &str) -> Option<Access> {
     let src = cx.src();
     let file = cx.facts?;
-    if super::cache_call(call, cx).is_some()
-        || facts::classify_call(call, src, file, cx.vocab) == Target::Cache
-    {
-        return Some(None);
+    if let Some(direct) = super::cache_call(call, cx) {
+        return Some(Access {
+            via: None,
+            django: direct.django,
+        });
+    }
+    if facts::classify_call(call, src, file, cx.vocab) == Target::Cache {
+        return Some(Access {
+            via: None,
+            django: django_cache_only(file),
+        });
     }
     let name = syntax::callee_name(call, src);
     if name.is_empty() || name == caller {
         return None;
     }
     let side = cx.side;
-    let reaches_cache = cx.change.reaches(side, name, 2, &reach::CACHE);
-    let pays = cx.change.reaches(side, name, 2, &reach::HTTP_OR_PAYMENT);
-    (reaches_cache && !pays).then(|| Some(name.to_string()))
+    if !cx.change.reaches(side, name, 2, &reach::CACHE)
+        || cx.change.reaches(side, name, 2, &reach::HTTP_OR_PAYMENT)
+    {
+        return None;
+    }
+    let reach = cx.change.reach(side, name, 2, &reach::CACHE)?;
+    Some(Access {
+        via: Some(name.to_string()),
+        django: django_cache_only(reach.file),
+    })
+}
+
+/// Whether a file's cache can only be Django's: it imports `django.core.cache` and nothing of
+/// redis-py's.
+fn django_cache_only(file: &FileFacts) -> bool {
+    let imports = |prefix: &str| file.imports.iter().any(|i| i.target.starts_with(prefix));
+    imports("django.core.cache") && !imports("redis")
 }
 
 /// Whether `node` sits in the body of a `try` (inside `func`) that has an `except` clause.

@@ -5,6 +5,7 @@
 pub(crate) mod cache_check_then_set;
 pub(crate) mod cache_outside_try_on_payment_path;
 pub(crate) mod decode_cached_value;
+pub(crate) mod key_made_per_attempt;
 
 use std::collections::BTreeSet;
 

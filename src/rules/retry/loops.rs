@@ -22,6 +22,10 @@ pub struct RetryLoop<'t> {
     pub attempts: Option<Vec<f64>>,
     /// The `range(...)` of a `for` loop.
     pub range: Option<Node<'t>>,
+    /// What ends the loop, as its reader sees it: the `range(...)` of a `for` loop, the
+    /// comparison of a `while` loop's counter with its limit (in an exiting `if` under `while
+    /// True`).
+    pub bound: Node<'t>,
     /// Names the attempt count is made of (`MAX_RETRIES`).
     pub limit_names: Vec<String>,
     /// `attempt += 1` in the body of a `while` loop.
@@ -120,6 +124,7 @@ fn for_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<RetryL
         counter: (counter != "_").then(|| counter.to_string()),
         attempts,
         range: Some(range),
+        bound: range,
         limit_names: args
             .iter()
             .flat_map(|a| identifiers(syntax::text(*a, src)))
@@ -175,6 +180,7 @@ fn while_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<Retr
         counter: Some(counter.to_string()),
         attempts,
         range: None,
+        bound: limit.parent().unwrap_or(condition),
         limit_names: identifiers(syntax::text(limit, src)).collect(),
         increment,
     })

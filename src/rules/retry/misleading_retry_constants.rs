@@ -101,12 +101,7 @@ fn retries_that_count_attempts(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str)
             if value != Some(attempts.len() as f64) {
                 continue;
             }
-            let bound = l
-                .range
-                .map(|r| syntax::text(r, src))
-                .or_else(|| l.node.field("condition").map(|c| syntax::text(c, src)))
-                .unwrap_or("")
-                .to_string();
+            let bound = syntax::normalized(l.bound, src);
             reported.push(name.clone());
             let subject = format!("`{}`", syntax::normalized(assignment, src));
             cx.report(&RULE, assignment)

@@ -9,7 +9,7 @@ pub mod misleading_retry_constants;
 pub mod sleep_after_last_attempt;
 
 mod eval;
-mod loops;
+pub(crate) mod loops;
 
 /// Whether the file holds a retry loop, where most of the family's checks start; worked out
 /// once per file for all of them.

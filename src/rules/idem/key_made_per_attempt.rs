@@ -1,0 +1,336 @@
+//! IDEM004 key-made-per-attempt: the idempotency key a request carries is made anew on every
+//! attempt of the retry around it (a fresh `uuid4()`, a timestamp), so the gateway takes each
+//! retry for a new payment, and a retry after a lost response charges twice.
+//!
+//! Two kinds of retry are recognised: a retry loop of the function (`retry::loops`), and a
+//! function that is run again as a whole (`@retry` of tenacity or retrying, `@backoff.on_*`, a
+//! Celery task with `autoretry_for` or one that calls `self.retry`). A key made by a helper the
+//! attempt calls is not followed.
+use tree_sitter::Node;
+
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::retry::loops;
+use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "IDEM004",
+    doc: include_str!("../../../rules/idem/IDEM004.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// How a key is named where it is sent: `Idempotency-Key`, `idempotency_key=`,
+/// `IDEMPOTENCY_HEADER`, PayPal's `PayPal-Request-Id`.
+const KEY_WORDS: &[&str] = &[
+    "dempotenc",
+    "DEMPOTENC",
+    "ayPal-Request-Id",
+    "AYPAL-REQUEST-ID",
+];
+
+/// Calls whose every call gives a new value: random identifiers and the clock.
+const FRESH: &[&str] = &[
+    "uuid1",
+    "uuid4",
+    "uuid6",
+    "uuid7",
+    "token_hex",
+    "token_urlsafe",
+    "token_bytes",
+    "urandom",
+    "getrandbits",
+    "randint",
+    "randrange",
+    "time_ns",
+    "now",
+    "utcnow",
+];
+
+/// Every finding is about a key named as `KEY_WORDS` say.
+fn gate(s: &Scan<'_>) -> bool {
+    s.mentions(KEY_WORDS)
+}
+
+fn names_key(text: &str) -> bool {
+    KEY_WORDS.iter().any(|w| text.contains(w))
+}
+
+/// One retried stretch of code: a retry loop's body, or a retried function's body.
+struct Attempt<'t> {
+    body: Node<'t>,
+    func: Node<'t>,
+    /// The loop's first line; `None` for a function that is run again whole.
+    loop_line: Option<u32>,
+    /// What runs the function again, for a function retried whole (`@retry(...)`).
+    retried_by: Option<String>,
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    let mut reported: Vec<usize> = Vec::new();
+    for attempt in attempts(idx, src) {
+        for (site, value) in key_sites(idx, attempt.body, src) {
+            let Some(made) = made_in(idx, &attempt, site, value, src) else {
+                continue;
+            };
+            if reported.contains(&made.id()) {
+                continue;
+            }
+            reported.push(made.id());
+            report(cx, &attempt, made, value);
+        }
+    }
+}
+
+fn report(cx: &mut Ctx<'_>, attempt: &Attempt<'_>, made: Node<'_>, value: Node<'_>) {
+    let src = cx.src();
+    let fresh = fresh_call(made, cx.index(), src)
+        .map(|c| syntax::normalized(c, src))
+        .unwrap_or_else(|| syntax::normalized(made, src));
+    let qualname = cx
+        .index()
+        .map(|idx| facts::qualname(attempt.func, idx, src))
+        .unwrap_or_default();
+    let clock = fresh.contains("now") || fresh.contains("time");
+    let finding = cx
+        .report_lines(
+            &RULE,
+            syntax::lines(made),
+            format!("key-per-attempt {}", syntax::normalized(made, src)),
+        )
+        .arg("key", syntax::normalized(value, src))
+        .arg("made", fresh)
+        .arg("function", qualname.clone());
+    finding.function = qualname;
+    match (attempt.loop_line, &attempt.retried_by) {
+        (Some(line), _) => {
+            finding.arg("loop_line", line.to_string()).note("loop");
+        }
+        (None, Some(by)) => {
+            finding.arg("retried_by", by.clone()).note("retried");
+        }
+        (None, None) => {}
+    }
+    if clock {
+        finding.note("clock");
+    }
+}
+
+/// The retried stretches of the file: every retry loop, and the body of every function that
+/// is run again whole.
+fn attempts<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<Attempt<'t>> {
+    let mut out: Vec<Attempt<'t>> = loops::retry_loops(idx, src)
+        .into_iter()
+        .map(|l| Attempt {
+            body: l.body,
+            func: l.func,
+            loop_line: Some(syntax::lines(l.node).0),
+            retried_by: None,
+        })
+        .collect();
+    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        let Some(body) = func.field("body") else {
+            continue;
+        };
+        if let Some(by) = retried_by(idx, func, src) {
+            out.push(Attempt {
+                body,
+                func,
+                loop_line: None,
+                retried_by: Some(by),
+            });
+        }
+    }
+    out
+}
+
+/// What runs `func` again when it fails: a retrying decorator, or Celery (`autoretry_for=` on
+/// the task, or `self.retry(...)` in its body).
+fn retried_by(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> Option<String> {
+    let decorated = idx.decorated(func);
+    let by_decorator = decorated
+        .map(syntax::decorators)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|d| syntax::normalized(d, src))
+        .find_map(|d| {
+            let d = d.trim_start_matches('@');
+            let head = d.split('(').next().unwrap_or(d).trim();
+            let last = head.rsplit('.').next().unwrap_or(head);
+            let retries = last == "retry"
+                || head.starts_with("backoff.on_")
+                || head.starts_with("retrying.")
+                || head.starts_with("tenacity.")
+                || d.contains("autoretry_for");
+            let shown = if d.contains('(') {
+                format!("@{head}(...)")
+            } else {
+                format!("@{head}")
+            };
+            retries.then_some(shown)
+        });
+    if by_decorator.is_some() {
+        return by_decorator;
+    }
+    let calls_retry = idx.within(func, kinds::CALL).iter().any(|c| {
+        idx.enclosing(*c, kinds::FUNCTION_DEFINITION)
+            .is_some_and(|f| f.id() == func.id())
+            && syntax::callee(*c, src) == "self.retry"
+    });
+    calls_retry.then(|| "self.retry(...)".to_string())
+}
+
+/// Where the stretch `body` sends a key: `(site, value)` for each `Idempotency-Key: value` of a
+/// dict, `idempotency_key=value` of a call, `headers["Idempotency-Key"] = value` and
+/// `idempotency_key = value`.
+fn key_sites<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>)> {
+    let mut out = Vec::new();
+    let pairs = |dict: Node<'t>, out: &mut Vec<(Node<'t>, Node<'t>)>| {
+        if dict.kind() != kinds::DICTIONARY {
+            return;
+        }
+        for pair in crate::python::named_children(dict) {
+            if pair.kind() != kinds::PAIR {
+                continue;
+            }
+            if let (Some(k), Some(v)) = (pair.field("key"), pair.field("value"))
+                && names_key(syntax::text(k, src))
+            {
+                out.push((pair, v));
+            }
+        }
+    };
+    for &call in idx.within(body, kinds::CALL) {
+        for (name, value) in syntax::keyword_args(call, src) {
+            if names_key(name) {
+                out.push((call, value));
+            } else {
+                pairs(value, &mut out);
+            }
+        }
+        for arg in syntax::positional_args(call) {
+            pairs(arg, &mut out);
+        }
+    }
+    for &assignment in idx.within(body, kinds::ASSIGNMENT) {
+        let (Some(left), Some(right)) = (assignment.field("left"), assignment.field("right"))
+        else {
+            continue;
+        };
+        if names_key(syntax::text(left, src)) {
+            out.push((assignment, right));
+        } else {
+            pairs(right, &mut out);
+        }
+    }
+    out.sort_by_key(|(site, _)| site.start_byte());
+    out
+}
+
+/// Where, inside the retried stretch, the key sent at `site` is made fresh: `value` itself, or
+/// the last assignment before `site` of a name `value` reads. `None` when it is made once,
+/// outside the stretch, from something stable, or only when there is no key yet (`if key is
+/// None: key = ...`).
+fn made_in<'t>(
+    idx: &NodeIndex<'t>,
+    attempt: &Attempt<'t>,
+    site: Node<'t>,
+    value: Node<'t>,
+    src: &str,
+) -> Option<Node<'t>> {
+    let inside = |n: Node<'_>| {
+        attempt.body.start_byte() <= n.start_byte() && n.end_byte() <= attempt.body.end_byte()
+    };
+    if let Some(call) = fresh_call(value, Some(idx), src) {
+        return Some(value).filter(|v| inside(*v) && !is_fallback(call, *v));
+    }
+    let assignments = idx.within(attempt.func, kinds::ASSIGNMENT);
+    for name in identifiers(syntax::text(value, src)) {
+        let last = assignments
+            .iter()
+            .filter(|a| a.end_byte() <= site.start_byte())
+            .filter(|a| {
+                idx.enclosing(**a, kinds::FUNCTION_DEFINITION)
+                    .is_some_and(|f| f.id() == attempt.func.id())
+            })
+            .rfind(|a| {
+                a.field("left")
+                    .is_some_and(|l| syntax::text(l, src) == name)
+            });
+        let Some(assignment) = last else {
+            continue;
+        };
+        let Some(right) = assignment.field("right") else {
+            continue;
+        };
+        if inside(*assignment)
+            && fresh_call(right, Some(idx), src).is_some_and(|call| !is_fallback(call, right))
+            && !only_when_missing(idx, *assignment, attempt.body, name, src)
+        {
+            return Some(*assignment);
+        }
+    }
+    None
+}
+
+/// A call in `node` whose every call gives a new value (`uuid.uuid4()`, `time.time()`,
+/// `datetime.now()`).
+fn fresh_call<'t>(node: Node<'t>, idx: Option<&NodeIndex<'t>>, src: &str) -> Option<Node<'t>> {
+    let idx = idx?;
+    idx.within(node, kinds::CALL).iter().copied().find(|c| {
+        let name = syntax::callee_name(*c, src);
+        FRESH.contains(&name) || syntax::callee(*c, src) == "time.time"
+    })
+}
+
+/// `stored or str(uuid4())`, `key if key else uuid4()`: a new value only where there is none
+/// yet, which is the stored key's business (IDEM001 looks at how it is stored).
+fn is_fallback(call: Node<'_>, top: Node<'_>) -> bool {
+    let mut at = Some(call);
+    while let Some(node) = at.filter(|n| n.id() != top.id()) {
+        at = node.parent();
+        if at.is_some_and(|p| {
+            matches!(
+                p.kind(),
+                kinds::BOOLEAN_OPERATOR | kinds::CONDITIONAL_EXPRESSION
+            )
+        }) {
+            return true;
+        }
+    }
+    false
+}
+
+/// `if key is None: key = uuid4()` (or `if not key:`), inside the retried stretch: the key is
+/// made on the first attempt only.
+fn only_when_missing(
+    idx: &NodeIndex<'_>,
+    assignment: Node<'_>,
+    body: Node<'_>,
+    name: &str,
+    src: &str,
+) -> bool {
+    let mut at = idx.enclosing(assignment, kinds::IF_STATEMENT);
+    while let Some(stmt) = at.filter(|s| s.start_byte() >= body.start_byte()) {
+        if stmt
+            .field("condition")
+            .is_some_and(|c| identifiers(syntax::text(c, src)).any(|w| w == name))
+        {
+            return true;
+        }
+        at = idx.enclosing(stmt, kinds::IF_STATEMENT);
+    }
+    false
+}
+
+/// The plain names a text reads, in order (`str(key)` gives `str`, `key`).
+fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .filter(|w| {
+            w.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        })
+}
