@@ -73,6 +73,11 @@ impl Default for Vocabulary {
                 "confirm_payment_intent",
                 "make_payment",
                 "process_payment",
+                "submit_payment",
+                "send_payment",
+                "execute_payment",
+                "initiate_payment",
+                "perform_payment",
             ]),
             money_arguments: words(&["amount", "currency", "total", "sum", "price", "value"]),
             entities: words(&[

@@ -88,6 +88,8 @@ pub struct Call {
     /// Line where that variable is used (`result.id`) with no check for `None` before: the
     /// caller trusts the callee to raise on failure.
     pub unchecked_use: Option<u32>,
+    /// That use is a subscript (`result["id"]`), not an attribute.
+    pub unchecked_subscript: bool,
 }
 
 impl ModuleFacts {
@@ -239,6 +241,7 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
             function: site.function.clone(),
             line: site.line,
             unchecked_use: site.deref_line.filter(|_| !site.checked),
+            unchecked_subscript: site.deref_subscript,
             binding: site.binding.clone(),
         })
     }));

@@ -43,7 +43,7 @@ fn check(cx: &mut Ctx<'_>) {
         let annotation = syntax::return_annotation(func, src)
             .filter(|a| !syntax::annotation_allows_none(a))
             .map(str::to_string);
-        let caller = dereferencing_caller(cx, syntax::function_name(func, src));
+        let caller = super::dereferencing_caller(cx, syntax::function_name(func, src));
         // A function that moves money and gives a result on success: `None` on every failure is
         // then its contract, and no caller can tell a decline from an outage, even with no
         // annotation or caller in sight to prove the result is used.
@@ -88,10 +88,8 @@ fn check(cx: &mut Ctx<'_>) {
         if let Some(annotation) = annotation {
             finding.arg("annotation", annotation).note("annotation");
         }
-        if let Some((path, line)) = caller {
-            finding
-                .arg("caller", format!("{path}:{line}"))
-                .note("caller");
+        if let Some(caller) = caller {
+            caller.cite(finding);
         }
     }
 }
@@ -120,12 +118,4 @@ fn handler_returns_none(clause: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>) -
     let func_body = func.field("body");
     let last = func_body.and_then(|b| syntax::statements(b).last().copied());
     syntax::block_falls_through(body) && try_stmt.zip(last).is_some_and(|(t, l)| t.id() == l.id())
-}
-
-/// A call of `name` elsewhere in the change whose result is read without a check.
-fn dereferencing_caller(cx: &Ctx<'_>, name: &str) -> Option<(String, u32)> {
-    cx.change
-        .calls_named(cx.side, name)
-        .find(|(_, c)| c.deref_line.is_some() && !c.checked)
-        .and_then(|(f, c)| Some((f.path.clone(), c.deref_line?)))
 }

@@ -2,7 +2,7 @@
 //! may return `None`, and a caller reads its result without a check.
 use crate::index::{ProjectIndex, TaskRef};
 use crate::review::{Finding, Severity};
-use crate::rules::facts::{CallSite, FileFacts, FunctionFacts};
+use crate::rules::facts::{self, CallSite, FileFacts, FunctionFacts};
 use crate::rules::{Check, Ctx, Gate, Rule};
 use crate::source::Side;
 
@@ -77,7 +77,9 @@ fn check(cx: &mut Ctx<'_>) {
                 .arg("callee", callee.qualname.clone())
                 .arg("returns_none_at", callee.returns_none_at.clone())
                 .arg("binding", site.binding.as_deref().unwrap_or_default())
-                .arg("deref_line", deref.to_string());
+                .arg("deref_line", deref.to_string())
+                .arg("error_name", facts::none_error(site.deref_subscript).0)
+                .arg("error", facts::none_error(site.deref_subscript).1);
             if !on_path {
                 finding.severity(Severity::Nit);
             }
@@ -124,7 +126,7 @@ fn outside_callers(cx: &mut Ctx<'_>, here: &FileFacts) {
         .file(&here.path)
         .map_or_else(|| crate::index::module_of(&here.path), |m| m.module.clone());
     for callee in &changed {
-        let mut broken: Vec<(String, u32, u32, String)> = project
+        let mut broken: Vec<(String, u32, u32, String, bool)> = project
             .calls_of(&callee.name)
             .filter(|(m, c)| {
                 c.module.as_deref() == Some(module.as_str())
@@ -136,11 +138,12 @@ fn outside_callers(cx: &mut Ctx<'_>, here: &FileFacts) {
                     c.line,
                     c.unchecked_use?,
                     c.binding.as_deref().unwrap_or_default().to_string(),
+                    c.unchecked_subscript,
                 ))
             })
             .collect();
         broken.sort();
-        for (path, line, used, binding) in broken {
+        for (path, line, used, binding, subscript) in broken {
             let on_path = callee.on_path;
             let finding = cx
                 .report_outside(&RULE, &path, format!("{} {}", callee.qualname, line))
@@ -148,6 +151,8 @@ fn outside_callers(cx: &mut Ctx<'_>, here: &FileFacts) {
                 .arg("returns_none_at", callee.returns_none_at.clone())
                 .arg("binding", binding)
                 .arg("deref_line", used.to_string())
+                .arg("error_name", facts::none_error(subscript).0)
+                .arg("error", facts::none_error(subscript).1)
                 .arg("call_line", line.to_string())
                 .note("outside")
                 .evidence(&path, line, "evidence_call", Vec::new());

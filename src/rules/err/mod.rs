@@ -20,13 +20,36 @@ pub(crate) fn owned_by(node: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>) -> b
         .is_some_and(|f| f.id() == func.id())
 }
 
-/// A call of `name` elsewhere in the change whose result is read without a check: where it is
-/// read (`path:line`).
-pub(crate) fn dereferencing_caller(cx: &Ctx<'_>, name: &str) -> Option<String> {
+/// A call of `name` elsewhere in the change whose result is read without a check.
+pub(crate) struct Dereference {
+    /// Where it is read: `path:line`.
+    pub at: String,
+    /// What that read raises on `None` (`facts::none_error`).
+    pub error: (&'static str, &'static str),
+}
+
+impl Dereference {
+    /// Names the place (`caller`) and what it raises (`error`, `error_name`) in `finding`'s
+    /// `caller` note.
+    pub fn cite(self, finding: &mut crate::review::Finding) {
+        finding
+            .arg("caller", self.at)
+            .arg("error_name", self.error.0)
+            .arg("error", self.error.1)
+            .note("caller");
+    }
+}
+
+pub(crate) fn dereferencing_caller(cx: &Ctx<'_>, name: &str) -> Option<Dereference> {
     cx.change
         .calls_named(cx.side, name)
         .find(|(_, c)| c.deref_line.is_some() && !c.checked)
-        .and_then(|(f, c)| Some(format!("{}:{}", f.path, c.deref_line?)))
+        .and_then(|(f, c)| {
+            Some(Dereference {
+                at: format!("{}:{}", f.path, c.deref_line?),
+                error: crate::rules::facts::none_error(c.deref_subscript),
+            })
+        })
 }
 
 /// The first task (of `tasks`, nearest first) whose `autoretry_for` covers something the

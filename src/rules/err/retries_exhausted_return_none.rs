@@ -104,8 +104,12 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     if let Some(annotation) = annotation {
         finding.arg("annotation", annotation).note("annotation");
     }
-    if let Some(caller) = caller {
-        finding.arg("caller", caller).note("caller");
+    match caller {
+        Some(caller) => caller.cite(finding),
+        // What the "task" note says a typical caller fails with.
+        None => {
+            finding.arg("error_name", facts::none_error(false).0);
+        }
     }
     if on_path {
         finding.note("task");

@@ -80,8 +80,11 @@ pub struct CallSite {
     pub line: u32,
     /// `result` in `result = create_charge(...)`.
     pub binding: Option<Arc<str>>,
-    /// First later line that reads an attribute of the binding (`result.id`).
+    /// First later line that reads an attribute of the binding (`result.id`) or subscripts it
+    /// (`result["id"]`).
     pub deref_line: Option<u32>,
+    /// That first use is a subscript: on `None` it raises `TypeError`, not `AttributeError`.
+    pub deref_subscript: bool,
     /// The binding is tested (`if result`, `result is None`) before that line.
     pub checked: bool,
 }
@@ -90,6 +93,21 @@ impl CallSite {
     /// The callee's last name (`create_charge`).
     pub fn name(&self) -> &str {
         self.callee.get(self.name_at as usize..).unwrap_or_default()
+    }
+}
+
+/// What the first use of a `None` result raises, as Python prints it: `(name, message)`.
+pub fn none_error(subscript: bool) -> (&'static str, &'static str) {
+    if subscript {
+        (
+            "`TypeError`",
+            "`TypeError: 'NoneType' object is not subscriptable`",
+        )
+    } else {
+        (
+            "`AttributeError`",
+            "`AttributeError: 'NoneType' object has no attribute …`",
+        )
     }
 }
 
@@ -542,7 +560,7 @@ fn call_site_with(
     let line = syntax::lines(call).0;
     let text = idx.call_text(call, src);
     let binding: Option<Arc<str>> = bound_name(call, idx, src).map(Arc::from);
-    let (mut deref_line, mut checked) = (None, false);
+    let (mut deref_line, mut deref_subscript, mut checked) = (None, false, false);
     if let (Some(func), Some(name)) = (func, binding.as_deref()) {
         let after = call.end_byte();
         // The nodes that start after the call, found by their starts (in order).
@@ -552,15 +570,20 @@ fn call_site_with(
             let nodes = nodes.get(first..).unwrap_or(&[]);
             nodes.iter().zip(spans.get(first..).unwrap_or(&[]))
         };
-        deref_line = later(kinds::ATTRIBUTE)
-            .find(|&(a, &(start, _))| {
-                // An attribute's object is its first child: the attribute's text starts with
-                // it, which rules most attributes out before tree-sitter is asked for fields.
-                src.get(start..).is_some_and(|t| t.starts_with(name))
-                    && a.field("object")
-                        .is_some_and(|o| syntax::text(o, src) == name)
-            })
-            .map(|(a, _)| syntax::lines(*a).0);
+        let attribute = later(kinds::ATTRIBUTE).find(|&(a, &(start, _))| {
+            // An attribute's object is its first child: the attribute's text starts with it,
+            // which rules most attributes out before tree-sitter is asked for fields.
+            src.get(start..).is_some_and(|t| t.starts_with(name))
+                && a.field("object")
+                    .is_some_and(|o| syntax::text(o, src) == name)
+        });
+        deref_line = attribute.map(|(a, _)| syntax::lines(*a).0);
+        if let Some((at, line)) = first_subscript(src, call, func, name)
+            && attribute.is_none_or(|(_, &(start, _))| at < start)
+        {
+            deref_line = Some(line);
+            deref_subscript = true;
+        }
         let until = deref_line.unwrap_or(u32::MAX);
         checked = later(kinds::IF_STATEMENT)
             .map(|(s, _)| s)
@@ -580,8 +603,26 @@ fn call_site_with(
         line,
         binding,
         deref_line,
+        deref_subscript,
         checked,
     }
+}
+
+/// The byte offset and line of the first `name[...]` after `call` in `func`: a subscript of the
+/// call's result fails on `None` as an attribute does. Found in the text, since subscripts are
+/// not indexed; a `name[` in a comment or a string counts too, which is rare enough next to a
+/// call that binds the name.
+fn first_subscript(src: &str, call: Node<'_>, func: Node<'_>, name: &str) -> Option<(usize, u32)> {
+    let (from, to) = (call.end_byte(), func.end_byte());
+    let rest = src.get(from..to)?.as_bytes();
+    let bound = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'.';
+    let mut needle = Vec::with_capacity(name.len() + 1);
+    needle.extend_from_slice(name.as_bytes());
+    needle.push(b'[');
+    let at = memchr::memmem::find_iter(rest, &needle)
+        .find(|&i| i == 0 || !rest.get(i - 1).copied().is_some_and(bound))?;
+    let newlines = memchr::memchr_iter(b'\n', &rest[..at]).count();
+    Some((from + at, syntax::lines(call).1 + newlines as u32))
 }
 
 #[cfg(test)]
