@@ -19,15 +19,6 @@ pub(crate) static RULE: Rule = Rule {
     gate: Gate::When(gate),
 };
 
-/// How a key is named where it is sent: `Idempotency-Key`, `idempotency_key=`,
-/// `IDEMPOTENCY_HEADER`, PayPal's `PayPal-Request-Id`.
-const KEY_WORDS: &[&str] = &[
-    "dempotenc",
-    "DEMPOTENC",
-    "ayPal-Request-Id",
-    "AYPAL-REQUEST-ID",
-];
-
 /// Calls whose every call gives a new value: random identifiers and the clock.
 const FRESH: &[&str] = &[
     "uuid1",
@@ -46,13 +37,17 @@ const FRESH: &[&str] = &[
     "utcnow",
 ];
 
-/// Every finding is about a key named as `KEY_WORDS` say.
+/// Every finding is about a key sent from inside a function, under a name that says so: the
+/// function's text mentions idempotency (`FunctionFacts::mentions_idempotency`, read once by
+/// the facts pass).
 fn gate(s: &Scan<'_>) -> bool {
-    s.mentions(KEY_WORDS)
+    s.facts.functions.iter().any(|f| f.mentions_idempotency)
 }
 
+/// `Idempotency-Key`, `idempotency_key=`, `IDEMPOTENCY_HEADER`: the same test as
+/// `mentions_idempotency`'s.
 fn names_key(text: &str) -> bool {
-    KEY_WORDS.iter().any(|w| text.contains(w))
+    syntax::contains_lowercase(text, "idempot")
 }
 
 /// One retried stretch of code: a retry loop's body, or a retried function's body.
