@@ -43,13 +43,15 @@ struct Moved {
     line: u32,
 }
 
-/// Every finding is a payment call on an added line.
+/// Every finding is a call on an added line that is a payment call by its name or, in a
+/// payment module, may be one through the function it calls (see `pay::pays`).
 fn gate(s: &Scan<'_>) -> bool {
     let (idx, src) = (s.index(), s.src());
     idx.all(kinds::CALL).iter().any(|&call| {
         let (first, last) = syntax::lines(call);
         // Lines first: few calls are on added lines, and naming a call costs more.
-        s.lines.touches_added(first, last) && super::is_payment_call(call, src, s.vocab)
+        s.lines.touches_added(first, last)
+            && (s.facts.payment_module || super::is_payment_call(call, src, s.vocab))
     })
 }
 
@@ -62,11 +64,8 @@ fn check(cx: &mut Ctx<'_>) {
         src: new_file.text(),
     };
     for &call in new.idx.all(kinds::CALL) {
-        if !super::is_payment_call(call, new.src, cx.vocab) {
-            continue;
-        }
         let (first, last) = syntax::lines(call);
-        if !cx.touches_added(first, last) {
+        if !cx.touches_added(first, last) || !super::pays(cx, call, new.src) {
             continue;
         }
         // Only now: most files have no touched payment call, and need no old tree.

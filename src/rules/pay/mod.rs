@@ -7,6 +7,8 @@ use tree_sitter::Node;
 
 use crate::config::Vocabulary;
 use crate::python::{Fields, kinds, syntax};
+use crate::rules::Ctx;
+use crate::source::Side;
 
 /// Whether a call moves money: its name is a payment operation (`create_charge`, `refund`,
 /// `capture`), or it creates/confirms/captures on a payment object (`stripe.PaymentIntent.create`,
@@ -24,6 +26,42 @@ pub(crate) fn is_payment_call(call: Node<'_>, src: &str, vocab: &Vocabulary) -> 
     };
     let last = snake(crate::rules::facts::last_name(receiver));
     last.contains("payment") || vocab.is_payment_operation(&last)
+}
+
+/// Whether a call moves money: by its name (`is_payment_call`), or, in a payment module, a call
+/// with money among its arguments of a function of the change that pays, or talks to a gateway
+/// over HTTP from a payment module of its own (`send_transaction(ref, order.amount, ...)`).
+pub(crate) fn pays(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
+    if is_payment_call(call, src, cx.vocab) {
+        return true;
+    }
+    if !cx.facts.is_some_and(|f| f.payment_module) || !passes_money(call, src, cx.vocab) {
+        return false;
+    }
+    let name = syntax::callee_name(call, src);
+    let mut found = false;
+    for (file, function) in cx.change.functions_named(Side::New, name) {
+        if file.is_test || !(function.payment || function.http && file.payment_module) {
+            return false;
+        }
+        found = true;
+    }
+    found
+}
+
+/// Whether an argument of the call is money by its keyword or by a word of its text
+/// (`amount=`, `order.amount_minor`, `total`).
+fn passes_money(call: Node<'_>, src: &str, vocab: &Vocabulary) -> bool {
+    let words = |text: &str| {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| !w.is_empty() && vocab.is_money_argument(w))
+    };
+    syntax::keyword_args(call, src)
+        .iter()
+        .any(|(name, value)| vocab.is_money_argument(name) || words(syntax::text(*value, src)))
+        || syntax::positional_args(call)
+            .iter()
+            .any(|a| words(syntax::text(*a, src)))
 }
 
 /// `PaymentIntent` → `payment_intent`.

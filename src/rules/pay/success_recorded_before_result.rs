@@ -3,7 +3,7 @@
 use tree_sitter::Node;
 
 use crate::config::Vocabulary;
-use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::python::{Fields, kinds, syntax};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
 
 pub(crate) static RULE: Rule = Rule {
@@ -68,7 +68,7 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(func) = idx.enclosing(assign, kinds::FUNCTION_DEFINITION) else {
             continue;
         };
-        let found = payment_call_after(stmt, block, func, idx, src, cx.vocab)
+        let found = payment_call_after(cx, stmt, block, func)
             .map(|call| (call, "early"))
             .or_else(|| {
                 unchecked_call_before(cx, stmt, block, src).map(|call| (call, "unchecked"))
@@ -167,13 +167,12 @@ fn success_value(value: Node<'_>, src: &str) -> bool {
 
 /// A payment call that runs after the assignment in the same sequence of statements.
 fn payment_call_after<'t>(
+    cx: &Ctx<'t>,
     stmt: Node<'_>,
     block: Node<'_>,
     func: Node<'_>,
-    idx: &NodeIndex<'t>,
-    src: &str,
-    vocab: &Vocabulary,
 ) -> Option<Node<'t>> {
+    let (idx, src) = (cx.index()?, cx.src());
     idx.within(block, kinds::CALL)
         .iter()
         .filter(|c| c.start_byte() > stmt.end_byte())
@@ -181,7 +180,7 @@ fn payment_call_after<'t>(
             idx.enclosing(**c, kinds::FUNCTION_DEFINITION)
                 .is_some_and(|f| f.id() == func.id())
         })
-        .find(|c| super::is_payment_call(**c, src, vocab))
+        .find(|c| super::pays(cx, **c, src))
         .copied()
 }
 
@@ -201,7 +200,7 @@ fn unchecked_call_before<'t>(
     let (position, call) = earlier.iter().enumerate().rev().find_map(|(i, s)| {
         idx.within(*s, kinds::CALL)
             .iter()
-            .find(|c| super::is_payment_call(**c, src, cx.vocab))
+            .find(|c| super::pays(cx, **c, src))
             .map(|c| (i, *c))
     })?;
     let callee = syntax::callee_name(call, src);
