@@ -183,6 +183,7 @@ pub fn derive_old(
     if parsed.root().has_error()
         || !runs_stay_in_place(&parsed, &runs, &headers)
         || !same_imports(new, &parsed, &runs)
+        || !same_memory_caches(new, &parsed, &runs)
     {
         return None;
     }
@@ -193,6 +194,7 @@ pub fn derive_old(
         is_test: new_facts.is_test,
         payment_module: new_facts.payment_module,
         imports: new_facts.imports.clone(),
+        memory_caches: new_facts.memory_caches.clone(),
         functions: Vec::new(),
         calls: Vec::new(),
     };
@@ -218,6 +220,24 @@ fn same_imports(new: &ParsedFile, copy: &ParsedFile, runs: &[Run]) -> bool {
                 statements_within(new, kind, run.new).eq(statements_within(copy, kind, run.copy))
             })
         })
+}
+
+/// Whether each run binds the same in-process maps named like caches (`FileFacts::memory_caches`)
+/// in both versions: the file's list is then the same in both.
+fn same_memory_caches(new: &ParsedFile, copy: &ParsedFile, runs: &[Run]) -> bool {
+    let bound = |file: &ParsedFile, (a, b): (usize, usize)| -> Vec<String> {
+        let all = file.index().all(kinds::ASSIGNMENT);
+        let first = all.partition_point(|n| n.start_byte() < a);
+        all.get(first..)
+            .unwrap_or(&[])
+            .iter()
+            .take_while(|n| n.start_byte() < b)
+            .filter_map(|n| super::binds_memory_cache(*n, file.index(), file.text()))
+            .map(str::to_string)
+            .collect()
+    };
+    runs.iter()
+        .all(|run| bound(new, run.new) == bound(copy, run.copy))
 }
 
 /// The text of each statement of `kind` that starts in `a..b`, in order.

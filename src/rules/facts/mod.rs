@@ -139,6 +139,9 @@ pub struct FileFacts {
     /// The path or the imports are about payments, billing or checkout.
     pub payment_module: bool,
     pub imports: Vec<Import>,
+    /// Names the file binds to an in-process map although they say "cache" (`self._cache =
+    /// {}`, `_rates_cache = TTLCache(...)`): their `get` and `set` talk to no server.
+    pub memory_caches: Vec<String>,
     pub functions: Vec<FunctionFacts>,
     pub calls: Vec<CallSite>,
 }
@@ -248,6 +251,7 @@ pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
         is_test,
         payment_module,
         imports,
+        memory_caches: memory_caches(idx, src),
         functions: Vec::new(),
         calls: Vec::new(),
     };
@@ -474,6 +478,9 @@ pub(crate) fn last_name(receiver: &str) -> &str {
 /// Whether `name` (a receiver) is a cache client: by its name, by the configured names, or by
 /// what it was imported from (`from app.cache import client`).
 pub fn is_cache_name(name: &str, file: &FileFacts, vocab: &Vocabulary) -> bool {
+    if file.memory_caches.iter().any(|m| m == name) {
+        return false;
+    }
     syntax::contains_lowercase(name, "redis")
         || syntax::contains_lowercase(name, "cache")
         || vocab
@@ -483,6 +490,66 @@ pub fn is_cache_name(name: &str, file: &FileFacts, vocab: &Vocabulary) -> bool {
         || file.import_target(name).is_some_and(|t| {
             syntax::contains_lowercase(t, "redis") || syntax::contains_lowercase(t, "cache")
         })
+}
+
+/// Constructors of in-process maps: a name bound to one of these is no cache server.
+const MEMORY_MAPS: &[&str] = &[
+    "dict",
+    "OrderedDict",
+    "defaultdict",
+    "WeakValueDictionary",
+    "WeakKeyDictionary",
+    "TTLCache",
+    "LRUCache",
+    "LFUCache",
+    "TLRUCache",
+    "FIFOCache",
+    "RRCache",
+    "Cache",
+];
+
+/// `memory_caches`: the last names of what the file binds to a `{...}` or a `MEMORY_MAPS` call
+/// anywhere, kept when `is_cache_name` would take them for a client.
+pub(crate) fn memory_caches(idx: &NodeIndex<'_>, src: &str) -> Vec<String> {
+    let mut out: Vec<String> = idx
+        .all(kinds::ASSIGNMENT)
+        .iter()
+        .filter_map(|a| binds_memory_cache(*a, idx, src).map(str::to_string))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The name an assignment binds to an in-process map, when that name says "cache" or "redis".
+pub(crate) fn binds_memory_cache<'s>(
+    assignment: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &'s str,
+) -> Option<&'s str> {
+    // The text before the first `=` holds the target: most assignments are ruled out there,
+    // before tree-sitter is asked for fields.
+    let text = syntax::text(assignment, src);
+    let head = text.split('=').next().unwrap_or(text);
+    if !syntax::contains_lowercase(head, "cache") && !syntax::contains_lowercase(head, "redis") {
+        return None;
+    }
+    if !is_memory_map(assignment.field("right")?, idx, src) {
+        return None;
+    }
+    let left = syntax::text(assignment.field("left")?, src);
+    let name = left.rsplit('.').next().unwrap_or(left).trim();
+    (syntax::contains_lowercase(name, "cache") || syntax::contains_lowercase(name, "redis"))
+        .then_some(name)
+}
+
+/// `{}`, `{k: v for ...}`, `dict()`, `collections.OrderedDict()`, `cachetools.TTLCache(...)`.
+fn is_memory_map(value: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    match value.kind() {
+        kinds::DICTIONARY | "dictionary_comprehension" => true,
+        kinds::CALL => MEMORY_MAPS.contains(&idx.callee_name(value, src)),
+        _ => false,
+    }
 }
 
 /// What a call talks to, from its callee and receiver names.

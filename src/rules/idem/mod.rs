@@ -206,6 +206,13 @@ fn client_aliases<'a>(cx: &impl Local<'a>) -> Vec<(String, bool)> {
         {
             let text = syntax::text(left, src);
             let name = text.rsplit('.').next().unwrap_or(text);
+            // `TTLCache(...)` and the like keep their values in the process.
+            if cx
+                .facts()
+                .is_some_and(|f| f.memory_caches.iter().any(|m| m == name))
+            {
+                continue;
+            }
             let django = made_by
                 .as_bytes()
                 .get(..6)
