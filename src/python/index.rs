@@ -178,6 +178,15 @@ impl<'t> NodeIndex<'t> {
             .unwrap_or(&[])
     }
 
+    /// `all`, with the byte range of each node.
+    pub fn all_spans(&self, kind: &str) -> (&[Node<'t>], &[(usize, usize)]) {
+        let slot = slot_index(kind);
+        match (self.buckets.get(slot), self.spans.get(slot)) {
+            (Some(all), Some(spans)) => (all, spans),
+            _ => (&[], &[]),
+        }
+    }
+
     /// The indexed nodes of `kind` strictly inside `outer` (not `outer` itself).
     pub fn within(&self, outer: Node<'_>, kind: &str) -> &[Node<'t>] {
         self.within_spans(outer, kind).0

@@ -511,10 +511,12 @@ const MEMORY_MAPS: &[&str] = &[
 /// `memory_caches`: the last names of what the file binds to a `{...}` or a `MEMORY_MAPS` call
 /// anywhere, kept when `is_cache_name` would take them for a client.
 pub(crate) fn memory_caches(idx: &NodeIndex<'_>, src: &str) -> Vec<String> {
-    let mut out: Vec<String> = idx
-        .all(kinds::ASSIGNMENT)
+    let (assignments, spans) = idx.all_spans(kinds::ASSIGNMENT);
+    let mut out: Vec<String> = assignments
         .iter()
-        .filter_map(|a| binds_memory_cache(*a, idx, src).map(str::to_string))
+        .zip(spans)
+        .filter(|(_, (start, end))| src.get(*start..*end).is_some_and(names_a_cache))
+        .filter_map(|(a, _)| binds_memory_cache(*a, idx, src).map(str::to_string))
         .collect();
     out.sort_unstable();
     out.dedup();
@@ -527,11 +529,7 @@ pub(crate) fn binds_memory_cache<'s>(
     idx: &NodeIndex<'_>,
     src: &'s str,
 ) -> Option<&'s str> {
-    // The text before the first `=` holds the target: most assignments are ruled out there,
-    // before tree-sitter is asked for fields.
-    let text = syntax::text(assignment, src);
-    let head = text.split('=').next().unwrap_or(text);
-    if !syntax::contains_lowercase(head, "cache") && !syntax::contains_lowercase(head, "redis") {
+    if !names_a_cache(syntax::text(assignment, src)) {
         return None;
     }
     if !is_memory_map(assignment.field("right")?, idx, src) {
@@ -541,6 +539,15 @@ pub(crate) fn binds_memory_cache<'s>(
     let name = left.rsplit('.').next().unwrap_or(left).trim();
     (syntax::contains_lowercase(name, "cache") || syntax::contains_lowercase(name, "redis"))
         .then_some(name)
+}
+
+/// Whether the text of an assignment before its first `=` (its target) says "cache" or
+/// "redis": most assignments are ruled out there, before tree-sitter is asked for fields.
+fn names_a_cache(assignment: &str) -> bool {
+    let head = memchr::memchr(b'=', assignment.as_bytes())
+        .and_then(|at| assignment.get(..at))
+        .unwrap_or(assignment);
+    syntax::contains_lowercase(head, "cache") || syntax::contains_lowercase(head, "redis")
 }
 
 /// `{}`, `{k: v for ...}`, `dict()`, `collections.OrderedDict()`, `cachetools.TTLCache(...)`.
