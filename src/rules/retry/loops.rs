@@ -28,8 +28,10 @@ pub struct RetryLoop<'t> {
     pub bound: Node<'t>,
     /// Names the attempt count is made of (`MAX_RETRIES`).
     pub limit_names: Vec<String>,
-    /// `attempt += 1` in the body of a `while` loop.
+    /// `attempt += 1` in the body of a `while` loop (`retries_left -= 1` when it counts down).
     pub increment: Option<Node<'t>>,
+    /// What `increment` adds to the counter: 1, or -1 for a loop that counts the attempts left.
+    pub step: f64,
 }
 
 impl<'t> RetryLoop<'t> {
@@ -37,7 +39,7 @@ impl<'t> RetryLoop<'t> {
     /// the attempt (`attempt += 1` before the sleep).
     pub fn counter_at(&self, node: Node<'_>, start: f64) -> f64 {
         match self.increment {
-            Some(inc) if inc.end_byte() <= node.start_byte() => start + 1.0,
+            Some(inc) if inc.end_byte() <= node.start_byte() => start + self.step,
             _ => start,
         }
     }
@@ -125,6 +127,7 @@ fn for_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<RetryL
         attempts,
         range: Some(range),
         bound: range,
+        step: 1.0,
         limit_names: args
             .iter()
             .flat_map(|a| identifiers(syntax::text(*a, src)))
@@ -138,10 +141,13 @@ fn while_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<Retr
     let body = node.field("body")?;
     let condition = node.field("condition")?;
     let forever = condition.kind() == kinds::TRUE || syntax::text(condition, src) == "1";
-    let (counter, limit, inclusive) = if forever {
-        forever_counter(idx, src, body)?
+    let counted = if forever {
+        forever_counter(idx, src, body)
     } else {
-        compared_counter(condition, src)?
+        compared_counter(condition, src)
+    };
+    let Some((counter, limit, inclusive)) = counted else {
+        return countdown_loop(idx, src, node, func, body, condition);
     };
     let increment = idx
         .within(body, kinds::AUGMENTED_ASSIGNMENT)
@@ -183,6 +189,79 @@ fn while_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<Retr
         bound: limit.parent().unwrap_or(condition),
         limit_names: identifiers(syntax::text(limit, src)).collect(),
         increment,
+        step: 1.0,
+    })
+}
+
+/// `retries_left = MAX_RETRIES` then `while retries_left > 0:` (or `>= 1`, or `while
+/// retries_left:`) with `retries_left -= 1` in the body: a loop that counts the attempts left.
+/// Each attempt starts with the counter at the number of attempts still to make, down to 1.
+fn countdown_loop<'t>(
+    idx: &NodeIndex<'t>,
+    src: &str,
+    node: Node<'t>,
+    func: Node<'t>,
+    body: Node<'t>,
+    condition: Node<'t>,
+) -> Option<RetryLoop<'t>> {
+    let counter = match condition.kind() {
+        kinds::IDENTIFIER => syntax::text(condition, src),
+        kinds::COMPARISON_OPERATOR if condition.named_child_count() == 2 => {
+            let (a, b) = (condition.named_child(0)?, condition.named_child(1)?);
+            let op = condition.child(1)?.kind();
+            let bound = syntax::text(b, src);
+            let above_zero = a.kind() == kinds::IDENTIFIER
+                && matches!((op, bound), (">", "0") | (">=", "1") | ("!=", "0"));
+            if !above_zero {
+                return None;
+            }
+            syntax::text(a, src)
+        }
+        _ => return None,
+    };
+    let decrement = idx
+        .within(body, kinds::AUGMENTED_ASSIGNMENT)
+        .iter()
+        .copied()
+        .find(|a| {
+            a.field("left")
+                .is_some_and(|l| syntax::text(l, src) == counter)
+                && a.child(1).is_some_and(|op| op.kind() == "-=")
+                && a.field("right")
+                    .is_some_and(|r| syntax::text(r, src) == "1")
+        })?;
+    let start = idx
+        .within(func, kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| a.end_byte() <= node.start_byte())
+        .rfind(|a| {
+            a.field("left")
+                .is_some_and(|l| syntax::text(l, src) == counter)
+        })
+        .and_then(|a| a.field("right"));
+    let env = Env {
+        idx,
+        src,
+        func: Some(func),
+        counter: None,
+    };
+    let attempts = start.and_then(|r| env.eval(r)).and_then(|s| {
+        let down = span(1.0, s + 1.0, 1.0)?;
+        Some(down.into_iter().rev().collect())
+    });
+    Some(RetryLoop {
+        node,
+        body,
+        func,
+        counter: Some(counter.to_string()),
+        attempts,
+        range: None,
+        bound: condition,
+        limit_names: start
+            .map(|r| identifiers(syntax::text(r, src)).collect())
+            .unwrap_or_default(),
+        increment: Some(decrement),
+        step: -1.0,
     })
 }
 
@@ -304,6 +383,15 @@ mod tests {
                 Some(vec![0.0, 1.0, 2.0]),
                 Some(vec![0.0, 1.0, 2.0, 3.0]),
             ]
+        );
+    }
+
+    #[test]
+    fn counts_down_the_attempts_left() {
+        let src = "N = 3\n\ndef a():\n    left = N\n    while left > 0:\n        left -= 1\n        try:\n            return f()\n        except E:\n            sleep(1)\n\ndef b():\n    tries = 2\n    while tries:\n        tries -= 1\n        g()\n\ndef c():\n    n = 5\n    while n > 0:\n        n -= 2\n";
+        assert_eq!(
+            attempts(src),
+            [Some(vec![3.0, 2.0, 1.0]), Some(vec![2.0, 1.0])]
         );
     }
 }

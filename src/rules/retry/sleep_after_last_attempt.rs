@@ -71,20 +71,24 @@ fn mentions_attempts(l: &RetryLoop<'_>, condition: &str) -> bool {
         .collect();
     let names_limit = words.iter().any(|w| l.limit_names.iter().any(|n| n == w));
     let counter = l.counter.as_deref();
+    // Counting down, the counter is what is left: any test of it (`if retries_left:`,
+    // `> 0`) tells the last attempt from the others.
+    let countdown = l.step < 0.0;
     let compares_counter = counter.is_some_and(|c| words.contains(&c))
-        && words.iter().any(|w| {
-            Some(*w) != counter
-                && !matches!(
-                    *w,
-                    "and" | "or" | "not" | "is" | "in" | "None" | "True" | "False"
-                )
-                && w.parse::<f64>().map_or(
-                    w.chars()
-                        .next()
-                        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_'),
-                    |n| n > 1.0,
-                )
-        });
+        && (countdown
+            || words.iter().any(|w| {
+                Some(*w) != counter
+                    && !matches!(
+                        *w,
+                        "and" | "or" | "not" | "is" | "in" | "None" | "True" | "False"
+                    )
+                    && w.parse::<f64>().map_or(
+                        w.chars()
+                            .next()
+                            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_'),
+                        |n| n > 1.0,
+                    )
+            }));
     names_limit || compares_counter || GUARD_WORDS.iter().any(|w| lower.contains(w))
 }
 
