@@ -195,7 +195,37 @@ fn attempt_timeout(cx: &Ctx<'_>, l: &RetryLoop<'_>) -> Option<f64> {
     };
     l.own_calls(idx)
         .filter(|c| facts::classify_call(*c, src, file, cx.vocab) == Target::Http)
-        .find_map(|c| syntax::keyword_arg(c, "timeout", src).and_then(|t| env.eval(t)))
+        .find_map(|c| syntax::keyword_arg(c, "timeout", src).and_then(|t| timeout_seconds(&env, t)))
+}
+
+/// The longest one request can wait under a `timeout=` value: the number itself, the connect
+/// and the read bound of a `(connect, read)` pair added up, and likewise for
+/// `httpx.Timeout(read, connect=...)`.
+fn timeout_seconds(env: &Env<'_, '_>, value: Node<'_>) -> Option<f64> {
+    match value.kind() {
+        kinds::TUPLE | kinds::PARENTHESIZED_EXPRESSION => {
+            let parts = crate::python::named_children(value);
+            match parts.as_slice() {
+                [connect, read] => Some(env.eval(*connect)? + env.eval(*read)?),
+                [single] => env.eval(*single),
+                _ => None,
+            }
+        }
+        kinds::CALL if syntax::callee_name(value, env.src) == "Timeout" => {
+            let read = syntax::positional_args(value)
+                .first()
+                .copied()
+                .or_else(|| syntax::keyword_arg(value, "timeout", env.src))
+                .or_else(|| syntax::keyword_arg(value, "read", env.src))
+                .and_then(|r| env.eval(r))?;
+            let connect = match syntax::keyword_arg(value, "connect", env.src) {
+                Some(c) => env.eval(c)?,
+                None => 0.0,
+            };
+            Some(read + connect)
+        }
+        _ => env.eval(value),
+    }
 }
 
 fn report(cx: &mut Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) {
