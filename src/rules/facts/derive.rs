@@ -21,7 +21,7 @@
 //! `tests` compares the result with the facts of the old version parsed whole, on random edits
 //! of the fixtures' files.
 
-use super::{FileFacts, gather_code};
+use super::{CacheBinding, FileFacts, gather_code};
 use crate::config::Vocabulary;
 use crate::python::{Block, Fields, ParsedFile, kinds, syntax};
 
@@ -183,21 +183,31 @@ pub fn derive_old(
     if parsed.root().has_error()
         || !runs_stay_in_place(&parsed, &runs, &headers)
         || !same_imports(new, &parsed, &runs)
-        || !same_memory_caches(new, &parsed, &runs)
     {
         return None;
     }
-    // The file-level facts stay the new version's: the runs hold the same imports.
+    // The file-level facts stay the new version's, since the runs hold the same imports; the
+    // cache bindings are the new version's with the runs' own swapped for the old text's.
+    let (memory_caches, cache_clients, rebound) =
+        old_cache_bindings(new, new_facts, &parsed, &runs)?;
     let skeleton = FileFacts {
         path: new_facts.path.clone(),
         module: new_facts.module.clone(),
         is_test: new_facts.is_test,
         payment_module: new_facts.payment_module,
         imports: new_facts.imports.clone(),
-        memory_caches: new_facts.memory_caches.clone(),
+        memory_caches,
+        cache_clients,
         functions: Vec::new(),
         calls: Vec::new(),
     };
+    // The untouched code's facts are copied: a name the change makes a cache client (or a
+    // map) in one version and not in the other would classify its calls differently there.
+    if rebound.iter().any(|n| {
+        super::is_cache_name(n, new_facts, vocab) != super::is_cache_name(n, &skeleton, vocab)
+    }) {
+        return None;
+    }
     let parts = gather_code(&parsed, skeleton.clone(), vocab);
     Some(merge(
         (text, new_facts),
@@ -222,22 +232,51 @@ fn same_imports(new: &ParsedFile, copy: &ParsedFile, runs: &[Run]) -> bool {
         })
 }
 
-/// Whether each run binds the same in-process maps named like caches (`FileFacts::memory_caches`)
-/// in both versions: the file's list is then the same in both.
-fn same_memory_caches(new: &ParsedFile, copy: &ParsedFile, runs: &[Run]) -> bool {
-    let bound = |file: &ParsedFile, (a, b): (usize, usize)| -> Vec<String> {
+/// The old version's cache bindings (`FileFacts::memory_caches`, `FileFacts::cache_clients`):
+/// the new version's, less those made in the runs' new text, plus those made in their old text
+/// (in `copy`), and the names those bindings are of. `None` when a binding of the runs is
+/// missing from the new version's lists.
+fn old_cache_bindings(
+    new: &ParsedFile,
+    new_facts: &FileFacts,
+    copy: &ParsedFile,
+    runs: &[Run],
+) -> Option<(Vec<String>, Vec<String>, Vec<String>)> {
+    let bound = |file: &ParsedFile, (a, b): (usize, usize)| -> Vec<(String, CacheBinding)> {
         let all = file.index().all(kinds::ASSIGNMENT);
         let first = all.partition_point(|n| n.start_byte() < a);
         all.get(first..)
             .unwrap_or(&[])
             .iter()
             .take_while(|n| n.start_byte() < b)
-            .filter_map(|n| super::binds_memory_cache(*n, file.index(), file.text()))
-            .map(str::to_string)
+            .filter_map(|n| super::cache_binding(*n, file.index(), file.text()))
+            .map(|(name, kind)| (name.to_string(), kind))
             .collect()
     };
-    runs.iter()
-        .all(|run| bound(new, run.new) == bound(copy, run.copy))
+    let mut memory = new_facts.memory_caches.clone();
+    let mut clients = new_facts.cache_clients.clone();
+    let mut names = Vec::new();
+    for run in runs {
+        for (name, kind) in bound(new, run.new) {
+            let list = match kind {
+                CacheBinding::Memory => &mut memory,
+                CacheBinding::Client => &mut clients,
+            };
+            let at = list.iter().position(|n| *n == name)?;
+            list.remove(at);
+            names.push(name);
+        }
+        for (name, kind) in bound(copy, run.copy) {
+            match kind {
+                CacheBinding::Memory => memory.push(name.clone()),
+                CacheBinding::Client => clients.push(name.clone()),
+            }
+            names.push(name);
+        }
+    }
+    memory.sort_unstable();
+    clients.sort_unstable();
+    Some((memory, clients, names))
 }
 
 /// The text of each statement of `kind` that starts in `a..b`, in order.
@@ -739,6 +778,38 @@ mod tests {
         assert_eq!(
             derive_old(&file, &facts, NEW, &blocks_between(&new, NEW), &vocab),
             None
+        );
+    }
+
+    #[test]
+    fn a_client_the_change_makes_is_derived_only_where_it_classifies_alike() {
+        let derive = |new: &str, old: &str, uses: &str| {
+            let rest = format!("\n\ndef load(k):\n    return {uses}.get(k)\n").repeat(8);
+            derived(
+                "app/payments/svc.py",
+                &format!("import redis\n\n{new}\n{rest}"),
+                &format!("import redis\n\n{old}\n{rest}"),
+            )
+        };
+        // `store` becomes a Redis client: the untouched `load`s now read a cache, which their
+        // copied facts would not say; the old version is then parsed whole.
+        assert_eq!(derive("store = redis.Redis()", "store = {}", "store"), None);
+        // `redis_client` says what it is by its name: derived, with the old binding in place.
+        let facts = derive(
+            "redis_client = redis.Redis()",
+            "redis_client = redis.StrictRedis(db=1)",
+            "redis_client",
+        )
+        .expect("derived");
+        assert_eq!(facts.cache_clients, ["redis_client"]);
+        // Only the binding changes: derived.
+        assert!(
+            derive(
+                "store = redis.Redis()",
+                "store = redis.Redis(db=2)",
+                "store"
+            )
+            .is_some()
         );
     }
 

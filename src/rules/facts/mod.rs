@@ -140,8 +140,12 @@ pub struct FileFacts {
     pub payment_module: bool,
     pub imports: Vec<Import>,
     /// Names the file binds to an in-process map although they say "cache" (`self._cache =
-    /// {}`, `_rates_cache = TTLCache(...)`): their `get` and `set` talk to no server.
+    /// {}`, `_rates_cache = TTLCache(...)`): their `get` and `set` talk to no server. One entry
+    /// per binding, sorted.
     pub memory_caches: Vec<String>,
+    /// Names the file binds to a cache client it makes, whatever they say (`r =
+    /// redis.Redis(...)`). One entry per binding, sorted.
+    pub cache_clients: Vec<String>,
     pub functions: Vec<FunctionFacts>,
     pub calls: Vec<CallSite>,
 }
@@ -245,13 +249,15 @@ pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
             let root = i.target.split('.').next().unwrap_or("");
             PAYMENT_SDKS.contains(&root) || has_payment_word(&i.target)
         });
+    let (memory_caches, cache_clients) = cache_bindings(idx, src);
     let file_facts = FileFacts {
         path: path.to_string(),
         module: module_of(path),
         is_test,
         payment_module,
         imports,
-        memory_caches: memory_caches(idx, src),
+        memory_caches,
+        cache_clients,
         functions: Vec::new(),
         calls: Vec::new(),
     };
@@ -481,7 +487,8 @@ pub fn is_cache_name(name: &str, file: &FileFacts, vocab: &Vocabulary) -> bool {
     if file.memory_caches.iter().any(|m| m == name) {
         return false;
     }
-    syntax::contains_lowercase(name, "redis")
+    file.cache_clients.iter().any(|c| c == name)
+        || syntax::contains_lowercase(name, "redis")
         || syntax::contains_lowercase(name, "cache")
         || vocab
             .cache_clients
@@ -508,47 +515,84 @@ const MEMORY_MAPS: &[&str] = &[
     "Cache",
 ];
 
-/// `memory_caches`: the last names of what the file binds to a `{...}` or a `MEMORY_MAPS` call
-/// anywhere, kept when `is_cache_name` would take them for a client.
-pub(crate) fn memory_caches(idx: &NodeIndex<'_>, src: &str) -> Vec<String> {
-    let (assignments, spans) = idx.all_spans(kinds::ASSIGNMENT);
-    let mut out: Vec<String> = assignments
-        .iter()
-        .zip(spans)
-        .filter(|(_, (start, end))| src.get(*start..*end).is_some_and(names_a_cache))
-        .filter_map(|(a, _)| binds_memory_cache(*a, idx, src).map(str::to_string))
-        .collect();
-    out.sort_unstable();
-    out.dedup();
-    out
+/// What an assignment binds that `is_cache_name` must know of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CacheBinding {
+    /// An in-process map under a name that says "cache" or "redis" (`self._cache = {}`).
+    Memory,
+    /// A cache client made here under any name (`r = redis.Redis(...)`, `c = caches["x"]`).
+    Client,
 }
 
-/// The name an assignment binds to an in-process map, when that name says "cache" or "redis".
-pub(crate) fn binds_memory_cache<'s>(
+/// `memory_caches` and `cache_clients`: the last names of what the file binds, anywhere.
+pub(crate) fn cache_bindings(idx: &NodeIndex<'_>, src: &str) -> (Vec<String>, Vec<String>) {
+    let (assignments, spans) = idx.all_spans(kinds::ASSIGNMENT);
+    let (mut memory, mut clients) = (Vec::new(), Vec::new());
+    for (a, &(start, end)) in assignments.iter().zip(spans) {
+        if !src.get(start..end).is_some_and(says_cache) {
+            continue;
+        }
+        match cache_binding(*a, idx, src) {
+            Some((name, CacheBinding::Memory)) => memory.push(name.to_string()),
+            Some((name, CacheBinding::Client)) => clients.push(name.to_string()),
+            None => {}
+        }
+    }
+    // One entry per binding, not per name: `derive` takes the bindings of the text a change
+    // touches out of the new version's lists and puts the old version's in.
+    memory.sort_unstable();
+    clients.sort_unstable();
+    (memory, clients)
+}
+
+/// The name an assignment binds to an in-process map or to a cache client, and which.
+pub(crate) fn cache_binding<'s>(
     assignment: Node<'_>,
     idx: &NodeIndex<'_>,
     src: &'s str,
-) -> Option<&'s str> {
-    if !names_a_cache(syntax::text(assignment, src)) {
+) -> Option<(&'s str, CacheBinding)> {
+    if !says_cache(syntax::text(assignment, src)) {
         return None;
     }
-    if !is_memory_map(assignment.field("right")?, idx, src) {
-        return None;
-    }
+    let right = assignment.field("right")?;
     let left = syntax::text(assignment.field("left")?, src);
     let name = left.rsplit('.').next().unwrap_or(left).trim();
-    (syntax::contains_lowercase(name, "cache") || syntax::contains_lowercase(name, "redis"))
-        .then_some(name)
+    if is_memory_map(right, idx, src) {
+        let named =
+            syntax::contains_lowercase(name, "cache") || syntax::contains_lowercase(name, "redis");
+        return named.then_some((name, CacheBinding::Memory));
+    }
+    let made_by = match right.kind() {
+        kinds::CALL => idx.call_text(right, src).callee,
+        kinds::SUBSCRIPT => syntax::text(right, src),
+        _ => return None,
+    };
+    let client = syntax::contains_lowercase(made_by, "redis")
+        || made_by.starts_with("caches[")
+        || made_by.ends_with("get_redis_connection");
+    (client && !name.is_empty()).then_some((name, CacheBinding::Client))
 }
 
-/// Whether the text of an assignment before its first `=` (its target) says "cache" or
-/// "redis": most assignments are ruled out there, before tree-sitter is asked for fields.
-fn names_a_cache(assignment: &str) -> bool {
-    let head = memchr::memchr(b'=', assignment.as_bytes())
-        .and_then(|at| assignment.get(..at))
-        .unwrap_or(assignment);
-    syntax::contains_lowercase(head, "cache") || syntax::contains_lowercase(head, "redis")
+/// Whether an assignment's target, or the start of its value (where a constructor's name is),
+/// says "cache" or "redis": most assignments are ruled out there, before tree-sitter is asked
+/// for fields, and a long value is not read to its end.
+fn says_cache(assignment: &str) -> bool {
+    let says = |text: &str| {
+        syntax::contains_lowercase(text, "cache") || syntax::contains_lowercase(text, "redis")
+    };
+    let Some(at) = memchr::memchr(b'=', assignment.as_bytes()) else {
+        return says(assignment);
+    };
+    let mut end = (at + 1 + VALUE_HEAD).min(assignment.len());
+    while !assignment.is_char_boundary(end) {
+        end -= 1;
+    }
+    says(assignment.get(..end).unwrap_or(assignment))
 }
+
+/// How much of an assignment's value `says_cache` reads: enough for
+/// `redis.asyncio.Redis.from_url(` or `django_redis.get_redis_connection(`.
+const VALUE_HEAD: usize = 64;
 
 /// `{}`, `{k: v for ...}`, `dict()`, `collections.OrderedDict()`, `cachetools.TTLCache(...)`.
 fn is_memory_map(value: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
