@@ -39,6 +39,12 @@ pub(crate) fn pays(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
         return false;
     }
     let name = syntax::callee_name(call, src);
+    if name
+        .split('_')
+        .any(|w| BESIDE_THE_MONEY.iter().any(|b| w.eq_ignore_ascii_case(b)))
+    {
+        return false;
+    }
     let mut found = false;
     for (file, function) in cx.change.functions_named(Side::New, name) {
         if file.is_test || !(function.payment || function.http && file.payment_module) {
@@ -48,6 +54,27 @@ pub(crate) fn pays(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
     }
     found
 }
+
+/// Words of a function's name that say it tells of a payment rather than makes one, though it
+/// may pass the amount over HTTP from a payment module (`send_receipt(email, total)`).
+const BESIDE_THE_MONEY: &[&str] = &[
+    "notify",
+    "notification",
+    "email",
+    "mail",
+    "receipt",
+    "sms",
+    "log",
+    "audit",
+    "track",
+    "metric",
+    "metrics",
+    "analytics",
+    "report",
+    "alert",
+    "event",
+    "webhook",
+];
 
 /// Whether an argument of the call is money by its keyword or by a word of its text
 /// (`amount=`, `order.amount_minor`, `total`).
