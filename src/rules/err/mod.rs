@@ -40,6 +40,7 @@ impl Dereference {
     }
 }
 
+/// The first call of `name` elsewhere in the change whose result is read without a check.
 pub(crate) fn dereferencing_caller(cx: &Ctx<'_>, name: &str) -> Option<Dereference> {
     cx.change
         .calls_named(cx.side, name)

@@ -499,7 +499,8 @@ pub fn is_cache_name(name: &str, file: &FileFacts, vocab: &Vocabulary) -> bool {
         })
 }
 
-/// Constructors of in-process maps: a name bound to one of these is no cache server.
+/// Constructors of in-process maps: a name bound to one of these is no cache server. Not a bare
+/// `Cache(...)`: Flask-Caching's is often Redis behind the scenes.
 const MEMORY_MAPS: &[&str] = &[
     "dict",
     "OrderedDict",
@@ -512,7 +513,6 @@ const MEMORY_MAPS: &[&str] = &[
     "TLRUCache",
     "FIFOCache",
     "RRCache",
-    "Cache",
 ];
 
 /// What an assignment binds that `is_cache_name` must know of.
