@@ -165,16 +165,7 @@ fn while_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<Retr
         func: Some(func),
         counter: None,
     };
-    let start = idx
-        .within(func, kinds::ASSIGNMENT)
-        .iter()
-        .filter(|a| a.end_byte() <= node.start_byte())
-        .rfind(|a| {
-            a.field("left")
-                .is_some_and(|l| syntax::text(l, src) == counter)
-        })
-        .and_then(|a| a.field("right"))
-        .and_then(|r| env.eval(r));
+    let start = counter_start(idx, src, func, node, counter).and_then(|r| env.eval(r));
     let end = env.eval(limit);
     let attempts = start
         .zip(end)
@@ -230,15 +221,7 @@ fn countdown_loop<'t>(
                 && a.field("right")
                     .is_some_and(|r| syntax::text(r, src) == "1")
         })?;
-    let start = idx
-        .within(func, kinds::ASSIGNMENT)
-        .iter()
-        .filter(|a| a.end_byte() <= node.start_byte())
-        .rfind(|a| {
-            a.field("left")
-                .is_some_and(|l| syntax::text(l, src) == counter)
-        })
-        .and_then(|a| a.field("right"));
+    let start = counter_start(idx, src, func, node, counter);
     let env = Env {
         idx,
         src,
@@ -263,6 +246,24 @@ fn countdown_loop<'t>(
         increment: Some(decrement),
         step: -1.0,
     })
+}
+
+/// The value last assigned to `counter` in `func` before the loop `node`.
+fn counter_start<'t>(
+    idx: &NodeIndex<'t>,
+    src: &str,
+    func: Node<'t>,
+    node: Node<'_>,
+    counter: &str,
+) -> Option<Node<'t>> {
+    idx.within(func, kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| a.end_byte() <= node.start_byte())
+        .rfind(|a| {
+            a.field("left")
+                .is_some_and(|l| syntax::text(l, src) == counter)
+        })
+        .and_then(|a| a.field("right"))
 }
 
 /// `attempt < N` (or `N > attempt`): the counter, the limit and whether the limit is included.
