@@ -149,14 +149,7 @@ fn while_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<Retr
     let Some((counter, limit, inclusive)) = counted else {
         return countdown_loop(idx, src, node, func, body, condition);
     };
-    let increment = idx
-        .within(body, kinds::AUGMENTED_ASSIGNMENT)
-        .iter()
-        .copied()
-        .find(|a| {
-            a.field("left")
-                .is_some_and(|l| syntax::text(l, src) == counter)
-        });
+    let increment = counter_update(idx, src, body, counter);
     // A `while` loop that never counts is a poll, not a bounded retry.
     increment?;
     let env = Env {
@@ -210,17 +203,11 @@ fn countdown_loop<'t>(
         }
         _ => return None,
     };
-    let decrement = idx
-        .within(body, kinds::AUGMENTED_ASSIGNMENT)
-        .iter()
-        .copied()
-        .find(|a| {
-            a.field("left")
-                .is_some_and(|l| syntax::text(l, src) == counter)
-                && a.child(1).is_some_and(|op| op.kind() == "-=")
-                && a.field("right")
-                    .is_some_and(|r| syntax::text(r, src) == "1")
-        })?;
+    let decrement = counter_update(idx, src, body, counter).filter(|a| {
+        a.child(1).is_some_and(|op| op.kind() == "-=")
+            && a.field("right")
+                .is_some_and(|r| syntax::text(r, src) == "1")
+    })?;
     let start = counter_start(idx, src, func, node, counter);
     let env = Env {
         idx,
@@ -246,6 +233,22 @@ fn countdown_loop<'t>(
         increment: Some(decrement),
         step: -1.0,
     })
+}
+
+/// The first `counter += ...` (or `-=`, `*=`...) in the loop's `body`.
+fn counter_update<'t>(
+    idx: &NodeIndex<'t>,
+    src: &str,
+    body: Node<'t>,
+    counter: &str,
+) -> Option<Node<'t>> {
+    idx.within(body, kinds::AUGMENTED_ASSIGNMENT)
+        .iter()
+        .copied()
+        .find(|a| {
+            a.field("left")
+                .is_some_and(|l| syntax::text(l, src) == counter)
+        })
 }
 
 /// The value last assigned to `counter` in `func` before the loop `node`.
