@@ -67,28 +67,37 @@ fn check(cx: &mut Ctx<'_>) {
     let mut reported: Vec<usize> = Vec::new();
     for attempt in attempts(idx, src) {
         for (site, value) in key_sites(idx, attempt.body, src) {
-            let Some(made) = made_in(idx, &attempt, site, value, src) else {
+            let Some((made, fresh)) = made_in(idx, &attempt, site, value, src) else {
                 continue;
             };
             if reported.contains(&made.id()) {
                 continue;
             }
             reported.push(made.id());
-            report(cx, &attempt, made, value);
+            report(cx, &attempt, (made, fresh), value);
         }
     }
 }
 
-fn report(cx: &mut Ctx<'_>, attempt: &Attempt<'_>, made: Node<'_>, value: Node<'_>) {
+/// `made`: where the key is made (its value, or the assignment of the name it is read from);
+/// `fresh`: the call in it that gives a new value each time.
+fn report(
+    cx: &mut Ctx<'_>,
+    attempt: &Attempt<'_>,
+    (made, fresh): (Node<'_>, Node<'_>),
+    value: Node<'_>,
+) {
     let src = cx.src();
-    let fresh = fresh_call(made, cx.index(), src)
-        .map(|c| syntax::normalized(c, src))
-        .unwrap_or_else(|| syntax::normalized(made, src));
+    // The clock, not randomness: `time.time()`, `time_ns()`, `datetime.now()`.
+    let clock = matches!(
+        syntax::callee_name(fresh, src),
+        "time" | "time_ns" | "now" | "utcnow"
+    );
+    let fresh = syntax::normalized(fresh, src);
     let qualname = cx
         .index()
         .map(|idx| facts::qualname(attempt.func, idx, src))
         .unwrap_or_default();
-    let clock = fresh.contains("now") || fresh.contains("time");
     let finding = cx
         .report_lines(
             &RULE,
@@ -225,7 +234,8 @@ fn key_sites<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &str) -> Vec<(Node<'t
 }
 
 /// Where, inside the retried stretch, the key sent at `site` is made fresh: `value` itself, or
-/// the last assignment before `site` of a name `value` reads. `None` when it is made once,
+/// the last assignment before `site` of a name `value` reads; with the call that makes it
+/// fresh. `None` when it is made once,
 /// outside the stretch, from something stable, or only when there is no key yet (`if key is
 /// None: key = ...`).
 fn made_in<'t>(
@@ -234,12 +244,12 @@ fn made_in<'t>(
     site: Node<'t>,
     value: Node<'t>,
     src: &str,
-) -> Option<Node<'t>> {
+) -> Option<(Node<'t>, Node<'t>)> {
     let inside = |n: Node<'_>| {
         attempt.body.start_byte() <= n.start_byte() && n.end_byte() <= attempt.body.end_byte()
     };
-    if let Some(call) = fresh_call(value, Some(idx), src) {
-        return Some(value).filter(|v| inside(*v) && !is_fallback(call, *v));
+    if let Some(call) = fresh_call(value, idx, src) {
+        return (inside(value) && !is_fallback(call, value)).then_some((value, call));
     }
     let assignments = idx.within(attempt.func, kinds::ASSIGNMENT);
     for name in identifiers(syntax::text(value, src)) {
@@ -260,24 +270,30 @@ fn made_in<'t>(
         let Some(right) = assignment.field("right") else {
             continue;
         };
+        let Some(call) = fresh_call(right, idx, src) else {
+            continue;
+        };
         if inside(*assignment)
-            && fresh_call(right, Some(idx), src).is_some_and(|call| !is_fallback(call, right))
+            && !is_fallback(call, right)
             && !only_when_missing(idx, *assignment, attempt.body, name, src)
         {
-            return Some(*assignment);
+            return Some((*assignment, call));
         }
     }
     None
 }
 
-/// A call in `node` whose every call gives a new value (`uuid.uuid4()`, `time.time()`,
-/// `datetime.now()`).
-fn fresh_call<'t>(node: Node<'t>, idx: Option<&NodeIndex<'t>>, src: &str) -> Option<Node<'t>> {
-    let idx = idx?;
-    idx.within(node, kinds::CALL).iter().copied().find(|c| {
-        let name = syntax::callee_name(*c, src);
-        FRESH.contains(&name) || syntax::callee(*c, src) == "time.time"
-    })
+/// A call, `node` or one inside it, whose every call gives a new value (`uuid.uuid4()`,
+/// `time.time()`, `datetime.now()`).
+fn fresh_call<'t>(node: Node<'t>, idx: &NodeIndex<'t>, src: &str) -> Option<Node<'t>> {
+    let fresh = |c: &Node<'_>| {
+        FRESH.contains(&syntax::callee_name(*c, src)) || syntax::callee(*c, src) == "time.time"
+    };
+    // `within` leaves `node` itself out: `key = uuid.uuid4()` is the call.
+    std::iter::once(node)
+        .filter(|n| n.kind() == kinds::CALL)
+        .chain(idx.within(node, kinds::CALL).iter().copied())
+        .find(fresh)
 }
 
 /// `stored or str(uuid4())`, `key if key else uuid4()`: a new value only where there is none
