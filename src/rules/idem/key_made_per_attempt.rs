@@ -66,15 +66,15 @@ fn check(cx: &mut Ctx<'_>) {
     };
     let mut reported: Vec<usize> = Vec::new();
     for attempt in attempts(idx, src) {
-        for (site, value) in key_sites(idx, attempt.body, src) {
-            let Some((made, fresh)) = made_in(idx, &attempt, site, value, src) else {
+        for Site { at, name, value } in key_sites(idx, attempt.body, src) {
+            let Some((made, fresh)) = made_in(idx, &attempt, at, value, src) else {
                 continue;
             };
             if reported.contains(&made.id()) {
                 continue;
             }
             reported.push(made.id());
-            report(cx, &attempt, (made, fresh), value);
+            report(cx, &attempt, (made, fresh), name);
         }
     }
 }
@@ -85,7 +85,7 @@ fn report(
     cx: &mut Ctx<'_>,
     attempt: &Attempt<'_>,
     (made, fresh): (Node<'_>, Node<'_>),
-    value: Node<'_>,
+    key: String,
 ) {
     let src = cx.src();
     // The clock, not randomness: `time.time()`, `time_ns()`, `datetime.now()`.
@@ -104,7 +104,7 @@ fn report(
             syntax::lines(made),
             format!("key-per-attempt {}", syntax::normalized(made, src)),
         )
-        .arg("key", syntax::normalized(value, src))
+        .arg("key", key)
         .arg("made", fresh)
         .arg("function", qualname.clone());
     finding.function = qualname;
@@ -186,12 +186,21 @@ fn retried_by(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> Option<String> 
     calls_retry.then(|| "self.retry(...)".to_string())
 }
 
-/// Where the stretch `body` sends a key: `(site, value)` for each `Idempotency-Key: value` of a
+/// A place that sends an idempotency key.
+struct Site<'t> {
+    at: Node<'t>,
+    /// The key's name as written there: `"Idempotency-Key"`, `idempotency_key=`.
+    name: String,
+    value: Node<'t>,
+}
+
+/// Where the stretch `body` sends a key, for each `Idempotency-Key: value` of a
 /// dict, `idempotency_key=value` of a call, `headers["Idempotency-Key"] = value` and
 /// `idempotency_key = value`.
-fn key_sites<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>)> {
+fn key_sites<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &str) -> Vec<Site<'t>> {
     let mut out = Vec::new();
-    let pairs = |dict: Node<'t>, out: &mut Vec<(Node<'t>, Node<'t>)>| {
+    let site = |at, name: String, value| Site { at, name, value };
+    let pairs = |dict: Node<'t>, out: &mut Vec<Site<'t>>| {
         if dict.kind() != kinds::DICTIONARY {
             return;
         }
@@ -202,14 +211,14 @@ fn key_sites<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &str) -> Vec<(Node<'t
             if let (Some(k), Some(v)) = (pair.field("key"), pair.field("value"))
                 && names_key(syntax::text(k, src))
             {
-                out.push((pair, v));
+                out.push(site(pair, syntax::normalized(k, src), v));
             }
         }
     };
     for &call in idx.within(body, kinds::CALL) {
         for (name, value) in syntax::keyword_args(call, src) {
             if names_key(name) {
-                out.push((call, value));
+                out.push(site(call, format!("{name}="), value));
             } else {
                 pairs(value, &mut out);
             }
@@ -224,12 +233,12 @@ fn key_sites<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &str) -> Vec<(Node<'t
             continue;
         };
         if names_key(syntax::text(left, src)) {
-            out.push((assignment, right));
+            out.push(site(assignment, syntax::normalized(left, src), right));
         } else {
             pairs(right, &mut out);
         }
     }
-    out.sort_by_key(|(site, _)| site.start_byte());
+    out.sort_by_key(|s| s.at.start_byte());
     out
 }
 
