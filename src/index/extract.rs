@@ -396,7 +396,8 @@ fn attribute_assignments<'a>(
     })
 }
 
-fn assignment(a: Node<'_>, name: &str, src: &str) -> Option<Assignment> {
+/// What `name = value` (`a`) binds, as the index keeps it.
+pub(crate) fn assignment(a: Node<'_>, name: &str, src: &str) -> Option<Assignment> {
     let right = crate::rules::idem::strip_await(a.field("right")?);
     let is_call = right.kind() == kinds::CALL;
     Some(Assignment {

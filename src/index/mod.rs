@@ -12,6 +12,7 @@ mod extract;
 mod list;
 
 pub use celery::{TaskRef, exception_covers};
+pub(crate) use extract::assignment as read_assignment;
 pub use extract::{
     Assignment, Call, Decorator, Def, ModuleFacts, extract, extract_reusing, module_of,
 };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tree_sitter::{Node, Tree};
 
-use super::{kinds, syntax};
+use super::{Fields, kinds, syntax};
 
 /// Nodes of the `kinds::INDEXED` kinds, each bucket in document (pre-)order.
 pub struct NodeIndex<'t> {
@@ -252,6 +252,26 @@ impl<'t> NodeIndex<'t> {
     /// The `decorated_definition` whose definition `def` (a function or a class) is.
     pub fn decorated(&self, def: Node<'_>) -> Option<Node<'t>> {
         self.parent_of_kind(def, kinds::DECORATED_DEFINITION)
+    }
+
+    /// The value of the last `name = value` in `scope` (a plain name on the left) that ends
+    /// before byte `before`: what a local name holds at a point, as far as its assignments say.
+    pub fn assigned_before(
+        &self,
+        scope: Node<'_>,
+        name: &str,
+        before: usize,
+        src: &str,
+    ) -> Option<Node<'t>> {
+        self.within(scope, kinds::ASSIGNMENT)
+            .iter()
+            .filter(|a| a.end_byte() <= before)
+            .filter(|a| {
+                a.field("left")
+                    .is_some_and(|l| l.kind() == kinds::IDENTIFIER && syntax::text(l, src) == name)
+            })
+            .filter_map(|a| a.field("right"))
+            .next_back()
     }
 
     /// Whether the grammar knows `kind` (guards against typos in `kinds`).

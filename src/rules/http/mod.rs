@@ -190,14 +190,18 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
 /// URL names a payment resource (`/v1/charges`, `/refunds`).
 pub(crate) fn on_money_path(cx: &Ctx<'_>, call: Node<'_>) -> bool {
     let function = crate::rules::idem::function_facts(cx, call);
-    if crate::rules::idem::on_money_path(cx, function) {
-        return true;
-    }
+    crate::rules::idem::on_money_path(cx, function) || url_names_payment(cx, call)
+}
+
+/// Whether the call's URL names a payment resource (`/v1/charges`, `/refunds`): its first
+/// argument, or the second after a method (`request("POST", url)`), or `url=`.
+pub(crate) fn url_names_payment(cx: &Ctx<'_>, call: Node<'_>) -> bool {
     let src = cx.src();
     let url = syntax::positional_args(call)
-        .first()
-        .or(syntax::keyword_arg(call, "url", src).as_ref())
-        .map(|u| syntax::text(*u, src).to_ascii_lowercase())
+        .into_iter()
+        .find(|a| method_of(*a, src).is_none())
+        .or(syntax::keyword_arg(call, "url", src))
+        .map(|u| syntax::text(u, src).to_ascii_lowercase())
         .unwrap_or_default();
     url.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
         .map(|w| w.strip_suffix('s').unwrap_or(w))
@@ -207,5 +211,62 @@ pub(crate) fn on_money_path(cx: &Ctx<'_>, call: Node<'_>) -> bool {
                     w,
                     "payment" | "billing" | "checkout" | "invoice" | "payment_intent"
                 )
+        })
+}
+
+/// The HTTP method a string literal names (`"POST"` gives `post`), if it is one.
+pub(crate) fn method_of(arg: Node<'_>, src: &str) -> Option<&'static str> {
+    if arg.kind() != kinds::STRING {
+        return None;
+    }
+    let text = syntax::text(arg, src).trim_matches(|c| c == '"' || c == '\'');
+    const METHODS: &[&str] = &["get", "post", "put", "patch", "delete", "head", "options"];
+    METHODS
+        .iter()
+        .find(|v| text.eq_ignore_ascii_case(v))
+        .copied()
+}
+
+/// The library of a client the call is made on when that client is a parameter of the calling
+/// function with a client type (`client: httpx.AsyncClient`, `session: Optional[Session]`):
+/// injected, so where its defaults are set is out of sight, but what it sends is not.
+pub(crate) fn injected_client<'a>(cx: &impl Local<'a>, call: Node<'_>) -> Option<Lib> {
+    let (idx, src) = (cx.index()?, cx.src());
+    let receiver = syntax::receiver(call)?;
+    if receiver.kind() != kinds::IDENTIFIER {
+        return None;
+    }
+    let name = syntax::text(receiver, src);
+    let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
+    let params = func.field("parameters")?;
+    crate::python::named_children(params)
+        .into_iter()
+        .filter(|p| {
+            matches!(
+                p.kind(),
+                kinds::TYPED_PARAMETER | kinds::TYPED_DEFAULT_PARAMETER
+            )
+        })
+        .find(|p| {
+            let text = syntax::text(*p, src);
+            text.split([':', '='])
+                .next()
+                .is_some_and(|n| n.trim() == name)
+        })
+        .and_then(|p| p.field("type"))
+        .and_then(|annotation| {
+            syntax::text(annotation, src)
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+                .find_map(|word| {
+                    let last = word.rsplit('.').next().unwrap_or(word);
+                    let lib = lib_of(word, cx)?;
+                    let client = match lib {
+                        Lib::Httpx => matches!(last, "Client" | "AsyncClient"),
+                        Lib::Requests => last == "Session",
+                        Lib::Aiohttp => last == "ClientSession",
+                        Lib::Urllib => false,
+                    };
+                    client.then_some(lib)
+                })
         })
 }

@@ -104,9 +104,18 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
         .any(|w| written_value(cx, write).contains(w));
     let pays_here = function.is_some_and(|f| f.payment || f.http);
     let guard = pays_here && guards(cx, scope, read);
+    // What is written when it is neither a key nor a guard: a marker (`"done"`, `1`, `True`)
+    // on the money path may be a dedup nobody named; data (a rate, an access token fetched
+    // again) is a read-through cache, where two racers both write what is equally right.
+    let marker = written_value_node(cx, write).is_some_and(|v| {
+        matches!(
+            v.kind(),
+            kinds::STRING | kinds::INTEGER | kinds::TRUE | kinds::FALSE
+        )
+    });
     let severity = if (idempotency || fresh) && (money || http) || guard {
         Severity::Blocker
-    } else if money || idempotency {
+    } else if money && marker || idempotency {
         Severity::Important
     } else {
         Severity::Nit
@@ -176,19 +185,25 @@ fn speaks_of_idempotency(
 
 /// The value a write stores, with a local variable resolved (`key` → `str(uuid.uuid4())`).
 fn written_value(cx: &Ctx<'_>, write: &CacheCall<'_>) -> String {
-    let src = cx.src();
+    written_value_text(cx, write)
+        .map_or_else(String::new, |text| super::resolve(cx, write.node, &text))
+}
+
+/// The value a write stores, as written.
+fn written_value_text(cx: &Ctx<'_>, write: &CacheCall<'_>) -> Option<String> {
+    written_value_node(cx, write).map(|v| syntax::normalized(v, cx.src()))
+}
+
+/// The value argument of a write.
+fn written_value_node<'t>(cx: &Ctx<'_>, write: &CacheCall<'t>) -> Option<Node<'t>> {
     let position = match write.method.as_str() {
         "setex" | "psetex" | "hset" => 2,
         _ => 1,
     };
-    let value = syntax::positional_args(write.node)
+    syntax::positional_args(write.node)
         .get(position)
         .copied()
-        .or_else(|| syntax::keyword_arg(write.node, "value", src));
-    value.map_or_else(String::new, |v| {
-        let text = syntax::normalized(v, src);
-        super::resolve(cx, write.node, &text)
-    })
+        .or_else(|| syntax::keyword_arg(write.node, "value", cx.src()))
 }
 
 /// Whether the read decides, with an `if` that returns or raises, that the rest of the

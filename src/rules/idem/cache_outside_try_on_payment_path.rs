@@ -101,10 +101,35 @@ fn cache_access(cx: &Ctx<'_>, call: Node<'_>, caller: &str) -> Option<Access> {
         return None;
     }
     let reach = cx.change.reach(side, name, 2, &reach::CACHE)?;
+    // A helper that catches the cache's errors has decided what an outage means (a domain
+    // error, a fallback): the payment call does not see a connection error.
+    let decided = reach.path.iter().any(|helper| {
+        cx.change
+            .functions_named(side, helper)
+            .any(|(_, f)| f.caught.iter().any(|t| catches_outage(t)))
+    });
+    if decided {
+        return None;
+    }
     Some(Access {
         via: Some(name.to_string()),
         django: django_cache_only(reach.file),
     })
+}
+
+/// An `except` type that a cache outage raises into: redis-py's and pymemcache's errors, the
+/// builtin `ConnectionError`/`TimeoutError`/`OSError` they derive from, or everything.
+fn catches_outage(caught: &str) -> bool {
+    matches!(
+        facts::last_name(caught),
+        "RedisError"
+            | "ConnectionError"
+            | "TimeoutError"
+            | "OSError"
+            | "MemcacheError"
+            | "Exception"
+            | "BaseException"
+    )
 }
 
 /// Whether a file's cache can only be Django's: it imports `django.core.cache` and nothing of

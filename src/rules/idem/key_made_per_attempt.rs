@@ -9,7 +9,7 @@
 use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
-use crate::rules::retry::loops;
+use crate::rules::retry::attempts::{self, Attempt};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
 
 pub(crate) static RULE: Rule = Rule {
@@ -50,22 +50,12 @@ fn names_key(text: &str) -> bool {
     syntax::contains_lowercase(text, "idempot")
 }
 
-/// One retried stretch of code: a retry loop's body, or a retried function's body.
-struct Attempt<'t> {
-    body: Node<'t>,
-    func: Node<'t>,
-    /// The loop's first line; `None` for a function that is run again whole.
-    loop_line: Option<u32>,
-    /// What runs the function again, for a function retried whole (`@retry(...)`).
-    retried_by: Option<String>,
-}
-
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
     let mut reported: Vec<usize> = Vec::new();
-    for attempt in attempts(idx, src) {
+    for attempt in attempts::attempts(idx, src) {
         for Site { at, name, value } in key_sites(idx, attempt.body, src) {
             let Some((made, fresh)) = made_in(idx, &attempt, at, value, src) else {
                 continue;
@@ -120,70 +110,6 @@ fn report(
     if clock {
         finding.note("clock");
     }
-}
-
-/// The retried stretches of the file: every retry loop, and the body of every function that
-/// is run again whole.
-fn attempts<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<Attempt<'t>> {
-    let mut out: Vec<Attempt<'t>> = loops::retry_loops(idx, src)
-        .into_iter()
-        .map(|l| Attempt {
-            body: l.body,
-            func: l.func,
-            loop_line: Some(syntax::lines(l.node).0),
-            retried_by: None,
-        })
-        .collect();
-    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
-        let Some(body) = func.field("body") else {
-            continue;
-        };
-        if let Some(by) = retried_by(idx, func, src) {
-            out.push(Attempt {
-                body,
-                func,
-                loop_line: None,
-                retried_by: Some(by),
-            });
-        }
-    }
-    out
-}
-
-/// What runs `func` again when it fails: a retrying decorator, or Celery (`autoretry_for=` on
-/// the task, or `self.retry(...)` in its body).
-fn retried_by(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> Option<String> {
-    let decorated = idx.decorated(func);
-    let by_decorator = decorated
-        .map(syntax::decorators)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|d| syntax::normalized(d, src))
-        .find_map(|d| {
-            let d = d.trim_start_matches('@');
-            let head = d.split('(').next().unwrap_or(d).trim();
-            let last = head.rsplit('.').next().unwrap_or(head);
-            let retries = last == "retry"
-                || head.starts_with("backoff.on_")
-                || head.starts_with("retrying.")
-                || head.starts_with("tenacity.")
-                || d.contains("autoretry_for");
-            let shown = if d.contains('(') {
-                format!("@{head}(...)")
-            } else {
-                format!("@{head}")
-            };
-            retries.then_some(shown)
-        });
-    if by_decorator.is_some() {
-        return by_decorator;
-    }
-    let calls_retry = idx.within(func, kinds::CALL).iter().any(|c| {
-        idx.enclosing(*c, kinds::FUNCTION_DEFINITION)
-            .is_some_and(|f| f.id() == func.id())
-            && syntax::callee(*c, src) == "self.retry"
-    });
-    calls_retry.then(|| "self.retry(...)".to_string())
 }
 
 /// A place that sends an idempotency key.

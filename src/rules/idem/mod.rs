@@ -6,6 +6,7 @@ pub(crate) mod cache_check_then_set;
 pub(crate) mod cache_outside_try_on_payment_path;
 pub(crate) mod decode_cached_value;
 pub(crate) mod key_made_per_attempt;
+pub(crate) mod retried_without_key;
 
 use std::collections::BTreeSet;
 
@@ -249,15 +250,7 @@ pub(crate) fn resolve<'a>(cx: &impl Local<'a>, at: Node<'_>, text: &str) -> Stri
     let Some(func) = idx.enclosing(at, kinds::FUNCTION_DEFINITION) else {
         return text.to_string();
     };
-    idx.within(func, kinds::ASSIGNMENT)
-        .iter()
-        .filter(|a| a.end_byte() <= at.start_byte())
-        .filter(|a| {
-            a.field("left")
-                .is_some_and(|l| l.kind() == kinds::IDENTIFIER && syntax::text(l, src) == text)
-        })
-        .filter_map(|a| a.field("right"))
-        .next_back()
+    idx.assigned_before(func, text, at.start_byte(), src)
         .map_or_else(|| text.to_string(), |r| syntax::normalized(r, src))
 }
 
@@ -372,8 +365,9 @@ fn is_redis_constructor(callee: &str) -> bool {
 
 /// The construction of the client `call` is made on (`redis_client.get(...)`), followed through
 /// imports in the project index, or to what the enclosing class builds for itself
-/// (`self.redis = redis.Redis(...)`); `None` without an index or when the client is not a
-/// redis-py construction the repository shows (a factory, an injected client).
+/// (`self.redis = redis.Redis(...)`); from the diff alone, to a module-level construction in
+/// the same file. `None` when the client is not a redis-py construction in sight (a factory,
+/// an injected client).
 pub(crate) fn client_site(cx: &Ctx<'_>, call: Node<'_>) -> Option<ClientSite> {
     let receiver = syntax::receiver(call)?;
     let receiver = strip_await(receiver);
@@ -381,20 +375,26 @@ pub(crate) fn client_site(cx: &Ctx<'_>, call: Node<'_>) -> Option<ClientSite> {
         return None;
     }
     let expr = syntax::text(receiver, cx.src());
-    let project = cx.project()?;
-    let own_attribute = expr
-        .strip_prefix("self.")
-        .or_else(|| expr.strip_prefix("cls."))
-        .filter(|attr| !attr.contains('.'));
-    let (module, assignment) = match own_attribute {
-        // What the enclosing class built for itself, in this file.
-        Some(attr) => {
-            let class = cx.index()?.enclosing(call, kinds::CLASS_DEFINITION)?;
-            let name = syntax::text(class.field("name")?, cx.src());
-            let module = project.file(cx.path)?;
-            (module, module.assignment(&format!("{name}.{attr}"))?)
+    let (path, assignment) = match cx.project() {
+        Some(project) => {
+            let own_attribute = expr
+                .strip_prefix("self.")
+                .or_else(|| expr.strip_prefix("cls."))
+                .filter(|attr| !attr.contains('.'));
+            let (module, assignment) = match own_attribute {
+                // What the enclosing class built for itself, in this file.
+                Some(attr) => {
+                    let class = cx.index()?.enclosing(call, kinds::CLASS_DEFINITION)?;
+                    let name = syntax::text(class.field("name")?, cx.src());
+                    let module = project.file(cx.path)?;
+                    (module, module.assignment(&format!("{name}.{attr}"))?)
+                }
+                None => project.resolve_expr(cx.path, expr)?,
+            };
+            (module.path.clone(), assignment.clone())
         }
-        None => project.resolve_expr(cx.path, expr)?,
+        // Reviewed from the diff alone: a client this file builds at module level.
+        None => (cx.path.to_string(), module_assignment(cx, expr)?),
     };
     let callee = assignment.callee.as_deref()?;
     if !is_redis_constructor(callee) {
@@ -415,11 +415,29 @@ pub(crate) fn client_site(cx: &Ctx<'_>, call: Node<'_>) -> Option<ClientSite> {
         None => Some(false),
     };
     Some(ClientSite {
-        path: module.path.clone(),
+        path,
         line: assignment.line,
         name: assignment.name.clone(),
         decodes,
     })
+}
+
+/// `name = value` at the module level of this file, the last one.
+fn module_assignment(cx: &Ctx<'_>, name: &str) -> Option<crate::index::Assignment> {
+    let (idx, src) = (cx.index()?, cx.src());
+    let at_top = |a: &Node<'_>| {
+        idx.enclosing(*a, kinds::FUNCTION_DEFINITION).is_none()
+            && idx.enclosing(*a, kinds::CLASS_DEFINITION).is_none()
+    };
+    let found = idx
+        .all(kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| at_top(a))
+        .rfind(|a| {
+            a.field("left")
+                .is_some_and(|l| l.kind() == kinds::IDENTIFIER && syntax::text(l, src) == name)
+        })?;
+    crate::index::read_assignment(*found, name, src)
 }
 
 /// Asks about the cache's configuration: all of it when the client's construction is unknown,

@@ -78,7 +78,7 @@ const BESIDE_THE_MONEY: &[&str] = &[
 
 /// Whether an argument of the call is money by its keyword or by a word of its text
 /// (`amount=`, `order.amount_minor`, `total`).
-fn passes_money(call: Node<'_>, src: &str, vocab: &Vocabulary) -> bool {
+pub(crate) fn passes_money(call: Node<'_>, src: &str, vocab: &Vocabulary) -> bool {
     let words = |text: &str| {
         text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .any(|w| !w.is_empty() && vocab.is_money_argument(w))

@@ -24,8 +24,6 @@ struct Library {
     classes: &'static [Class],
     /// Transport errors a retry with an idempotency key handles safely.
     retryable: &'static [&'static str],
-    /// Errors raised before the request reaches the server: safe to retry even without a key.
-    connect_phase: &'static [&'static str],
     /// The error raised for a bad status (`raise_for_status`).
     status_error: &'static str,
 }
@@ -111,7 +109,6 @@ const HTTPX: Library = Library {
         "ReadError",
         "RemoteProtocolError",
     ],
-    connect_phase: &["ConnectTimeout", "ConnectError", "PoolTimeout"],
     status_error: "HTTPStatusError",
 };
 
@@ -144,7 +141,6 @@ const REQUESTS: Library = Library {
         },
     ],
     retryable: &["ConnectTimeout", "ReadTimeout", "ConnectionError"],
-    connect_phase: &["ConnectTimeout"],
     status_error: "HTTPError",
 };
 
@@ -181,15 +177,15 @@ fn check(cx: &mut Ctx<'_>) {
                 continue;
             }
             // Without an idempotency key only what fails before the request is sent is safe to
-            // repeat; what the other clauses of the same `try` name was decided on purpose.
+            // repeat, and a loop that repeats only that is right as it is: widening it is
+            // IDEM005's double charge.
             let keyed = syntax::text(l.func, src)
                 .to_ascii_lowercase()
                 .contains("idempot");
-            let required = if keyed {
-                lib.retryable
-            } else {
-                lib.connect_phase
-            };
+            if !keyed {
+                continue;
+            }
+            let required = lib.retryable;
             let siblings = sibling_types(clause, src);
             let considered: Vec<&str> = siblings
                 .iter()
@@ -231,10 +227,7 @@ fn check(cx: &mut Ctx<'_>) {
             if !statuses_handled {
                 finding.note("statuses");
             }
-            if !keyed {
-                finding.note("connect");
-            }
-            if on_path && keyed {
+            if on_path {
                 finding.note("payment");
             } else {
                 finding.severity(Severity::Nit);

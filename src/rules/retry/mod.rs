@@ -2,6 +2,7 @@
 //! event loop, or hide what their numbers mean. Shared here: finding retry loops and folding the
 //! numbers of their budget.
 
+pub(crate) mod attempts;
 pub mod blocking_sleep_in_async;
 pub mod budget_exceeds_task_limit;
 pub mod incomplete_retryable_set;

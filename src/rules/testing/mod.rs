@@ -172,15 +172,20 @@ impl Mocks<'_> {
     /// Whether a patch target ends with `name` (`"app.payments.service.create_charge"`,
     /// `patch.object(client, "create_charge")`): the function itself is replaced.
     pub fn replace_function(&self, name: &str) -> bool {
-        let ends = [
-            format!(".{name}\""),
-            format!(".{name}'"),
-            format!("\"{name}\""),
-            format!("'{name}'"),
-        ];
-        self.texts()
-            .any(|t| ends.iter().any(|e| t.contains(&e.to_ascii_lowercase())))
+        self.texts().any(|t| replaces(t, name))
     }
+}
+
+/// Whether a mock's text (lowercase) names `name` as its whole patch target or its last part.
+pub fn replaces(mocks: &str, name: &str) -> bool {
+    [
+        format!(".{name}\""),
+        format!(".{name}'"),
+        format!("\"{name}\""),
+        format!("'{name}'"),
+    ]
+    .iter()
+    .any(|e| mocks.contains(&e.to_ascii_lowercase()))
 }
 
 fn parameters(func: Node<'_>, src: &str) -> Vec<String> {

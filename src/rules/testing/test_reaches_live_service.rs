@@ -103,7 +103,7 @@ fn check(cx: &mut Ctx<'_>) {
                     let r = cx
                         .change
                         .reach(cx.side, callee, DEPTH, service.talks_to())?;
-                    let replaced = r.path.iter().any(|n| mocks.replace_function(n));
+                    let replaced = replaced_names(service, &r).any(|n| mocks.replace_function(n));
                     (!replaced && !mocks.cover(&service.tokens(r.file))).then_some((service, r))
                 })
             });
@@ -111,6 +111,16 @@ fn check(cx: &mut Ctx<'_>) {
             report(cx, &test, service, &r);
         }
     }
+}
+
+/// Names whose patching takes the service out of the way: the functions on the path to it, and
+/// for a cache the names the client's file binds to it (`mock.patch("app.client.kv")`).
+fn replaced_names<'r>(service: Service, r: &'r Reach<'_>) -> impl Iterator<Item = &'r str> {
+    let clients = match service {
+        Service::Cache => &r.file.cache_clients[..],
+        Service::Http => &[],
+    };
+    r.path.iter().chain(clients).map(String::as_str)
 }
 
 /// Most tests outside the change cited for one function: enough to act on.
@@ -162,16 +172,7 @@ fn tests_outside_the_change(cx: &mut Ctx<'_>) {
             .filter_map(|(m, call)| {
                 let def = m.def(&call.function)?;
                 let mocks = format!("{}\n{}", def.mocks.as_deref()?, m.fixtures);
-                let replaced = r.path.iter().any(|n| {
-                    [
-                        format!(".{n}\""),
-                        format!(".{n}'"),
-                        format!("\"{n}\""),
-                        format!("'{n}'"),
-                    ]
-                    .iter()
-                    .any(|e| mocks.contains(&e.to_ascii_lowercase()))
-                });
+                let replaced = replaced_names(service, &r).any(|n| super::replaces(&mocks, n));
                 let covered = tokens
                     .iter()
                     .any(|t| !t.is_empty() && mocks.contains(t.as_str()));

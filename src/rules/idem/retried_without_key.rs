@@ -1,0 +1,406 @@
+//! IDEM005 retried-payment-without-key: a request that moves money is sent again by a retry
+//! (a retry loop, or a function run again whole) after a failure that does not tell whether the
+//! gateway acted (a timeout, a dropped connection, any exception, a 5xx answer), and it carries
+//! no idempotency key. When the first attempt reached the gateway and only its answer was lost,
+//! the retry is a second payment.
+//!
+//! Only what the call shows is judged: a request whose headers come from a helper, a `**`
+//! splat or a client set up elsewhere in a file that speaks of idempotency may carry a key, and
+//! is left alone; so is a retry only of errors raised before anything is sent
+//! (`httpx.ConnectError`, `ConnectTimeout`). A payment made through a function of our own
+//! inside the retry is not followed into that function.
+use tree_sitter::Node;
+
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::http::{self, HttpCall};
+use crate::rules::retry::attempts::{self, Attempt};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts, pay};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "IDEM005",
+    doc: include_str!("../../../rules/idem/IDEM005.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// Errors raised before a request leaves the client: retrying them cannot pay twice.
+const BEFORE_SENDING: &[&str] = &[
+    "ConnectError",
+    "ConnectTimeout",
+    "ConnectTimeoutError",
+    "ConnectionRefusedError",
+    "NewConnectionError",
+    "ClientConnectorError",
+    "PoolTimeout",
+];
+
+/// Payment SDKs whose module-level calls go to the gateway (`stripe.PaymentIntent.create`).
+const SDKS: &[&str] = &[
+    "stripe",
+    "braintree",
+    "Adyen",
+    "adyen",
+    "yookassa",
+    "paypalrestsdk",
+    "square",
+    "squareup",
+    "razorpay",
+    "mollie",
+    "checkout_sdk",
+    "gocardless_pro",
+    "paddle",
+];
+
+/// Every finding is a payment request, over HTTP or through a payment SDK the file imports, in
+/// a function that neither is a test nor names an idempotency key.
+fn gate(s: &Scan<'_>) -> bool {
+    let sdk = || {
+        s.facts
+            .imports
+            .iter()
+            .any(|i| SDKS.contains(&i.target.split('.').next().unwrap_or_default()))
+    };
+    // Retried whole: a retrying decorator, or Celery's `self.retry`.
+    let retried = || {
+        s.facts.functions.iter().any(|f| {
+            f.decorators
+                .iter()
+                .any(|d| attempts::retried_by_decorator(d).is_some())
+                || f.callees.iter().any(|c| c == "retry")
+        })
+    };
+    !s.facts.is_test
+        && s.facts.functions.iter().any(|f| !f.mentions_idempotency)
+        && (s.facts.functions.iter().any(|f| f.http || f.payment) || sdk())
+        && (crate::rules::retry::has_retry_loop(s) || retried())
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    let requests = http::http_calls(cx);
+    let mut reported: Vec<usize> = Vec::new();
+    for attempt in attempts::attempts(idx, src) {
+        let Some(function) = crate::rules::idem::facts_of(cx, attempt.func) else {
+            continue;
+        };
+        if function.mentions_idempotency || function.is_test {
+            continue;
+        }
+        let own = idx.within(attempt.body, kinds::CALL).iter().filter(|c| {
+            idx.enclosing(**c, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| f.id() == attempt.func.id())
+        });
+        for &call in own {
+            if reported.contains(&call.id())
+                || !moves_money(cx, &requests, call)
+                || carries_key(cx, idx, call, attempt.func) != Some(false)
+            {
+                continue;
+            }
+            let Some(after) = retried_after(idx, &attempt, call, src) else {
+                continue;
+            };
+            reported.push(call.id());
+            report(cx, &attempt, call, after);
+        }
+    }
+}
+
+/// Why the call is sent again.
+enum After {
+    /// An `except` that goes round catches this type (as written; `Exception` for a bare one).
+    Caught(String),
+    /// The retrying decorator names no type: it retries every exception.
+    Any,
+    /// No `try` around the call in the loop: the loop goes round on what the call returned.
+    Result,
+}
+
+fn report(cx: &mut Ctx<'_>, attempt: &Attempt<'_>, call: Node<'_>, after: After) {
+    let src = cx.src();
+    let callee = syntax::callee(call, src).to_string();
+    let qualname = cx
+        .index()
+        .map(|idx| facts::qualname(attempt.func, idx, src))
+        .unwrap_or_default();
+    let reference = dedup_reference(call, src);
+    let finding = cx
+        .report(&RULE, call)
+        .arg("call", format!("{callee}(...)"))
+        .arg("function", qualname);
+    match (attempt.loop_line, &attempt.retried_by, after) {
+        (Some(line), _, After::Caught(ty)) => {
+            finding
+                .arg("loop_line", line.to_string())
+                .arg("caught", ty)
+                .note("loop_caught");
+        }
+        (Some(line), _, _) => {
+            finding
+                .arg("loop_line", line.to_string())
+                .note("loop_result");
+        }
+        (None, Some(by), After::Caught(ty)) => {
+            finding
+                .arg("retried_by", by.clone())
+                .arg("caught", ty)
+                .note("retried_on");
+        }
+        (None, Some(by), _) => {
+            finding.arg("retried_by", by.clone()).note("retried_any");
+        }
+        (None, None, _) => {}
+    }
+    if let Some(reference) = reference {
+        finding.arg("reference", reference).note("reference");
+    }
+}
+
+/// A request that moves money: a POST over HTTP with money in it, to a payment URL, or from a
+/// function that pays; or a payment call of a gateway's SDK.
+fn moves_money(cx: &Ctx<'_>, requests: &[HttpCall<'_>], call: Node<'_>) -> bool {
+    let src = cx.src();
+    if let Some(request) = requests.iter().find(|r| r.node.id() == call.id()) {
+        return !request.constructor && is_post(call, src) && money_in_sight(cx, call);
+    }
+    if http::injected_client(cx, call).is_some() {
+        return is_post(call, src) && money_in_sight(cx, call);
+    }
+    pay::is_payment_call(call, src, cx.vocab) && from_sdk(cx, call)
+}
+
+/// Money in the request, a payment URL, or a calling function that pays.
+fn money_in_sight(cx: &Ctx<'_>, call: Node<'_>) -> bool {
+    let src = cx.src();
+    pay::passes_money(call, src, cx.vocab)
+        || http::url_names_payment(cx, call)
+        || crate::rules::idem::function_facts(cx, call)
+            .is_some_and(|f| f.payment || cx.vocab.is_payment_operation(&f.name))
+}
+
+/// `client.post(...)`, `session.request("POST", ...)`, `request(method="POST", ...)`.
+fn is_post(call: Node<'_>, src: &str) -> bool {
+    match syntax::callee_name(call, src) {
+        "post" => true,
+        "request" | "stream" => {
+            syntax::positional_args(call)
+                .first()
+                .copied()
+                .or(syntax::keyword_arg(call, "method", src))
+                .and_then(|m| http::method_of(m, src))
+                == Some("post")
+        }
+        _ => false,
+    }
+}
+
+fn from_sdk(cx: &Ctx<'_>, call: Node<'_>) -> bool {
+    let callee = syntax::callee(call, cx.src());
+    let root = callee.split('.').next().unwrap_or(callee);
+    let target = cx.facts.and_then(|f| f.import_target(root)).unwrap_or(root);
+    let target_root = target.split('.').next().unwrap_or(target);
+    callee.contains('.') && SDKS.contains(&target_root)
+}
+
+/// Whether the request carries an idempotency key: `Some(false)` only when everything it sends
+/// is in sight and none of it names one.
+fn carries_key(cx: &Ctx<'_>, idx: &NodeIndex<'_>, call: Node<'_>, func: Node<'_>) -> Option<bool> {
+    let src = cx.src();
+    let names_key = |n: Node<'_>| crate::rules::idem::is_idempotency_text(syntax::text(n, src));
+    // Its arguments, not the comments between them: `# TODO: idempotency key` sends nothing.
+    let keyword_args = syntax::keyword_args(call, src);
+    if keyword_args
+        .iter()
+        .any(|(name, value)| crate::rules::idem::is_idempotency_text(name) || names_key(*value))
+        || syntax::positional_args(call).into_iter().any(names_key)
+    {
+        return Some(true);
+    }
+    if syntax::has_dict_splat(call) {
+        return None;
+    }
+    if let Some(&(_, headers)) = keyword_args.iter().find(|(name, _)| *name == "headers") {
+        let value = match headers.kind() {
+            kinds::IDENTIFIER => {
+                idx.assigned_before(func, syntax::text(headers, src), call.start_byte(), src)?
+            }
+            _ => headers,
+        };
+        let literal = value.kind() == kinds::DICTIONARY
+            && !crate::python::named_children(value)
+                .iter()
+                .any(|c| c.kind() == kinds::DICTIONARY_SPLAT);
+        if !literal {
+            return None;
+        }
+        if names_key(value) || names_request_identity(value, src) {
+            return Some(true);
+        }
+    }
+    // A client made elsewhere may send a key with every request (`session.headers.update`).
+    let on_client = syntax::receiver(call).is_some_and(|r| {
+        let root = syntax::text(r, src).split('.').next().unwrap_or_default();
+        !matches!(root, "requests" | "httpx")
+            && cx.facts.is_none_or(|f| f.import_target(root).is_none())
+    });
+    if on_client && syntax::contains_lowercase(src, "idempot") {
+        return None;
+    }
+    Some(false)
+}
+
+/// A header whose name says it identifies the request (`X-Request-Token`, `X-Unique-Id`,
+/// `Request-Key`): a gateway's own name for an idempotency key, as far as can be told here.
+/// Credentials (`Authorization`, `X-Api-Key`, `X-Auth-Token`) are not.
+fn names_request_identity(headers: Node<'_>, src: &str) -> bool {
+    crate::python::named_children(headers)
+        .into_iter()
+        .filter(|p| p.kind() == kinds::PAIR)
+        .filter_map(|p| p.field("key"))
+        .map(|k| syntax::text(k, src).to_ascii_lowercase())
+        .any(|name| {
+            let credential = name.contains("auth") || name.contains("api");
+            !credential
+                && ["request", "unique", "token", "key", "nonce"]
+                    .iter()
+                    .any(|w| name.contains(w))
+        })
+}
+
+/// What the retry sends the call again after, when that may come after the gateway acted:
+/// `None` when it goes round only on errors raised before sending, or not at all.
+fn retried_after(
+    idx: &NodeIndex<'_>,
+    attempt: &Attempt<'_>,
+    call: Node<'_>,
+    src: &str,
+) -> Option<After> {
+    if attempt.loop_line.is_none() {
+        return decorator_retries(idx, attempt.func, call, src);
+    }
+    let trys: Vec<Node<'_>> = idx
+        .within(attempt.body, kinds::TRY_STATEMENT)
+        .iter()
+        .copied()
+        .filter(|t| t.field("body").is_some_and(|b| contains(b, call)))
+        .collect();
+    if trys.is_empty() {
+        // `return client.post(...)` with nothing around it: a failure leaves the loop.
+        let returned = call.parent().is_some_and(|p| {
+            p.kind() == kinds::RETURN_STATEMENT
+                || p.kind() == kinds::AWAIT
+                    && p.parent()
+                        .is_some_and(|g| g.kind() == kinds::RETURN_STATEMENT)
+        });
+        return (!returned).then_some(After::Result);
+    }
+    trys.iter()
+        .flat_map(|t| crate::python::named_children(*t))
+        .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE && goes_round(idx, *c, src))
+        .find_map(|clause| after_sending(clause, src))
+        .map(After::Caught)
+}
+
+/// The first type an `except` clause catches that may come after the request was sent
+/// (`Exception` for a bare `except:`).
+fn after_sending(clause: Node<'_>, src: &str) -> Option<String> {
+    let types = syntax::except_types(clause);
+    if types.is_empty() {
+        return Some("Exception".to_string());
+    }
+    types
+        .into_iter()
+        .map(|t| syntax::text(t, src))
+        .find(|t| !BEFORE_SENDING.contains(&facts::last_name(t)))
+        .map(str::to_string)
+}
+
+/// The `except` lets the loop run the attempt again: it does not end in `raise`, `return` or
+/// `break` on every path.
+fn goes_round(idx: &NodeIndex<'_>, clause: Node<'_>, src: &str) -> bool {
+    let Some(body) = syntax::except_body(clause) else {
+        return false;
+    };
+    let stmts = syntax::statements(body);
+    stmts.iter().any(|s| s.kind() == kinds::CONTINUE_STATEMENT)
+        || idx
+            .within(body, kinds::CALL)
+            .iter()
+            .any(|c| syntax::callee_name(*c, src) == "sleep")
+        || syntax::block_falls_through(body)
+}
+
+/// A function run again whole: by a decorator that names the errors it retries (all of them
+/// when it names none), or by `self.retry` in an `except` around the call.
+fn decorator_retries(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    call: Node<'_>,
+    src: &str,
+) -> Option<After> {
+    let decorators: Vec<String> = idx
+        .decorated(func)
+        .map(syntax::decorators)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|d| syntax::normalized(d, src))
+        .collect();
+    if let Some(d) = decorators
+        .iter()
+        .find(|d| attempts::retried_by_decorator(d).is_some())
+    {
+        let named: Vec<&str> = d
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .filter(|w| {
+                let last = facts::last_name(w);
+                last.ends_with("Error") || last.ends_with("Exception") || last.ends_with("Timeout")
+            })
+            .collect();
+        return match named
+            .iter()
+            .find(|w| !BEFORE_SENDING.contains(&facts::last_name(w)))
+        {
+            Some(w) => Some(After::Caught(w.to_string())),
+            None if named.is_empty() => Some(After::Any),
+            None => None,
+        };
+    }
+    // `except SomeError as exc: raise self.retry(exc=exc)` around the call.
+    idx.within(func, kinds::TRY_STATEMENT)
+        .iter()
+        .filter(|t| t.field("body").is_some_and(|b| contains(b, call)))
+        .flat_map(|t| crate::python::named_children(*t))
+        .filter(|c| {
+            c.kind() == kinds::EXCEPT_CLAUSE
+                && idx
+                    .within(*c, kinds::CALL)
+                    .iter()
+                    .any(|r| syntax::callee(*r, src) == "self.retry")
+        })
+        .find_map(|clause| after_sending(clause, src))
+        .map(After::Caught)
+}
+
+fn contains(outer: Node<'_>, inner: Node<'_>) -> bool {
+    outer.start_byte() <= inner.start_byte() && inner.end_byte() <= outer.end_byte()
+}
+
+/// A merchant reference in the request that some gateways refuse to pay twice
+/// (`order_id=`, `"merchantReference": ...`): worth asking about, not a key.
+fn dedup_reference(call: Node<'_>, src: &str) -> Option<String> {
+    const REFERENCES: &[&str] = &[
+        "order_id",
+        "orderid",
+        "invoice_id",
+        "invoiceid",
+        "merchant_reference",
+        "merchantreference",
+        "reference",
+    ];
+    let text = syntax::text(call, src);
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .find(|w| REFERENCES.contains(&w.to_ascii_lowercase().as_str()))
+        .map(str::to_string)
+}

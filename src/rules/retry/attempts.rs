@@ -1,0 +1,86 @@
+//! Retried code: the stretches of a function that run again after a failure, whether a retry
+//! loop's body or a whole function run again by a decorator or by Celery. IDEM004 and IDEM005
+//! ask the same question of both: what does each attempt send?
+use tree_sitter::Node;
+
+use super::loops;
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+
+/// One retried stretch of code: a retry loop's body, or a retried function's body.
+pub(crate) struct Attempt<'t> {
+    pub body: Node<'t>,
+    pub func: Node<'t>,
+    /// The loop's first line; `None` for a function that is run again whole.
+    pub loop_line: Option<u32>,
+    /// What runs the function again, for a function retried whole (`@retry(...)`).
+    pub retried_by: Option<String>,
+}
+
+/// The retried stretches of the file: every retry loop, and the body of every function that
+/// is run again whole.
+pub(crate) fn attempts<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<Attempt<'t>> {
+    let mut out: Vec<Attempt<'t>> = loops::retry_loops(idx, src)
+        .into_iter()
+        .map(|l| Attempt {
+            body: l.body,
+            func: l.func,
+            loop_line: Some(syntax::lines(l.node).0),
+            retried_by: None,
+        })
+        .collect();
+    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        let Some(body) = func.field("body") else {
+            continue;
+        };
+        if let Some(by) = retried_by(idx, func, src) {
+            out.push(Attempt {
+                body,
+                func,
+                loop_line: None,
+                retried_by: Some(by),
+            });
+        }
+    }
+    out
+}
+
+/// What runs `func` again when it fails: a retrying decorator, or Celery (`autoretry_for=` on
+/// the task, or `self.retry(...)` in its body).
+pub(crate) fn retried_by(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> Option<String> {
+    let decorated = idx.decorated(func);
+    let by_decorator = decorated
+        .map(syntax::decorators)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|d| syntax::normalized(d, src))
+        .find_map(|d| retried_by_decorator(&d));
+    if by_decorator.is_some() {
+        return by_decorator;
+    }
+    let calls_retry = idx.within(func, kinds::CALL).iter().any(|c| {
+        idx.enclosing(*c, kinds::FUNCTION_DEFINITION)
+            .is_some_and(|f| f.id() == func.id())
+            && syntax::callee(*c, src) == "self.retry"
+    });
+    calls_retry.then(|| "self.retry(...)".to_string())
+}
+
+/// What a decorator (its text, `@retry(...)`) shows of itself when it runs the function again
+/// after a failure: a retry decorator of tenacity, retrying or backoff, or a Celery task with
+/// `autoretry_for`.
+pub(crate) fn retried_by_decorator(d: &str) -> Option<String> {
+    let d = d.trim_start_matches('@');
+    let head = d.split('(').next().unwrap_or(d).trim();
+    let last = head.rsplit('.').next().unwrap_or(head);
+    let retries = last == "retry"
+        || head.starts_with("backoff.on_")
+        || head.starts_with("retrying.")
+        || head.starts_with("tenacity.")
+        || d.contains("autoretry_for");
+    let shown = if d.contains('(') {
+        format!("@{head}(...)")
+    } else {
+        format!("@{head}")
+    };
+    retries.then_some(shown)
+}
