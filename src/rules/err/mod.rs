@@ -124,7 +124,7 @@ pub(crate) fn is_retry_loop(lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, s
         .iter()
         .filter(|t| owned_by(**t, func, idx))
         .filter(|t| innermost_loop(**t, idx).is_some_and(|l| l.id() == lp.id()))
-        .any(|t| wraps_call(*t, idx) && handler_goes_round(*t, idx, src))
+        .any(|t| wraps_call(*t, idx) && some_handler_goes_round(*t, idx, src))
 }
 
 /// The innermost loop around `node`.
@@ -147,23 +147,26 @@ fn wraps_call(try_stmt: Node<'_>, idx: &NodeIndex<'_>) -> bool {
         .is_some_and(|body| !idx.within(body, kinds::CALL).is_empty())
 }
 
-/// Some `except` of the `try` lets the loop run again: it `continue`s, sleeps, or ends without
-/// leaving the loop.
-fn handler_goes_round(try_stmt: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+/// Some `except` of the `try` lets the loop run again.
+fn some_handler_goes_round(try_stmt: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
     let mut cursor = try_stmt.walk();
     try_stmt
         .named_children(&mut cursor)
         .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE)
         .filter_map(syntax::except_body)
-        .any(|body| {
-            let stmts = syntax::statements(body);
-            let continues = stmts.iter().any(|s| s.kind() == kinds::CONTINUE_STATEMENT);
-            let sleeps = idx
-                .within(body, kinds::CALL)
-                .iter()
-                .any(|c| syntax::callee_name(*c, src) == "sleep");
-            continues || sleeps || syntax::block_falls_through(body)
-        })
+        .any(|body| handler_goes_round(body, idx, src))
+}
+
+/// The body of an `except` lets its loop run again: it `continue`s, sleeps, or ends without
+/// leaving the loop.
+pub(crate) fn handler_goes_round(body: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    let stmts = syntax::statements(body);
+    let continues = stmts.iter().any(|s| s.kind() == kinds::CONTINUE_STATEMENT);
+    let sleeps = idx
+        .within(body, kinds::CALL)
+        .iter()
+        .any(|c| syntax::callee_name(*c, src) == "sleep");
+    continues || sleeps || syntax::block_falls_through(body)
 }
 
 /// The loop gives up by raising on its own: a `raise` under an `if` about the attempts (or the

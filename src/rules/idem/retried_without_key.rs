@@ -298,7 +298,11 @@ fn retried_after(
     }
     trys.iter()
         .flat_map(|t| crate::python::named_children(*t))
-        .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE && goes_round(idx, *c, src))
+        .filter(|c| {
+            c.kind() == kinds::EXCEPT_CLAUSE
+                && syntax::except_body(*c)
+                    .is_some_and(|body| crate::rules::err::handler_goes_round(body, idx, src))
+        })
         .find_map(|clause| after_sending(clause, src))
         .map(After::Caught)
 }
@@ -315,21 +319,6 @@ fn after_sending(clause: Node<'_>, src: &str) -> Option<String> {
         .map(|t| syntax::text(t, src))
         .find(|t| !BEFORE_SENDING.contains(&facts::last_name(t)))
         .map(str::to_string)
-}
-
-/// The `except` lets the loop run the attempt again: it does not end in `raise`, `return` or
-/// `break` on every path.
-fn goes_round(idx: &NodeIndex<'_>, clause: Node<'_>, src: &str) -> bool {
-    let Some(body) = syntax::except_body(clause) else {
-        return false;
-    };
-    let stmts = syntax::statements(body);
-    stmts.iter().any(|s| s.kind() == kinds::CONTINUE_STATEMENT)
-        || idx
-            .within(body, kinds::CALL)
-            .iter()
-            .any(|c| syntax::callee_name(*c, src) == "sleep")
-        || syntax::block_falls_through(body)
 }
 
 /// A function run again whole: by a decorator that names the errors it retries (all of them
