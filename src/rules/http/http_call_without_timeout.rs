@@ -1,7 +1,7 @@
 //! HTTP002 http-call-without-timeout: a payment HTTP call made with a library whose default is
 //! to wait (requests, `urllib.request.urlopen`, aiohttp's five minutes) and no `timeout`.
 use super::{HttpCall, Lib};
-use crate::python::syntax;
+use crate::python::{kinds, syntax};
 use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
@@ -31,7 +31,9 @@ fn check(cx: &mut Ctx<'_>) {
         let src = cx.src();
         let callee = syntax::callee(call.node, src).to_string();
         let lines = syntax::lines(call.node);
+        let switched_off = syntax::keyword_arg(call.node, "timeout", src).is_some();
         let note = match call.lib {
+            _ if switched_off => "none",
             Lib::Aiohttp => "aiohttp",
             Lib::Urllib => "urllib",
             _ => "requests",
@@ -45,9 +47,11 @@ fn check(cx: &mut Ctx<'_>) {
 /// Whether the call has no timeout of its own and its library's default does not bound it.
 fn waits_forever<'a>(cx: &impl Local<'a>, call: &HttpCall<'_>) -> bool {
     let src = cx.src();
-    if syntax::keyword_arg(call.node, "timeout", src).is_some() || syntax::has_dict_splat(call.node)
-    {
-        return false;
+    match syntax::keyword_arg(call.node, "timeout", src) {
+        // `timeout=None` switches the timeout off, the client's default included.
+        Some(t) => return t.kind() == kinds::NONE,
+        None if syntax::has_dict_splat(call.node) => return false,
+        None => {}
     }
     match call.lib {
         // httpx defaults to 5 seconds.

@@ -26,6 +26,9 @@ const SUCCESS: &[&str] = &[
     "settled",
     "refunded",
     "paid_out",
+    "authorized",
+    "authorised",
+    "approved",
 ];
 
 /// Flags and timestamps that say the same (`is_paid = True`, `paid_at = now()`).
