@@ -254,16 +254,21 @@ impl<'t> NodeIndex<'t> {
         self.parent_of_kind(def, kinds::DECORATED_DEFINITION)
     }
 
-    /// The value of the last `name = value` in `scope` (a plain name on the left) that ends
-    /// before byte `before`: what a local name holds at a point, as far as its assignments say.
+    /// The value of the last `name = value` in `scope` (the whole file for `None`; a plain
+    /// name on the left) that ends before byte `before`: what a name holds at a point, as far
+    /// as its assignments say.
     pub fn assigned_before(
         &self,
-        scope: Node<'_>,
+        scope: Option<Node<'_>>,
         name: &str,
         before: usize,
         src: &str,
     ) -> Option<Node<'t>> {
-        self.within(scope, kinds::ASSIGNMENT)
+        let assignments = match scope {
+            Some(scope) => self.within(scope, kinds::ASSIGNMENT),
+            None => self.all(kinds::ASSIGNMENT),
+        };
+        assignments
             .iter()
             .filter(|a| a.end_byte() <= before)
             .filter(|a| {

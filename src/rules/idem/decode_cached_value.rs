@@ -118,18 +118,6 @@ fn read_into<'t>(cx: &Ctx<'t>, at: Node<'_>, name: &str) -> Option<Node<'t>> {
     if guarded {
         return None;
     }
-    let assignments = match func {
-        Some(f) => idx.within(f, kinds::ASSIGNMENT),
-        None => idx.all(kinds::ASSIGNMENT),
-    };
-    let right = assignments
-        .iter()
-        .filter(|a| a.end_byte() <= at.start_byte())
-        .filter(|a| {
-            a.field("left")
-                .is_some_and(|l| syntax::text(l, src) == name)
-        })
-        .filter_map(|a| a.field("right"))
-        .next_back()?;
+    let right = idx.assigned_before(func, name, at.start_byte(), src)?;
     raw_read(cx, super::strip_await(right))
 }

@@ -250,7 +250,7 @@ pub(crate) fn resolve<'a>(cx: &impl Local<'a>, at: Node<'_>, text: &str) -> Stri
     let Some(func) = idx.enclosing(at, kinds::FUNCTION_DEFINITION) else {
         return text.to_string();
     };
-    idx.assigned_before(func, text, at.start_byte(), src)
+    idx.assigned_before(Some(func), text, at.start_byte(), src)
         .map_or_else(|| text.to_string(), |r| syntax::normalized(r, src))
 }
 

@@ -223,9 +223,12 @@ fn carries_key(cx: &Ctx<'_>, idx: &NodeIndex<'_>, call: Node<'_>, func: Node<'_>
     }
     if let Some(&(_, headers)) = keyword_args.iter().find(|(name, _)| *name == "headers") {
         let value = match headers.kind() {
-            kinds::IDENTIFIER => {
-                idx.assigned_before(func, syntax::text(headers, src), call.start_byte(), src)?
-            }
+            kinds::IDENTIFIER => idx.assigned_before(
+                Some(func),
+                syntax::text(headers, src),
+                call.start_byte(),
+                src,
+            )?,
             _ => headers,
         };
         let literal = value.kind() == kinds::DICTIONARY

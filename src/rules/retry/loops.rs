@@ -259,14 +259,7 @@ fn counter_start<'t>(
     node: Node<'_>,
     counter: &str,
 ) -> Option<Node<'t>> {
-    idx.within(func, kinds::ASSIGNMENT)
-        .iter()
-        .filter(|a| a.end_byte() <= node.start_byte())
-        .rfind(|a| {
-            a.field("left")
-                .is_some_and(|l| syntax::text(l, src) == counter)
-        })
-        .and_then(|a| a.field("right"))
+    idx.assigned_before(Some(func), counter, node.start_byte(), src)
 }
 
 /// `attempt < N` (or `N > attempt`): the counter, the limit and whether the limit is included.
