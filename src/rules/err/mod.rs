@@ -169,17 +169,27 @@ pub(crate) fn handler_goes_round(body: Node<'_>, idx: &NodeIndex<'_>, src: &str)
     continues || sleeps || syntax::block_falls_through(body)
 }
 
+/// Whether an `if`'s condition inside loop `lp` is about the attempts: it names a counter or a
+/// retry budget, the loop's variable, or a name the loop counts up (`n += 1`).
+pub(crate) fn about_attempts(lp: Node<'_>, cond: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    let text = syntax::text(cond, src);
+    if names_attempts(text) {
+        return true;
+    }
+    let loop_var = lp.field("left").map(|l| syntax::text(l, src));
+    let counted = |w: &str| {
+        idx.within(lp, kinds::AUGMENTED_ASSIGNMENT)
+            .iter()
+            .any(|a| a.field("left").is_some_and(|l| syntax::text(l, src) == w))
+    };
+    text.split(|c: char| !c.is_alphanumeric() && c != '_')
+        .filter(|w| !w.is_empty())
+        .any(|w| loop_var == Some(w) || counted(w))
+}
+
 /// The loop gives up by raising on its own: a `raise` under an `if` about the attempts (or the
 /// loop variable), or in the loop's `else:`.
 pub(crate) fn raises_when_exhausted(lp: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
-    let loop_var = lp.field("left").map(|l| syntax::text(l, src).to_string());
-    let about_attempts = |cond: &str| {
-        names_attempts(cond)
-            || loop_var.as_deref().is_some_and(|v| {
-                cond.split(|c: char| !c.is_alphanumeric() && c != '_')
-                    .any(|w| w == v)
-            })
-    };
     let in_else = lp
         .field("alternative")
         .is_some_and(|e| !idx.within(e, kinds::RAISE_STATEMENT).is_empty());
@@ -188,6 +198,6 @@ pub(crate) fn raises_when_exhausted(lp: Node<'_>, idx: &NodeIndex<'_>, src: &str
             idx.enclosing(*r, kinds::IF_STATEMENT)
                 .filter(|i| i.start_byte() > lp.start_byte())
                 .and_then(|i| i.field("condition"))
-                .is_some_and(|c| about_attempts(syntax::text(c, src)))
+                .is_some_and(|c| about_attempts(lp, c, idx, src))
         })
 }

@@ -19,6 +19,19 @@ struct Exhausted {
     falls_off: bool,
     /// Stable across versions: the `return` (or the loop's last words when it falls off).
     key: String,
+    /// The note that says how the `None` comes about, where the lines alone do not show it.
+    how: Option<&'static str>,
+}
+
+impl Exhausted {
+    fn at_return(first: Node<'_>, ret: Node<'_>, key: &str, src: &str) -> Exhausted {
+        Exhausted {
+            lines: (syntax::lines(first).0, syntax::lines(ret).1),
+            falls_off: false,
+            key: format!("{key} {}", syntax::normalized(ret, src)),
+            how: None,
+        }
+    }
 }
 
 /// The rule needs the rest of the change only to weigh what it found: the gate is the whole
@@ -51,6 +64,13 @@ fn exhausted_loops<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t
         if !super::is_retry_loop(lp, func, idx, src) || super::raises_when_exhausted(lp, idx, src) {
             continue;
         }
+        // `if attempt >= MAX: return None` in the handler: the loop's own way out, whether or
+        // not it could also end.
+        if let Some(ret) = gives_up_with_none(lp, func, idx, src) {
+            let exhausted = Exhausted::at_return(ret, ret, "gives-up-with", src);
+            out.push((lp, func, exhausted));
+            continue;
+        }
         if runs_forever(lp, func, idx, src) {
             continue;
         }
@@ -59,7 +79,91 @@ fn exhausted_loops<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t
         };
         out.push((lp, func, exhausted));
     }
+    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        let decorators = idx.decorated(func).map(syntax::decorators);
+        for decorator in decorators.unwrap_or_default() {
+            if let Some(exhausted) = decorator_returns_none(decorator, idx, src) {
+                out.push((decorator, func, exhausted));
+            }
+        }
+    }
     out
+}
+
+/// A retry decorator told to return `None` once it stops: tenacity's `retry_error_callback`
+/// returning `None`, or backoff's `raise_on_giveup=False`.
+fn decorator_returns_none(
+    decorator: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &str,
+) -> Option<Exhausted> {
+    let mut cursor = decorator.walk();
+    let call = decorator
+        .named_children(&mut cursor)
+        .find(|c| c.kind() == kinds::CALL)?;
+    let how = if let Some(callback) = syntax::keyword_arg(call, "retry_error_callback", src) {
+        returns_only_none(callback, idx, src).then_some("callback")?
+    } else {
+        let giveup = syntax::keyword_arg(call, "raise_on_giveup", src)?;
+        (syntax::text(giveup, src) == "False").then_some("giveup")?
+    };
+    Some(Exhausted {
+        lines: syntax::lines(decorator),
+        falls_off: false,
+        key: format!("decorator-returns-none {how}"),
+        how: Some(how),
+    })
+}
+
+/// A callback that gives `None`: `lambda state: None`, or a function of this file whose every
+/// way out is `return None` or its end.
+fn returns_only_none(callback: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    if callback.kind() == kinds::LAMBDA {
+        return callback
+            .field("body")
+            .is_some_and(|b| b.kind() == kinds::NONE);
+    }
+    if callback.kind() != kinds::IDENTIFIER {
+        return false;
+    }
+    let name = syntax::text(callback, src);
+    idx.all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .filter(|f| syntax::function_name(**f, src) == name)
+        .any(|f| {
+            let own = |n: &Node<'_>| super::owned_by(*n, *f, idx);
+            let raises = idx.within(*f, kinds::RAISE_STATEMENT).iter().any(own);
+            let returns_value = idx
+                .within(*f, kinds::RETURN_STATEMENT)
+                .iter()
+                .any(|r| own(r) && !syntax::returns_none(*r));
+            !raises && !returns_value
+        })
+}
+
+/// A `return None` in an `except` of the loop, under an `if` about the attempts: the loop gives
+/// up by handing back `None`.
+fn gives_up_with_none<'t>(
+    lp: Node<'t>,
+    func: Node<'t>,
+    idx: &NodeIndex<'t>,
+    src: &str,
+) -> Option<Node<'t>> {
+    idx.within(lp, kinds::RETURN_STATEMENT)
+        .iter()
+        .copied()
+        .filter(|r| syntax::returns_none(*r) && super::owned_by(*r, func, idx))
+        .filter(|r| super::innermost_loop(*r, idx).is_some_and(|l| l.id() == lp.id()))
+        .find(|r| {
+            let handled = idx
+                .enclosing(*r, kinds::EXCEPT_CLAUSE)
+                .is_some_and(|e| e.start_byte() > lp.start_byte());
+            let guard = idx
+                .enclosing(*r, kinds::IF_STATEMENT)
+                .filter(|i| i.start_byte() > lp.start_byte())
+                .and_then(|i| i.field("condition"));
+            handled && guard.is_some_and(|c| super::about_attempts(lp, c, idx, src))
+        })
 }
 
 fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) {
@@ -73,8 +177,14 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
         .filter(|a| !syntax::annotation_allows_none(a))
         .map(str::to_string);
     let caller = super::dereferencing_caller(cx, &name);
+    // A decorator's attempts are the whole function.
+    let attempt = if lp.kind() == kinds::DECORATOR {
+        func
+    } else {
+        lp
+    };
     let returns_in_loop = idx
-        .within(lp, kinds::RETURN_STATEMENT)
+        .within(attempt, kinds::RETURN_STATEMENT)
         .iter()
         .any(|r| super::owned_by(*r, func, idx) && !syntax::returns_none(*r));
     // `-> Optional[...]` declares the `None`; only a caller that ignores it makes it a bug.
@@ -97,6 +207,9 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     finding.function = qualname.clone();
     if exhausted.falls_off {
         finding.note("falls_off");
+    }
+    if let Some(how) = exhausted.how {
+        finding.note(how);
     }
     if raised_before {
         finding.note("contract");
@@ -183,13 +296,16 @@ fn exhausted_exit(
         for next in &here {
             match next.kind() {
                 kinds::RAISE_STATEMENT => return None,
-                kinds::RETURN_STATEMENT if syntax::returns_none(*next) => {
+                kinds::RETURN_STATEMENT
+                    if syntax::returns_none(*next) || still_none(*next, lp, func, idx, src) =>
+                {
                     let first = after.first().or(here.first()).copied().unwrap_or(*next);
-                    return Some(Exhausted {
-                        lines: (syntax::lines(first).0, syntax::lines(*next).1),
-                        falls_off: false,
-                        key: format!("return-after-retries {}", syntax::normalized(*next, src)),
-                    });
+                    let mut exhausted =
+                        Exhausted::at_return(first, *next, "return-after-retries", src);
+                    if !syntax::returns_none(*next) {
+                        exhausted.how = Some("still_none");
+                    }
+                    return Some(exhausted);
                 }
                 kinds::RETURN_STATEMENT => return None,
                 // `if last_exc: raise ...`: whether the `return None` is reachable is not ours
@@ -228,5 +344,42 @@ fn exhausted_exit(
         lines,
         falls_off: true,
         key: "falls-off-after-retries".to_string(),
+        how: None,
     })
+}
+
+/// `return result` after the loop, where `result = None` before it and only a successful
+/// attempt sets it: once every attempt failed, it is still `None`.
+fn still_none(ret: Node<'_>, lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    let Some(value) = syntax::return_value(ret).filter(|v| v.kind() == kinds::IDENTIFIER) else {
+        return false;
+    };
+    let name = syntax::text(value, src);
+    let before = idx.assigned_before(Some(func), name, lp.start_byte(), src);
+    if !before.is_some_and(|b| b.kind() == kinds::NONE) {
+        return false;
+    }
+    // Every assignment in the loop sits in a `try`'s body, after what may fail: none in a
+    // handler, a `finally` or straight in the loop, where a failed attempt would set it too.
+    let sets = idx
+        .within(lp, kinds::ASSIGNMENT)
+        .iter()
+        .copied()
+        .filter(|a| {
+            a.field("left")
+                .is_some_and(|l| l.kind() == kinds::IDENTIFIER && syntax::text(l, src) == name)
+        });
+    let mut any = false;
+    for set in sets {
+        any = true;
+        let in_try_body = idx
+            .enclosing(set, kinds::TRY_STATEMENT)
+            .filter(|t| t.start_byte() > lp.start_byte())
+            .and_then(|t| t.field("body"))
+            .is_some_and(|b| b.start_byte() <= set.start_byte() && set.end_byte() <= b.end_byte());
+        if !in_try_body {
+            return false;
+        }
+    }
+    any
 }
