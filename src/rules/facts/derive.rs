@@ -257,6 +257,15 @@ fn old_cache_bindings(
     let mut clients = new_facts.cache_clients.clone();
     let mut names = Vec::new();
     for run in runs {
+        for name in super::injected_cache_clients(new.index(), new.text(), run.new) {
+            let at = clients.iter().position(|n| *n == name)?;
+            clients.remove(at);
+            names.push(name);
+        }
+        for name in super::injected_cache_clients(copy.index(), copy.text(), run.copy) {
+            clients.push(name.clone());
+            names.push(name);
+        }
         for (name, kind) in bound(new, run.new) {
             let list = match kind {
                 CacheBinding::Memory => &mut memory,

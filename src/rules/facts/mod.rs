@@ -487,13 +487,15 @@ pub fn is_cache_name(name: &str, file: &FileFacts, vocab: &Vocabulary) -> bool {
     if file.memory_caches.iter().any(|m| m == name) {
         return false;
     }
+    // `self._kv` is the `kv` of the vocabulary.
+    let bare = name.trim_start_matches('_');
     file.cache_clients.iter().any(|c| c == name)
         || syntax::contains_lowercase(name, "redis")
         || syntax::contains_lowercase(name, "cache")
         || vocab
             .cache_clients
             .iter()
-            .any(|c| syntax::eq_lowercase(name, c))
+            .any(|c| syntax::eq_lowercase(bare, c))
         || file.import_target(name).is_some_and(|t| {
             syntax::contains_lowercase(t, "redis") || syntax::contains_lowercase(t, "cache")
         })
@@ -538,11 +540,78 @@ pub(crate) fn cache_bindings(idx: &NodeIndex<'_>, src: &str) -> (Vec<String>, Ve
             None => {}
         }
     }
+    clients.extend(injected_cache_clients(idx, src, (0, src.len())));
     // One entry per binding, not per name: `derive` takes the bindings of the text a change
     // touches out of the new version's lists and puts the old version's in.
     memory.sort_unstable();
     clients.sort_unstable();
     (memory, clients)
+}
+
+/// Cache clients handed in: a parameter annotated with a cache type (`kv: redis.Redis`,
+/// `cache: BaseCache`), and the names a function of `span` stores it under (`self._kv = kv`).
+/// By the functions that start in `span`, so that `derive` can swap a touched method's.
+pub(crate) fn injected_cache_clients(
+    idx: &NodeIndex<'_>,
+    src: &str,
+    (a, b): (usize, usize),
+) -> Vec<String> {
+    let text = src.get(a..b).unwrap_or("").as_bytes();
+    // Most files name neither word anywhere: their functions are not asked for parameters.
+    if memchr::memmem::find(text, b"edis").is_none()
+        && memchr::memmem::find(text, b"ache").is_none()
+    {
+        return Vec::new();
+    }
+    let functions = idx.all(kinds::FUNCTION_DEFINITION);
+    let first = functions.partition_point(|f| f.start_byte() < a);
+    let mut out = Vec::new();
+    for &func in functions
+        .get(first..)
+        .unwrap_or(&[])
+        .iter()
+        .take_while(|f| f.start_byte() < b)
+    {
+        let Some(params) = func.field("parameters") else {
+            continue;
+        };
+        let says = |t: &str| {
+            syntax::contains_lowercase(t, "redis") || syntax::contains_lowercase(t, "cache")
+        };
+        if !says(syntax::text(params, src)) {
+            continue;
+        }
+        for param in crate::python::named_children(params) {
+            let typed = matches!(
+                param.kind(),
+                kinds::TYPED_PARAMETER | kinds::TYPED_DEFAULT_PARAMETER
+            );
+            let annotation = param.field("type").map(|t| syntax::text(t, src));
+            // `TTLCache[str, int]` is a map in the process.
+            let cache_type = annotation.is_some_and(|t| {
+                says(t) && !MEMORY_MAPS.iter().any(|m| t.contains(m)) && !t.contains("dict")
+            });
+            let name = syntax::text(param, src)
+                .split([':', '='])
+                .next()
+                .unwrap_or("")
+                .trim();
+            if !typed || !cache_type || name.is_empty() {
+                continue;
+            }
+            out.push(name.to_string());
+            for &assignment in idx.within(func, kinds::ASSIGNMENT) {
+                let stored = assignment
+                    .field("right")
+                    .is_some_and(|r| r.kind() == kinds::IDENTIFIER && syntax::text(r, src) == name);
+                let target = assignment.field("left").map(|l| syntax::text(l, src));
+                if let Some(target) = target.filter(|_| stored) {
+                    out.push(last_name(target).to_string());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The name an assignment binds to an in-process map or to a cache client, and which.
