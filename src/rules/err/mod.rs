@@ -107,6 +107,14 @@ fn names_attempts(text: &str) -> bool {
         .any(|w| lower.contains(w))
 }
 
+/// Words that name a backoff delay (`for delay in DELAYS:`).
+fn names_delay(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    ["delay", "wait", "pause", "sleep", "interval"]
+        .iter()
+        .any(|w| lower.contains(w))
+}
+
 /// Whether a `for`/`while` loop retries: a `for` over a `range(...)` or an attempts counter, or
 /// any `while`, whose body wraps a call in `try` and goes round again when it fails.
 pub(crate) fn is_retry_loop(lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
@@ -116,7 +124,11 @@ pub(crate) fn is_retry_loop(lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, s
             .map(|r| syntax::text(r, src))
             .unwrap_or("");
         let target = lp.field("left").map(|l| syntax::text(l, src)).unwrap_or("");
-        if !(iterable.starts_with("range(") || names_attempts(iterable) || names_attempts(target)) {
+        if !(iterable.starts_with("range(")
+            || names_attempts(iterable)
+            || names_attempts(target)
+            || names_delay(target))
+        {
             return false;
         }
     }

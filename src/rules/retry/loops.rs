@@ -95,10 +95,10 @@ fn for_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<RetryL
     let func = idx.enclosing(node, kinds::FUNCTION_DEFINITION)?;
     let left = node.field("left")?;
     let range = node.field("right")?;
-    if left.kind() != kinds::IDENTIFIER
-        || range.kind() != kinds::CALL
-        || syntax::callee(range, src) != "range"
-    {
+    if range.kind() != kinds::CALL || syntax::callee(range, src) != "range" {
+        return delay_loop(idx, src, node, func, left, range);
+    }
+    if left.kind() != kinds::IDENTIFIER {
         return None;
     }
     let args = syntax::positional_args(range);
@@ -133,6 +133,85 @@ fn for_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<RetryL
             .flat_map(|a| identifiers(syntax::text(*a, src)))
             .collect(),
         increment: None,
+    })
+}
+
+/// `for delay in BACKOFF_DELAYS:` (or a literal tuple) that sleeps `delay` in its body: one
+/// attempt per delay, the loop variable standing for the counter, with the delays as its
+/// values. `for attempt, delay in enumerate(DELAYS, start=1):` counts with its first name. A
+/// loop over anything else whose variable is no sleep's argument is a loop over data.
+fn delay_loop<'t>(
+    idx: &NodeIndex<'t>,
+    src: &str,
+    node: Node<'t>,
+    func: Node<'t>,
+    left: Node<'t>,
+    right: Node<'t>,
+) -> Option<RetryLoop<'t>> {
+    let body = node.field("body")?;
+    let enumerated = right.kind() == kinds::CALL && syntax::callee(right, src) == "enumerate";
+    let (sequence, counter, delay) = if enumerated {
+        let names = crate::python::named_children(left);
+        let [counter, delay] = names.as_slice() else {
+            return None;
+        };
+        let sequence = *syntax::positional_args(right).first()?;
+        (sequence, *counter, *delay)
+    } else {
+        (right, left, left)
+    };
+    if counter.kind() != kinds::IDENTIFIER || delay.kind() != kinds::IDENTIFIER {
+        return None;
+    }
+    let delay_name = syntax::text(delay, src);
+    let sleeps_delay = idx.within(body, kinds::CALL).iter().any(|c| {
+        syntax::callee_name(*c, src) == "sleep"
+            && c.field("arguments")
+                .is_some_and(|a| identifiers(syntax::text(a, src)).any(|w| w == delay_name))
+    });
+    if !sleeps_delay {
+        return None;
+    }
+    let env = Env {
+        idx,
+        src,
+        func: Some(func),
+        counter: None,
+    };
+    let literal = match sequence.kind() {
+        kinds::IDENTIFIER => super::eval::module_constant(idx, syntax::text(sequence, src), src),
+        _ => Some(sequence),
+    }
+    .filter(|s| matches!(s.kind(), kinds::TUPLE | kinds::LIST));
+    let delays: Option<Vec<f64>> = literal.and_then(|l| {
+        crate::python::named_children(l)
+            .into_iter()
+            .map(|d| env.eval(d))
+            .collect()
+    });
+    let attempts = if enumerated {
+        let start = syntax::positional_args(right)
+            .get(1)
+            .copied()
+            .or_else(|| syntax::keyword_arg(right, "start", src))
+            .map_or(Some(0.0), |s| env.eval(s));
+        delays
+            .zip(start)
+            .and_then(|(d, s)| span(s, s + d.len() as f64, 1.0))
+    } else {
+        delays
+    };
+    Some(RetryLoop {
+        node,
+        body,
+        func,
+        counter: Some(syntax::text(counter, src).to_string()),
+        attempts,
+        range: None,
+        bound: sequence,
+        limit_names: identifiers(syntax::text(sequence, src)).collect(),
+        increment: None,
+        step: 1.0,
     })
 }
 

@@ -26,14 +26,46 @@ fn check(cx: &mut Ctx<'_>) {
     };
     let all = loops::retry_loops(idx, src);
     for l in &all {
-        for sleep in l.sleeps(idx, src) {
+        let helpers = l
+            .own_calls(idx)
+            .filter_map(|c| Some((c, sleeping_helper(c, idx, src)?)));
+        let sleeps = l.sleeps(idx, src).into_iter().map(|s| (s, None));
+        let sleeps: Vec<_> = sleeps.chain(helpers.map(|(c, h)| (c, Some(h)))).collect();
+        for (sleep, helper) in sleeps {
             let innermost = loops::loop_of(&all, sleep).is_some_and(|i| i.node.id() == l.node.id());
             if !innermost || !after_an_attempt(l, sleep, idx, src) || guarded(l, sleep, idx, src) {
                 continue;
             }
-            report(cx, l, sleep);
+            report(cx, l, sleep, helper);
         }
     }
+}
+
+/// A function of this file that `call` calls and that sleeps whatever it is given
+/// (`_backoff(attempt)`, whose body is `time.sleep(2 ** attempt)`): the sleep it makes.
+fn sleeping_helper<'t>(call: Node<'_>, idx: &NodeIndex<'t>, src: &str) -> Option<Node<'t>> {
+    let callee = syntax::callee(call, src);
+    let name = callee.strip_prefix("self.").unwrap_or(callee);
+    if name.contains('.') || name == "sleep" {
+        return None;
+    }
+    let helper = idx
+        .all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .find(|f| syntax::function_name(**f, src) == name)?;
+    let body = helper.field("body")?;
+    // Only a sleep straight in its body: one under an `if` may be the helper's own guard.
+    syntax::statements(body).into_iter().find_map(|stmt| {
+        let expr = (stmt.kind() == kinds::EXPRESSION_STATEMENT)
+            .then(|| stmt.named_child(0))
+            .flatten()?;
+        let call = if expr.kind() == kinds::AWAIT {
+            expr.named_child(0)?
+        } else {
+            expr
+        };
+        (call.kind() == kinds::CALL && syntax::callee_name(call, src) == "sleep").then_some(call)
+    })
 }
 
 /// The sleep follows an attempt (in its `except`, or after a call), rather than preceding the
@@ -228,7 +260,8 @@ fn timeout_seconds(env: &Env<'_, '_>, value: Node<'_>) -> Option<f64> {
     }
 }
 
-fn report(cx: &mut Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) {
+/// `helper`: the sleep a called function makes, when `sleep` is that call.
+fn report(cx: &mut Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>, helper: Option<Node<'_>>) {
     let src = cx.src();
     let qualname = cx
         .index()
@@ -236,12 +269,27 @@ fn report(cx: &mut Ctx<'_>, l: &RetryLoop<'_>, sleep: Node<'_>) {
         .unwrap_or_default();
     let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
     let on_path = cx.on_payment_path(function.as_ref());
-    let budget = budget(cx, l, sleep, false);
+    // The helper's own argument is not the loop's: its numbers are not worked out.
+    let budget = match helper {
+        Some(_) => None,
+        None => budget(cx, l, sleep, false),
+    };
     let call = syntax::text(sleep, src).to_string();
     let fresh = cx.touches_added(syntax::lines(l.node).0, syntax::lines(l.node).1);
     // A task found in the repository answers the question (RETRY005 compares the numbers).
     let task_known = on_path && cx.task_config_known(cx.path, &qualname);
     let finding = cx.report(&RULE, sleep).arg("sleep", call);
+    if let Some(inner) = helper {
+        let name = syntax::callee(sleep, src);
+        finding
+            .arg(
+                "helper",
+                name.strip_prefix("self.").unwrap_or(name).to_string(),
+            )
+            .arg("helper_sleep", syntax::text(inner, src).to_string())
+            .arg("helper_line", syntax::lines(inner).0.to_string())
+            .note("helper");
+    }
     // An awaited sleep holds no worker; the Celery time limits are about sync code.
     let is_async = syntax::is_async(l.func);
     if let Some(b) = &budget {
