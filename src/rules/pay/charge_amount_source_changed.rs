@@ -47,12 +47,63 @@ struct Moved {
 /// payment module, may be one through the function it calls (see `pay::pays`).
 fn gate(s: &Scan<'_>) -> bool {
     let (idx, src) = (s.index(), s.src());
-    idx.all(kinds::CALL).iter().any(|&call| {
+    let touched_call = idx.all(kinds::CALL).iter().any(|&call| {
         let (first, last) = syntax::lines(call);
         // Lines first: few calls are on added lines, and naming a call costs more.
         s.lines.touches_added(first, last)
             && (s.facts.payment_module || super::is_payment_call(call, src, s.vocab))
-    })
+    });
+    touched_call
+        || idx.all(kinds::ASSIGNMENT).iter().any(|&a| {
+            let (first, last) = syntax::lines(a);
+            s.lines.touches_added(first, last) && money_local(a, src, s.vocab).is_some()
+        })
+}
+
+/// The name an assignment gives a money value (`amount = ...`), if it does.
+fn money_local<'s>(assignment: Node<'_>, src: &'s str, vocab: &Vocabulary) -> Option<&'s str> {
+    let left = assignment.field("left")?;
+    let name = syntax::text(left, src);
+    (left.kind() == kinds::IDENTIFIER && vocab.is_money_argument(name)).then_some(name)
+}
+
+/// The calls to weigh: those on added lines, and those after an added `amount = ...` in the
+/// same function that pass that name on.
+fn candidate_calls<'t>(cx: &Ctx<'_>, idx: &NodeIndex<'t>, src: &str) -> Vec<Node<'t>> {
+    let mut out: Vec<Node<'t>> = idx
+        .all(kinds::CALL)
+        .iter()
+        .copied()
+        .filter(|c| {
+            let (first, last) = syntax::lines(*c);
+            cx.touches_added(first, last)
+        })
+        .collect();
+    for &assignment in idx.all(kinds::ASSIGNMENT) {
+        let (first, last) = syntax::lines(assignment);
+        if !cx.touches_added(first, last) {
+            continue;
+        }
+        let Some(name) = money_local(assignment, src, cx.vocab) else {
+            continue;
+        };
+        let Some(func) = idx.enclosing(assignment, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        let passes = |call: &Node<'_>| {
+            call.start_byte() > assignment.end_byte()
+                && call.field("arguments").is_some_and(|args| {
+                    crate::python::named_children(args).iter().any(|arg| {
+                        let value = arg.field("value").unwrap_or(*arg);
+                        value.kind() == kinds::IDENTIFIER && syntax::text(value, src) == name
+                    })
+                })
+        };
+        out.extend(idx.within(func, kinds::CALL).iter().copied().filter(passes));
+    }
+    out.sort_by_key(|c| c.start_byte());
+    out.dedup_by_key(|c| c.id());
+    out
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -63,9 +114,8 @@ fn check(cx: &mut Ctx<'_>) {
         idx: new_file.index(),
         src: new_file.text(),
     };
-    for &call in new.idx.all(kinds::CALL) {
-        let (first, last) = syntax::lines(call);
-        if !cx.touches_added(first, last) || !super::pays(cx, call, new.src) {
+    for call in candidate_calls(cx, new.idx, new.src) {
+        if !super::pays(cx, call, new.src) {
             continue;
         }
         // Only now: most files have no touched payment call, and need no old tree.
@@ -88,7 +138,13 @@ fn check(cx: &mut Ctx<'_>) {
 }
 
 fn report(cx: &mut Ctx<'_>, call: Node<'_>, new: Side<'_>, moved: &[Moved]) {
-    let first = syntax::lines(call).0;
+    // From the `amount = ...` the change made, when that comes first.
+    let first = moved
+        .iter()
+        .map(|m| m.line)
+        .min()
+        .unwrap_or(u32::MAX)
+        .min(syntax::lines(call).0);
     let last = moved
         .iter()
         .map(|m| m.line)
@@ -177,19 +233,52 @@ fn moved_arguments(
             pairs.push((*was, value));
         }
     }
-    pairs
-        .into_iter()
-        .filter(|(was, value)| {
-            syntax::normalized(*was, old.src) != syntax::normalized(*value, new.src)
-        })
-        .filter(|(was, _)| is_stored(*was, before, old, vocab))
-        .filter(|(_, value)| is_supplied(*value, call, new, vocab))
-        .map(|(was, value)| Moved {
-            old: syntax::normalized(was, old.src),
-            new: syntax::normalized(value, new.src),
-            line: syntax::lines(value).1,
-        })
-        .collect()
+    let mut out = Vec::new();
+    for (was, value) in pairs {
+        let (was_text, value_text) = (
+            syntax::normalized(was, old.src),
+            syntax::normalized(value, new.src),
+        );
+        if was_text != value_text {
+            if is_stored(was, before, old, vocab) && is_supplied(value, call, new, vocab) {
+                out.push(Moved {
+                    old: was_text,
+                    new: value_text,
+                    line: syntax::lines(value).1,
+                });
+            }
+            continue;
+        }
+        // `amount=amount` in both, with `amount = invoice.total` become `amount =
+        // payload["amount"]` above it.
+        let (Some(was_set), Some(value_set)) =
+            (local_value(was, before, old), local_value(value, call, new))
+        else {
+            continue;
+        };
+        if syntax::normalized(was_set, old.src) != syntax::normalized(value_set, new.src)
+            && is_stored(was_set, before, old, vocab)
+            && is_supplied(value_set, call, new, vocab)
+        {
+            out.push(Moved {
+                old: format!("{was_text} = {}", syntax::normalized(was_set, old.src)),
+                new: format!("{value_text} = {}", syntax::normalized(value_set, new.src)),
+                line: syntax::lines(value_set).0,
+            });
+        }
+    }
+    out
+}
+
+/// What a name passed to `call` was last set to in its function before the call.
+fn local_value<'t>(value: Node<'_>, call: Node<'_>, side: Side<'t>) -> Option<Node<'t>> {
+    if value.kind() != kinds::IDENTIFIER {
+        return None;
+    }
+    let func = side.idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
+    let name = syntax::text(value, side.src);
+    side.idx
+        .assigned_before(Some(func), name, call.start_byte(), side.src)
 }
 
 /// `order.amount`, `self.invoice.total`, or an attribute of something the function loaded
