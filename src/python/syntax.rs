@@ -239,21 +239,71 @@ pub fn statements(block: Node<'_>) -> Vec<Node<'_>> {
     children
 }
 
-/// Whether control can leave `block` by its end (its last statement does not return, raise,
-/// continue or break). Conservative: compound statements are assumed to complete.
-pub fn block_falls_through(block: Node<'_>) -> bool {
-    match statements(block).last() {
-        None => true,
-        Some(last) => !matches!(
-            last.kind(),
-            kinds::RETURN_STATEMENT
-                | kinds::RAISE_STATEMENT
-                | kinds::CONTINUE_STATEMENT
-                | kinds::BREAK_STATEMENT
-        ),
-    }
+/// Whether control can leave `block` by its end: its last statement does not return, raise,
+/// continue or break, nor is it an `if` whose every branch does, a `with` whose body does (one
+/// that may swallow the error, `suppress(...)`, aside), or a `try` whose body and handlers all
+/// do. Other compound statements are assumed to complete.
+pub fn block_falls_through(block: Node<'_>, src: &str) -> bool {
+    statements(block)
+        .last()
+        .is_none_or(|last| falls_through(*last, src))
 }
 
+/// The block of a clause (`else:`, `finally:`) falls through.
+fn clause_falls_through(clause: Node<'_>, src: &str) -> bool {
+    super::named_children(clause)
+        .into_iter()
+        .rfind(|c| c.kind() == kinds::BLOCK)
+        .is_none_or(|b| block_falls_through(b, src))
+}
+
+fn falls_through(stmt: Node<'_>, src: &str) -> bool {
+    let block = |node: Option<Node<'_>>| node.is_none_or(|b| block_falls_through(b, src));
+    match stmt.kind() {
+        kinds::RETURN_STATEMENT
+        | kinds::RAISE_STATEMENT
+        | kinds::CONTINUE_STATEMENT
+        | kinds::BREAK_STATEMENT => false,
+        kinds::IF_STATEMENT => {
+            let mut cursor = stmt.walk();
+            let branches: Vec<Node<'_>> = stmt
+                .children_by_field_name("alternative", &mut cursor)
+                .collect();
+            let has_else = branches.iter().any(|b| b.kind() == kinds::ELSE_CLAUSE);
+            !has_else
+                || block(stmt.child_by_field_name("consequence"))
+                || branches.iter().any(|b| {
+                    let body = match b.kind() {
+                        kinds::ELSE_CLAUSE => b.child_by_field_name("body"),
+                        _ => b.child_by_field_name("consequence"),
+                    };
+                    block(body)
+                })
+        }
+        kinds::WITH_STATEMENT => {
+            let suppresses = super::named_children(stmt)
+                .iter()
+                .filter(|c| c.kind() != kinds::BLOCK)
+                .any(|c| text(*c, src).contains("suppress"));
+            suppresses || block(stmt.child_by_field_name("body"))
+        }
+        kinds::TRY_STATEMENT => {
+            let parts = super::named_children(stmt);
+            let part = |kind: &str| parts.iter().find(|p| p.kind() == kind).copied();
+            if part(kinds::FINALLY_CLAUSE).is_some_and(|f| !clause_falls_through(f, src)) {
+                return false;
+            }
+            let normal = block(stmt.child_by_field_name("body"))
+                && part(kinds::ELSE_CLAUSE).is_none_or(|e| clause_falls_through(e, src));
+            normal
+                || parts
+                    .iter()
+                    .filter(|p| p.kind() == kinds::EXCEPT_CLAUSE)
+                    .any(|c| except_body(*c).is_none_or(|b| block_falls_through(b, src)))
+        }
+        _ => true,
+    }
+}
 /// The value of a `return` statement; `None` for a bare `return`.
 pub fn return_value(ret: Node<'_>) -> Option<Node<'_>> {
     ret.named_child(0).filter(|n| n.kind() != kinds::COMMENT)

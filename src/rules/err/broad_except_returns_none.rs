@@ -20,7 +20,7 @@ fn gate(s: &Scan<'_>) -> bool {
         syntax::is_broad_except(clause, s.src())
             && idx
                 .enclosing(clause, kinds::FUNCTION_DEFINITION)
-                .is_some_and(|func| handler_returns_none(clause, func, idx))
+                .is_some_and(|func| handler_returns_none(clause, func, idx, s.src()))
     })
 }
 
@@ -35,7 +35,7 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
             continue;
         };
-        if !handler_returns_none(clause, func, idx) {
+        if !handler_returns_none(clause, func, idx, src) {
             continue;
         }
         let qualname = crate::rules::facts::qualname(func, idx, src);
@@ -96,7 +96,7 @@ fn check(cx: &mut Ctx<'_>) {
 
 /// Whether the handler gives the caller `None`: an explicit `return`/`return None` in it, or a
 /// handler that runs off the end of the function.
-fn handler_returns_none(clause: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>) -> bool {
+fn handler_returns_none(clause: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
     let own_returns = idx
         .within(clause, kinds::RETURN_STATEMENT)
         .iter()
@@ -117,5 +117,6 @@ fn handler_returns_none(clause: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>) -
     let try_stmt = clause.parent();
     let func_body = func.field("body");
     let last = func_body.and_then(|b| syntax::statements(b).last().copied());
-    syntax::block_falls_through(body) && try_stmt.zip(last).is_some_and(|(t, l)| t.id() == l.id())
+    syntax::block_falls_through(body, src)
+        && try_stmt.zip(last).is_some_and(|(t, l)| t.id() == l.id())
 }

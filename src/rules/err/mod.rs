@@ -178,7 +178,7 @@ pub(crate) fn handler_goes_round(body: Node<'_>, idx: &NodeIndex<'_>, src: &str)
         .within(body, kinds::CALL)
         .iter()
         .any(|c| syntax::callee_name(*c, src) == "sleep");
-    continues || sleeps || syntax::block_falls_through(body)
+    continues || sleeps || syntax::block_falls_through(body, src)
 }
 
 /// Whether an `if`'s condition inside loop `lp` is about the attempts: it names a counter or a

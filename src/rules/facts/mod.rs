@@ -425,7 +425,9 @@ fn function_facts(
     caught.sort();
     caught.dedup();
     facts.caught = caught.into();
-    facts.falls_off_end = func.field("body").is_some_and(syntax::block_falls_through);
+    facts.falls_off_end = func
+        .field("body")
+        .is_some_and(|b| syntax::block_falls_through(b, src));
     let mut callees: Vec<&str> = Vec::new();
     for call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
         let parts = idx.call_text(*call, src);
@@ -776,12 +778,7 @@ fn call_site_with(
             .map(|(s, _)| s)
             .filter(|s| syntax::lines(**s).0 <= until)
             .filter_map(|s| s.field("condition"))
-            .any(|c| {
-                // Word by word, in any case: `if not Result` checks `result`.
-                syntax::text(c, src)
-                    .split(|ch: char| !ch.is_ascii_alphanumeric())
-                    .any(|w| !w.is_empty() && w.eq_ignore_ascii_case(name))
-            });
+            .any(|c| tests_name(syntax::text(c, src), name));
     }
     CallSite {
         name_at: name_at(text.callee, text.name),
@@ -793,6 +790,35 @@ fn call_site_with(
         deref_subscript,
         checked,
     }
+}
+
+/// Whether a condition tests `name` itself (`if not result`, `if result is None`, `if result
+/// and ...`), word by word and in any case (`if not Result` checks `result`). A use of what
+/// it holds (`if result["state"] == "paid"`, `if result.ok`) is no test: it fails on `None`.
+fn tests_name(condition: &str, name: &str) -> bool {
+    let bytes = condition.as_bytes();
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut at = 0;
+    while let Some(found) = bytes.get(at..).and_then(|rest| {
+        rest.windows(name.len().max(1))
+            .position(|w| w.eq_ignore_ascii_case(name.as_bytes()))
+    }) {
+        let start = at + found;
+        let end = start + name.len();
+        at = start + 1;
+        let before = start.checked_sub(1).and_then(|i| bytes.get(i)).copied();
+        let after = bytes.get(end).copied();
+        if before.is_some_and(word) || after.is_some_and(word) || before == Some(b'.') {
+            continue;
+        }
+        let next = bytes
+            .get(end..)
+            .and_then(|rest| rest.iter().find(|b| **b != b' '));
+        if !matches!(next, Some(b'[' | b'.')) {
+            return true;
+        }
+    }
+    false
 }
 
 /// The byte offset and line of the first `name[...]` after `call` in `func`: a subscript of the
@@ -819,6 +845,18 @@ mod tests {
     fn facts(path: &str, src: &str) -> FileFacts {
         let file = ParsedFile::parse(src.to_string()).expect("grammar loads (every parse test)");
         gather(path, &file, &Vocabulary::default())
+    }
+
+    #[test]
+    fn a_condition_tests_the_name_not_what_it_holds() {
+        assert!(tests_name("not result", "result"));
+        assert!(tests_name("result is None", "result"));
+        assert!(tests_name("Result and result[\"ok\"]", "result"));
+        assert!(tests_name("isinstance(result, dict)", "result"));
+        assert!(!tests_name("result[\"state\"] == \"paid\"", "result"));
+        assert!(!tests_name("result.status == \"paid\"", "result"));
+        assert!(!tests_name("self.result", "result"));
+        assert!(!tests_name("results", "result"));
     }
 
     #[test]

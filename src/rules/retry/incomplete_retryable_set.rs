@@ -154,7 +154,8 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         };
         // A handler that raises or returns does not retry what it catches.
-        let retries = syntax::except_body(clause).is_some_and(syntax::block_falls_through)
+        let retries = syntax::except_body(clause)
+            .is_some_and(|b| syntax::block_falls_through(b, src))
             || syntax::except_body(clause)
                 .and_then(|b| syntax::statements(b).last().copied())
                 .is_some_and(|s| s.kind() == kinds::CONTINUE_STATEMENT);

@@ -149,6 +149,9 @@ fn delay_loop<'t>(
     right: Node<'t>,
 ) -> Option<RetryLoop<'t>> {
     let body = node.field("body")?;
+    // Most loops over data never sleep: their calls are not named one by one.
+    let body_text = src.get(body.start_byte()..body.end_byte())?;
+    memchr::memmem::find(body_text.as_bytes(), b"sleep")?;
     let enumerated = right.kind() == kinds::CALL && syntax::callee(right, src) == "enumerate";
     let (sequence, counter, delay) = if enumerated {
         let names = crate::python::named_children(left);
