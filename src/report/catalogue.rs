@@ -49,9 +49,52 @@ pub fn rule_doc(rule: &Rule, lang: Lang, out: &mut dyn Write) -> std::io::Result
         }
     }
     if let Some(suggestion) = &meta.suggestion {
-        writeln!(out, "{}", suggestion.get(lang))?;
+        writeln!(out, "{}", as_template(suggestion.get(lang)))?;
     }
     Ok(())
+}
+
+/// A suggestion as a rule's page shows it, with no finding to fill it in: `{fix}` in its prose
+/// becomes `<fix>`, which reads as a placeholder. Code blocks keep their braces (f-strings).
+fn as_template(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_code = false;
+    for line in text.split_inclusive('\n') {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+        }
+        if in_code {
+            out.push_str(line);
+            continue;
+        }
+        let mut rest = line;
+        while let Some(open) = rest.find('{') {
+            let (before, after) = rest.split_at(open);
+            out.push_str(before);
+            let name_end = after
+                .get(1..)
+                .and_then(|a| a.find('}'))
+                .map(|e| e + 1)
+                .filter(|&e| {
+                    let name = after.get(1..e).unwrap_or("");
+                    !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+                });
+            match name_end {
+                Some(e) => {
+                    out.push('<');
+                    out.push_str(after.get(1..e).unwrap_or(""));
+                    out.push('>');
+                    rest = after.get(e + 1..).unwrap_or("");
+                }
+                None => {
+                    out.push('{');
+                    rest = after.get(1..).unwrap_or("");
+                }
+            }
+        }
+        out.push_str(rest);
+    }
+    out
 }
 
 /// Where a rule's rendered page lives (`docs/rules/ID.md`, generated from `rules/`).
@@ -86,7 +129,7 @@ pub fn rule_page(rule: &Rule) -> String {
         page.push_str(&format!("## {heading}\n\n**{}**\n\n", meta.title.get(lang)));
         page.push_str(&format!("### {why}\n\n{}\n\n", entry.rationale.get(lang)));
         if let Some(suggestion) = &meta.suggestion {
-            page.push_str(&format!("{}\n\n", suggestion.get(lang)));
+            page.push_str(&format!("{}\n\n", as_template(suggestion.get(lang))));
         }
         for (label, example) in [(bad, &entry.bad), (good, &entry.good)] {
             page.push_str(&format!("### {label}\n\n"));
@@ -114,4 +157,18 @@ pub fn rules_json(out: &mut dyn Write) -> std::io::Result<()> {
         .collect();
     serde_json::to_writer_pretty(&mut *out, &rows)?;
     out.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::as_template;
+
+    #[test]
+    fn placeholders_in_prose_read_as_placeholders_and_code_keeps_its_braces() {
+        let text = "Bound the read: `{fix}`, not {fix_b}.\n\n```python\nurl = f\"/p/{payment_id}\"\n```\nA {} set, {Upper} and {a-b} stay.";
+        assert_eq!(
+            as_template(text),
+            "Bound the read: `<fix>`, not <fix_b>.\n\n```python\nurl = f\"/p/{payment_id}\"\n```\nA {} set, {Upper} and {a-b} stay."
+        );
+    }
 }
