@@ -79,12 +79,19 @@ fn exhausted_loops<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t
         };
         out.push((lp, func, exhausted));
     }
-    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
-        let decorators = idx.decorated(func).map(syntax::decorators);
-        for decorator in decorators.unwrap_or_default() {
-            if let Some(exhausted) = decorator_returns_none(decorator, idx, src) {
-                out.push((decorator, func, exhausted));
-            }
+    for &decorator in idx.all(kinds::DECORATOR) {
+        // Most decorators name neither argument: their calls are not read.
+        let text = syntax::text(decorator, src).as_bytes();
+        let told = |word: &[u8]| memchr::memmem::find(text, word).is_some();
+        if !told(b"retry_error_callback") && !told(b"raise_on_giveup") {
+            continue;
+        }
+        let func = decorator
+            .parent()
+            .and_then(|d| d.field("definition"))
+            .filter(|f| f.kind() == kinds::FUNCTION_DEFINITION);
+        if let (Some(func), Some(exhausted)) = (func, decorator_returns_none(decorator, idx, src)) {
+            out.push((decorator, func, exhausted));
         }
     }
     out
@@ -356,7 +363,7 @@ fn still_none(ret: Node<'_>, lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, 
     };
     let name = syntax::text(value, src);
     let before = idx.assigned_before(Some(func), name, lp.start_byte(), src);
-    if !before.is_some_and(|b| b.kind() == kinds::NONE) {
+    if before.is_none_or(|b| b.kind() != kinds::NONE) {
         return false;
     }
     // Every assignment in the loop sits in a `try`'s body, after what may fail: none in a

@@ -256,7 +256,9 @@ fn old_cache_bindings(
     let mut memory = new_facts.memory_caches.clone();
     let mut clients = new_facts.cache_clients.clone();
     let mut names = Vec::new();
-    for run in runs {
+    // The imports are the same in both versions (`same_imports`).
+    let injected = super::imports_a_cache(&new_facts.imports);
+    for run in runs.iter().filter(|_| injected) {
         for name in super::injected_cache_clients(new.index(), new.text(), run.new) {
             let at = clients.iter().position(|n| *n == name)?;
             clients.remove(at);
@@ -266,6 +268,8 @@ fn old_cache_bindings(
             clients.push(name.clone());
             names.push(name);
         }
+    }
+    for run in runs {
         for (name, kind) in bound(new, run.new) {
             let list = match kind {
                 CacheBinding::Memory => &mut memory,

@@ -249,7 +249,7 @@ pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
             let root = i.target.split('.').next().unwrap_or("");
             PAYMENT_SDKS.contains(&root) || has_payment_word(&i.target)
         });
-    let (memory_caches, cache_clients) = cache_bindings(idx, src);
+    let (memory_caches, cache_clients) = cache_bindings(idx, src, &imports);
     let file_facts = FileFacts {
         path: path.to_string(),
         module: module_of(path),
@@ -529,7 +529,11 @@ pub(crate) enum CacheBinding {
 }
 
 /// `memory_caches` and `cache_clients`: the last names of what the file binds, anywhere.
-pub(crate) fn cache_bindings(idx: &NodeIndex<'_>, src: &str) -> (Vec<String>, Vec<String>) {
+pub(crate) fn cache_bindings(
+    idx: &NodeIndex<'_>,
+    src: &str,
+    imports: &[Import],
+) -> (Vec<String>, Vec<String>) {
     let (assignments, spans) = idx.all_spans(kinds::ASSIGNMENT);
     let (mut memory, mut clients) = (Vec::new(), Vec::new());
     for (a, &(start, end)) in assignments.iter().zip(spans) {
@@ -542,12 +546,24 @@ pub(crate) fn cache_bindings(idx: &NodeIndex<'_>, src: &str) -> (Vec<String>, Ve
             None => {}
         }
     }
-    clients.extend(injected_cache_clients(idx, src, (0, src.len())));
+    if imports_a_cache(imports) {
+        clients.extend(injected_cache_clients(idx, src, (0, src.len())));
+    }
     // One entry per binding, not per name: `derive` takes the bindings of the text a change
     // touches out of the new version's lists and puts the old version's in.
     memory.sort_unstable();
     clients.sort_unstable();
     (memory, clients)
+}
+
+/// Whether the file imports something named for a cache (`redis`, `django.core.cache`,
+/// `app.cache`): a parameter can be annotated with a cache type only then, so
+/// `injected_cache_clients` need not look at any other file's functions.
+pub(crate) fn imports_a_cache(imports: &[Import]) -> bool {
+    imports.iter().any(|i| {
+        syntax::contains_lowercase(&i.target, "redis")
+            || syntax::contains_lowercase(&i.target, "cache")
+    })
 }
 
 /// Cache clients handed in: a parameter annotated with a cache type (`kv: redis.Redis`,
@@ -558,13 +574,6 @@ pub(crate) fn injected_cache_clients(
     src: &str,
     (a, b): (usize, usize),
 ) -> Vec<String> {
-    let text = src.get(a..b).unwrap_or("").as_bytes();
-    // Most files name neither word anywhere: their functions are not asked for parameters.
-    if memchr::memmem::find(text, b"edis").is_none()
-        && memchr::memmem::find(text, b"ache").is_none()
-    {
-        return Vec::new();
-    }
     let functions = idx.all(kinds::FUNCTION_DEFINITION);
     let first = functions.partition_point(|f| f.start_byte() < a);
     let mut out = Vec::new();

@@ -55,6 +55,7 @@ fn gate(s: &Scan<'_>) -> bool {
     });
     touched_call
         || idx.all(kinds::ASSIGNMENT).iter().any(|&a| {
+            // Lines first: few assignments are on added lines, and naming one costs more.
             let (first, last) = syntax::lines(a);
             s.lines.touches_added(first, last) && money_local(a, src, s.vocab).is_some()
         })

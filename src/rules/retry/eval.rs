@@ -20,6 +20,18 @@ pub struct Env<'t, 's> {
 
 const MAX_DEPTH: usize = 6;
 
+impl<'t, 's> Env<'t, 's> {
+    /// Values as `func` (or the module, for `None`) sees them, with no loop counter bound.
+    pub fn of(idx: &'s NodeIndex<'t>, src: &'s str, func: Option<Node<'t>>) -> Self {
+        Env {
+            idx,
+            src,
+            func,
+            counter: None,
+        }
+    }
+}
+
 impl<'t> Env<'t, '_> {
     pub fn eval(&self, node: Node<'_>) -> Option<f64> {
         self.eval_at(node, 0)

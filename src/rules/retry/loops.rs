@@ -105,12 +105,7 @@ fn for_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<RetryL
     if args.iter().any(|a| syntax::text(*a, src).contains("len(")) {
         return None;
     }
-    let env = Env {
-        idx,
-        src,
-        func: Some(func),
-        counter: None,
-    };
+    let env = Env::of(idx, src, Some(func));
     let values: Option<Vec<f64>> = args.iter().map(|a| env.eval(*a)).collect();
     let attempts = values.and_then(|v| match v.as_slice() {
         [end] => span(0.0, *end, 1.0),
@@ -175,12 +170,7 @@ fn delay_loop<'t>(
     if !sleeps_delay {
         return None;
     }
-    let env = Env {
-        idx,
-        src,
-        func: Some(func),
-        counter: None,
-    };
+    let env = Env::of(idx, src, Some(func));
     let literal = match sequence.kind() {
         kinds::IDENTIFIER => super::eval::module_constant(idx, syntax::text(sequence, src), src),
         _ => Some(sequence),
@@ -234,12 +224,7 @@ fn while_loop<'t>(idx: &NodeIndex<'t>, src: &str, node: Node<'t>) -> Option<Retr
     let increment = counter_update(idx, src, body, counter);
     // A `while` loop that never counts is a poll, not a bounded retry.
     increment?;
-    let env = Env {
-        idx,
-        src,
-        func: Some(func),
-        counter: None,
-    };
+    let env = Env::of(idx, src, Some(func));
     let start = counter_start(idx, src, func, node, counter).and_then(|r| env.eval(r));
     let end = env.eval(limit);
     let attempts = start
@@ -291,12 +276,7 @@ fn countdown_loop<'t>(
                 .is_some_and(|r| syntax::text(r, src) == "1")
     })?;
     let start = counter_start(idx, src, func, node, counter);
-    let env = Env {
-        idx,
-        src,
-        func: Some(func),
-        counter: None,
-    };
+    let env = Env::of(idx, src, Some(func));
     let attempts = start.and_then(|r| env.eval(r)).and_then(|s| {
         let down = span(1.0, s + 1.0, 1.0)?;
         Some(down.into_iter().rev().collect())

@@ -79,12 +79,7 @@ fn check(cx: &mut Ctx<'_>) {
 
 /// `MAX_RETRIES = 3` with `range(1, MAX_RETRIES + 1)`: three attempts, two retries.
 fn retries_that_count_attempts(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
-    let env = Env {
-        idx,
-        src,
-        func: None,
-        counter: None,
-    };
+    let env = Env::of(idx, src, None);
     let mut reported = Vec::new();
     for l in loops::retry_loops(idx, src) {
         let Some(attempts) = l.attempts.as_ref() else {
@@ -168,12 +163,7 @@ fn bare_time_arithmetic(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
             if !TIME_KEYWORDS.contains(&keyword) || !literal_product(value) {
                 continue;
             }
-            let env = Env {
-                idx,
-                src,
-                func: None,
-                counter: None,
-            };
+            let env = Env::of(idx, src, None);
             let Some(seconds) = env.eval(value) else {
                 continue;
             };

@@ -219,12 +219,7 @@ fn sleep_terms(sleeps: &[f64]) -> String {
 /// The `timeout=` of the HTTP call the loop retries, as a number of seconds.
 fn attempt_timeout(cx: &Ctx<'_>, l: &RetryLoop<'_>) -> Option<f64> {
     let (idx, src, file) = (cx.index()?, cx.src(), cx.facts?);
-    let env = Env {
-        idx,
-        src,
-        func: Some(l.func),
-        counter: None,
-    };
+    let env = Env::of(idx, src, Some(l.func));
     l.own_calls(idx)
         .filter(|c| facts::classify_call(*c, src, file, cx.vocab) == Target::Http)
         .find_map(|c| syntax::keyword_arg(c, "timeout", src).and_then(|t| timeout_seconds(&env, t)))
