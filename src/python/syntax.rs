@@ -353,6 +353,29 @@ pub fn defaulted_parameter<'t>(func: Node<'t>, name: &str, src: &str) -> Option<
     })
 }
 
+/// A parameter's name: `kv` in `kv`, `kv: Redis`, `kv=None` or `kv: Redis = None`; `args` in
+/// `*args`.
+pub fn parameter_name<'s>(param: Node<'_>, src: &'s str) -> &'s str {
+    let text = text(param, src);
+    let name = text.split([':', '=']).next().unwrap_or("");
+    name.trim().trim_start_matches('*').trim()
+}
+
+/// The annotated parameters of a `parameters` node, each with its annotation: `kv` and
+/// `redis.Redis` for `kv: redis.Redis = None`.
+pub fn annotated_parameters<'t, 's>(params: Node<'t>, src: &'s str) -> Vec<(&'s str, Node<'t>)> {
+    super::named_children(params)
+        .into_iter()
+        .filter(|p| {
+            matches!(
+                p.kind(),
+                kinds::TYPED_PARAMETER | kinds::TYPED_DEFAULT_PARAMETER
+            )
+        })
+        .filter_map(|p| Some((parameter_name(p, src), p.field("type")?)))
+        .collect()
+}
+
 /// `x` in `x = call(...)` or `x = await call(...)`.
 pub fn bound_name<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
     let mut value = call;

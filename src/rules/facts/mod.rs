@@ -592,22 +592,13 @@ pub(crate) fn injected_cache_clients(
         if !says(syntax::text(params, src)) {
             continue;
         }
-        for param in crate::python::named_children(params) {
-            let typed = matches!(
-                param.kind(),
-                kinds::TYPED_PARAMETER | kinds::TYPED_DEFAULT_PARAMETER
-            );
-            let annotation = param.field("type").map(|t| syntax::text(t, src));
+        for (name, annotation) in syntax::annotated_parameters(params, src) {
+            let annotation = syntax::text(annotation, src);
             // `TTLCache[str, int]` is a map in the process.
-            let cache_type = annotation.is_some_and(|t| {
-                says(t) && !MEMORY_MAPS.iter().any(|m| t.contains(m)) && !t.contains("dict")
-            });
-            let name = syntax::text(param, src)
-                .split([':', '='])
-                .next()
-                .unwrap_or("")
-                .trim();
-            if !typed || !cache_type || name.is_empty() {
+            let cache_type = says(annotation)
+                && !MEMORY_MAPS.iter().any(|m| annotation.contains(m))
+                && !annotation.contains("dict");
+            if !cache_type || name.is_empty() {
                 continue;
             }
             out.push(name.to_string());

@@ -239,21 +239,10 @@ pub(crate) fn injected_client<'a>(cx: &impl Local<'a>, call: Node<'_>) -> Option
     let name = syntax::text(receiver, src);
     let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
     let params = func.field("parameters")?;
-    crate::python::named_children(params)
+    syntax::annotated_parameters(params, src)
         .into_iter()
-        .filter(|p| {
-            matches!(
-                p.kind(),
-                kinds::TYPED_PARAMETER | kinds::TYPED_DEFAULT_PARAMETER
-            )
-        })
-        .find(|p| {
-            let text = syntax::text(*p, src);
-            text.split([':', '='])
-                .next()
-                .is_some_and(|n| n.trim() == name)
-        })
-        .and_then(|p| p.field("type"))
+        .find(|(n, _)| *n == name)
+        .map(|(_, annotation)| annotation)
         .and_then(|annotation| {
             syntax::text(annotation, src)
                 .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))

@@ -112,11 +112,7 @@ pub(crate) fn parameters(func: Node<'_>, src: &str) -> Vec<String> {
     params
         .named_children(&mut cursor)
         .filter(|p| p.kind() != kinds::COMMENT)
-        .map(|p| {
-            let text = syntax::text(p, src);
-            let name = text.split([':', '=']).next().unwrap_or("");
-            name.trim().trim_start_matches('*').trim().to_string()
-        })
+        .map(|p| syntax::parameter_name(p, src).to_string())
         .filter(|n| !n.is_empty() && n != "self" && n != "cls")
         .collect()
 }
