@@ -1,5 +1,6 @@
 //! ERR001 broad-except-returns-none: `except Exception` (or bare, or `BaseException`) whose
-//! handler ends the function with `None` where a result is expected.
+//! handler ends the function with `None` where a result is expected, or the same written as
+//! `with contextlib.suppress(Exception):`.
 use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
@@ -13,31 +14,17 @@ pub(crate) static RULE: Rule = Rule {
     gate: Gate::When(gate),
 };
 
-/// Every finding starts from a broad `except` in a function, whose handler returns `None`.
+/// Every finding starts from a broad `except` (or `suppress`) in a function, that gives the
+/// caller `None`.
 fn gate(s: &Scan<'_>) -> bool {
-    let idx = s.index();
-    idx.all(kinds::EXCEPT_CLAUSE).iter().any(|&clause| {
-        syntax::is_broad_except(clause, s.src())
-            && idx
-                .enclosing(clause, kinds::FUNCTION_DEFINITION)
-                .is_some_and(|func| handler_returns_none(clause, func, idx, s.src()))
-    })
+    !swallowers(s.index(), s.src()).is_empty()
 }
 
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
-    for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
-        if !syntax::is_broad_except(clause, src) {
-            continue;
-        }
-        let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
-            continue;
-        };
-        if !handler_returns_none(clause, func, idx, src) {
-            continue;
-        }
+    for (clause, func, caught) in swallowers(idx, src) {
         let qualname = crate::rules::facts::qualname(func, idx, src);
         let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
         let annotation = syntax::return_annotation(func, src)
@@ -59,11 +46,6 @@ fn check(cx: &mut Ctx<'_>) {
         }
         let only_by_purpose = annotation.is_none() && caller.is_none();
         let on_path = cx.on_payment_path(function.as_ref());
-        let caught = syntax::except_types(clause)
-            .first()
-            .map_or("`except:`".to_string(), |t| {
-                format!("`except {}`", syntax::text(*t, src))
-            });
         let before_is_clean = cx
             .other_facts
             .and_then(|f| f.function(&qualname))
@@ -92,6 +74,68 @@ fn check(cx: &mut Ctx<'_>) {
             caller.cite(finding);
         }
     }
+}
+
+/// Where a function swallows every exception and gives `None`: a broad `except` whose handler
+/// returns `None` or runs off the end, or `with contextlib.suppress(Exception):` as the
+/// function's last statement. Each with its function and what it catches, as the message says
+/// it, in the file's order.
+fn swallowers<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>, String)> {
+    let mut out = Vec::new();
+    for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
+        if !syntax::is_broad_except(clause, src) {
+            continue;
+        }
+        let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        if handler_returns_none(clause, func, idx, src) {
+            let caught = syntax::except_types(clause)
+                .first()
+                .map_or("`except:`".to_string(), |t| {
+                    format!("`except {}`", syntax::text(*t, src))
+                });
+            out.push((clause, func, caught));
+        }
+    }
+    if memchr::memmem::find(src.as_bytes(), b"suppress(").is_some() {
+        for &with in idx.all(kinds::WITH_STATEMENT) {
+            if let Some((func, caught)) = suppresses_to_none(with, idx, src) {
+                out.push((with, func, caught));
+            }
+        }
+        out.sort_by_key(|(node, _, _)| node.start_byte());
+    }
+    out
+}
+
+/// `with suppress(Exception):` (or `BaseException`) that is its function's last statement: an
+/// exception inside skips the rest of the block, and the function then runs off its end.
+fn suppresses_to_none<'t>(
+    with: Node<'t>,
+    idx: &NodeIndex<'t>,
+    src: &str,
+) -> Option<(Node<'t>, String)> {
+    let call = crate::python::named_children(with)
+        .into_iter()
+        .filter(|c| c.kind() == "with_clause")
+        .flat_map(crate::python::named_children)
+        .filter_map(|item| item.field("value"))
+        .find(|v| {
+            v.kind() == kinds::CALL
+                && syntax::callee_name(*v, src) == "suppress"
+                && syntax::positional_args(*v).iter().any(|a| {
+                    matches!(
+                        crate::rules::facts::last_name(syntax::text(*a, src)),
+                        "Exception" | "BaseException"
+                    )
+                })
+        })?;
+    let func = idx.enclosing(with, kinds::FUNCTION_DEFINITION)?;
+    let last = func
+        .field("body")
+        .and_then(|b| syntax::statements(b).last().copied())?;
+    (last.id() == with.id()).then(|| (func, format!("`with {}`", syntax::normalized(call, src))))
 }
 
 /// Whether the handler gives the caller `None`: an explicit `return`/`return None` in it, or a

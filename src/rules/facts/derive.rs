@@ -242,6 +242,8 @@ fn old_cache_bindings(
     copy: &ParsedFile,
     runs: &[Run],
 ) -> Option<(Vec<String>, Vec<String>, Vec<String>)> {
+    // The imports are the same in both versions (`same_imports`).
+    let names = super::cache_import_names(&new_facts.imports);
     let bound = |file: &ParsedFile, (a, b): (usize, usize)| -> Vec<(String, CacheBinding)> {
         let all = file.index().all(kinds::ASSIGNMENT);
         let first = all.partition_point(|n| n.start_byte() < a);
@@ -249,7 +251,7 @@ fn old_cache_bindings(
             .unwrap_or(&[])
             .iter()
             .take_while(|n| n.start_byte() < b)
-            .filter_map(|n| super::cache_binding(*n, file.index(), file.text()))
+            .filter_map(|n| super::cache_binding(*n, file.index(), file.text(), &names))
             .map(|(name, kind)| (name.to_string(), kind))
             .collect()
     };

@@ -476,6 +476,10 @@ const CACHE_METHODS: &[&str] = &[
     "exists",
     "getdel",
     "getex",
+    "hexists",
+    "sismember",
+    "sadd",
+    "srem",
 ];
 
 /// `cache` for `self.cache`: what a receiver is named by.
@@ -536,11 +540,15 @@ pub(crate) fn cache_bindings(
 ) -> (Vec<String>, Vec<String>) {
     let (assignments, spans) = idx.all_spans(kinds::ASSIGNMENT);
     let (mut memory, mut clients) = (Vec::new(), Vec::new());
+    let names = cache_import_names(imports);
     for (a, &(start, end)) in assignments.iter().zip(spans) {
-        if !src.get(start..end).is_some_and(says_cache) {
+        if !src
+            .get(start..end)
+            .is_some_and(|text| may_bind_cache(text, &names))
+        {
             continue;
         }
-        match cache_binding(*a, idx, src) {
+        match cache_binding(*a, idx, src, &names) {
             Some((name, CacheBinding::Memory)) => memory.push(name.to_string()),
             Some((name, CacheBinding::Client)) => clients.push(name.to_string()),
             None => {}
@@ -616,13 +624,44 @@ pub(crate) fn injected_cache_clients(
     out
 }
 
+/// Names the file imports from a cache library (`Client` from `pymemcache.client.base`): a
+/// client made from one says neither word (`mc = Client(("localhost", 11211))`).
+pub(crate) fn cache_import_names(imports: &[Import]) -> Vec<&str> {
+    imports
+        .iter()
+        .filter(|i| {
+            syntax::contains_lowercase(&i.target, "redis")
+                || syntax::contains_lowercase(&i.target, "cache")
+        })
+        .map(|i| i.local.as_str())
+        .collect()
+}
+
+/// Whether a constructor's callee is a class of a cache library the file imports (`Client`,
+/// `base.Client`); not a call on Django's `cache` object (`cache.get`).
+pub(crate) fn made_by_cache_import(made_by: &str, names: &[&str]) -> bool {
+    let root = made_by.split('.').next().unwrap_or(made_by);
+    names.contains(&root)
+        && last_name(made_by)
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_uppercase())
+}
+
+/// The cheap first question about an assignment: can it bind a cache at all?
+fn may_bind_cache(assignment: &str, names: &[&str]) -> bool {
+    says_cache(assignment) || names.iter().any(|n| assignment.contains(n))
+}
+
 /// The name an assignment binds to an in-process map or to a cache client, and which.
+/// `names`: `cache_import_names` of the file.
 pub(crate) fn cache_binding<'s>(
     assignment: Node<'_>,
     idx: &NodeIndex<'_>,
     src: &'s str,
+    names: &[&str],
 ) -> Option<(&'s str, CacheBinding)> {
-    if !says_cache(syntax::text(assignment, src)) {
+    if !may_bind_cache(syntax::text(assignment, src), names) {
         return None;
     }
     let right = assignment.field("right")?;
@@ -640,7 +679,8 @@ pub(crate) fn cache_binding<'s>(
     };
     let client = syntax::contains_lowercase(made_by, "redis")
         || made_by.starts_with("caches[")
-        || made_by.ends_with("get_redis_connection");
+        || made_by.ends_with("get_redis_connection")
+        || right.kind() == kinds::CALL && made_by_cache_import(made_by, names);
     (client && !name.is_empty()).then_some((name, CacheBinding::Client))
 }
 
@@ -712,7 +752,8 @@ fn classify(parts: &syntax::CallText<'_>, file: &FileFacts, vocab: &Vocabulary) 
     if callee == "urlopen" || callee.ends_with(".urlopen") {
         return Target::Http;
     }
-    if vocab.is_payment_operation(name) {
+    // `stripe.Charge.create(...)` as well as `charge(...)`.
+    if crate::rules::pay::names_payment(parts, vocab) {
         return Target::Payment;
     }
     Target::Other

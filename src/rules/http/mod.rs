@@ -3,6 +3,7 @@
 //! file beside it.
 
 pub(crate) mod http_call_without_timeout;
+pub(crate) mod retrying_transport;
 pub(crate) mod scalar_timeout;
 
 use tree_sitter::Node;
@@ -45,29 +46,54 @@ fn lib_of<'a>(callee: &str, cx: &impl Local<'a>) -> Option<Lib> {
     match target_root {
         "httpx" => Some(Lib::Httpx),
         "requests" => Some(Lib::Requests),
-        "aiohttp" => Some(Lib::Aiohttp),
+        "aiohttp" | "aiohttp_retry" => Some(Lib::Aiohttp),
         "urllib" => Some(Lib::Urllib),
         _ => None,
     }
 }
 
 /// A client constructor and its library: `httpx.Client`, `httpx.AsyncClient`,
-/// `requests.Session`, `aiohttp.ClientSession`.
+/// `requests.Session`, `aiohttp.ClientSession` (and aiohttp_retry's `RetryClient`).
 fn constructor<'a>(call: Node<'_>, cx: &impl Local<'a>) -> Option<Lib> {
     let syntax::CallText { callee, name, .. } = cx.call_text(call);
     let lib = lib_of(callee, cx)?;
     let known = match lib {
         Lib::Httpx => matches!(name, "Client" | "AsyncClient"),
         Lib::Requests => matches!(name, "Session" | "session"),
-        Lib::Aiohttp => name == "ClientSession",
+        // aiohttp_retry's client makes an aiohttp session from the same arguments.
+        Lib::Aiohttp => matches!(name, "ClientSession" | "RetryClient"),
         Lib::Urllib => false,
     };
     known.then_some(lib)
 }
 
-/// Clients the file builds: the last name they are bound to (`self.session` → `session`,
-/// `async with httpx.AsyncClient() as client`), their library and whether `timeout=` was given.
-fn clients<'a>(cx: &impl Local<'a>) -> Vec<(String, Lib, bool)> {
+/// A client the file builds.
+struct Client {
+    /// The last name it is bound to (`self.session` → `session`, `async with
+    /// httpx.AsyncClient() as client` → `client`).
+    name: String,
+    lib: Lib,
+    /// Whether `timeout=` was given.
+    timeout: bool,
+    /// Where a plain local name is bound: the start of its function. `None` for attributes and
+    /// module-level names, which any function may use.
+    scope: Option<usize>,
+}
+
+/// The client a call is made on, by the receiver's last name: the one bound in the call's own
+/// function first (two functions may both call theirs `client`), then any other.
+fn client_of<'c>(clients: &'c [Client], name: &str, scope: Option<usize>) -> Option<&'c Client> {
+    let mut named = clients.iter().filter(|c| c.name == name);
+    let first = named.clone().next()?;
+    named
+        .clone()
+        .find(|c| c.scope.is_some() && c.scope == scope)
+        .or_else(|| named.find(|c| c.scope.is_none()))
+        .or(Some(first))
+}
+
+/// Clients the file builds.
+fn clients<'a>(cx: &impl Local<'a>) -> Vec<Client> {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return Vec::new();
     };
@@ -92,8 +118,19 @@ fn clients<'a>(cx: &impl Local<'a>) -> Vec<(String, Lib, bool)> {
         if let Some((call, lib)) = made {
             let text = syntax::text(target, src);
             let name = text.rsplit('.').next().unwrap_or(text).trim();
-            let timeout = syntax::keyword_arg(call, "timeout", src).is_some();
-            out.push((name.to_string(), lib, timeout));
+            // A `RetryClient` around a session of ours has that session's timeout.
+            let timeout = syntax::keyword_arg(call, "timeout", src).is_some()
+                || syntax::keyword_arg(call, "client_session", src).is_some();
+            let scope = (!text.contains('.'))
+                .then(|| idx.enclosing(call, kinds::FUNCTION_DEFINITION))
+                .flatten()
+                .map(|f| f.start_byte());
+            out.push(Client {
+                name: name.to_string(),
+                lib,
+                timeout,
+                scope,
+            });
         }
     };
     for &a in idx.all(kinds::ASSIGNMENT) {
@@ -166,9 +203,14 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
         } else if !VERBS.contains(&name) {
             None
         } else if let Some(recv) = receiver.map(crate::rules::facts::last_name)
-            && let Some((_, lib, timeout)) = clients.iter().find(|(n, _, _)| n == recv)
+            && let Some(client) = client_of(
+                &clients,
+                recv,
+                idx.enclosing(call, kinds::FUNCTION_DEFINITION)
+                    .map(|f| f.start_byte()),
+            )
         {
-            Some((*lib, false, *timeout))
+            Some((client.lib, false, client.timeout))
         } else {
             lib_of(callee, cx)
                 .filter(|l| matches!(l, Lib::Httpx | Lib::Requests))

@@ -28,6 +28,18 @@ fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
+    // Memcached clients (pymemcache, aiomcache) hand back bytes unless given a serializer, and
+    // have no `decode_responses`: `.decode()` on what they return is what they ask for.
+    let imports = |word: &str| {
+        cx.facts.is_some_and(|f| {
+            f.imports
+                .iter()
+                .any(|i| syntax::contains_lowercase(&i.target, word))
+        })
+    };
+    if imports("mcache") && !imports("redis") {
+        return;
+    }
     for &call in idx.all(kinds::CALL) {
         if syntax::callee_name(call, src) != "decode" {
             continue;

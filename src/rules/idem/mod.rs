@@ -53,11 +53,11 @@ impl CacheCall<'_> {
     }
 }
 
-const READS: &[&str] = &["get", "hget", "exists", "hexists", "getex"];
-const WRITES: &[&str] = &["set", "setex", "psetex", "hset", "getset"];
+const READS: &[&str] = &["get", "hget", "exists", "hexists", "getex", "sismember"];
+const WRITES: &[&str] = &["set", "setex", "psetex", "hset", "getset", "sadd"];
 const ATOMIC_WRITES: &[&str] = &["setnx", "hsetnx", "add"];
-/// Methods whose key is a hash name plus a field.
-const HASH_METHODS: &[&str] = &["hget", "hexists", "hset", "hsetnx"];
+/// Methods whose key is a hash name plus a field, or a set's name plus a member.
+const HASH_METHODS: &[&str] = &["hget", "hexists", "hset", "hsetnx", "sismember", "sadd"];
 
 /// Whether the file holds a call on a cache client (see `cache_call`).
 pub(crate) fn has_cache_call(s: &crate::rules::Scan<'_>) -> bool {
@@ -80,7 +80,11 @@ pub(crate) fn cache_call<'t, 'a>(call: Node<'t>, cx: &impl Local<'a>) -> Option<
     let method = cx.callee_name(call);
     let op = if READS.contains(&method) {
         Op::Read
-    } else if method == "set" && sets_nx(call, src) || ATOMIC_WRITES.contains(&method) {
+    } else if method == "set" && sets_nx(call, src)
+        || ATOMIC_WRITES.contains(&method)
+        // `if not r.sadd(...)`: how many members were new says who claimed it first.
+        || method == "sadd" && result_read(call)
+    {
         Op::AtomicWrite
     } else if WRITES.contains(&method) {
         Op::Write
@@ -100,6 +104,17 @@ pub(crate) fn cache_call<'t, 'a>(call: Node<'t>, cx: &impl Local<'a>) -> Option<
         resolved_key,
         django,
     })
+}
+
+/// Whether what the call returns is used (not a statement of its own, awaited or not).
+fn result_read(call: Node<'_>) -> bool {
+    let outer = call
+        .parent()
+        .filter(|p| p.kind() == kinds::AWAIT)
+        .unwrap_or(call);
+    outer
+        .parent()
+        .is_some_and(|p| p.kind() != "expression_statement")
 }
 
 /// `nx=True`, or `True` in `set`'s fifth position (`name, value, ex, px, nx`).
@@ -185,12 +200,18 @@ fn client_aliases<'a>(cx: &impl Local<'a>) -> Vec<(String, bool)> {
         return Vec::new();
     };
     let mut out = Vec::new();
+    let names = cx
+        .facts()
+        .map(|f| facts::cache_import_names(&f.imports))
+        .unwrap_or_default();
     for &a in idx.all(kinds::ASSIGNMENT) {
         // What makes the client is part of the assignment's text: most assignments name
-        // neither word, and are passed over before tree-sitter is asked for their fields.
+        // neither word (nor a cache library's class), and are passed over before tree-sitter
+        // is asked for their fields.
         let whole = syntax::text(a, src);
         if !syntax::contains_lowercase(whole, "redis")
             && !syntax::contains_lowercase(whole, "cache")
+            && !names.iter().any(|n| whole.contains(n))
         {
             continue;
         }
@@ -204,6 +225,7 @@ fn client_aliases<'a>(cx: &impl Local<'a>) -> Vec<(String, bool)> {
         };
         if syntax::contains_lowercase(made_by, "redis")
             || syntax::contains_lowercase(made_by, "cache")
+            || right.kind() == kinds::CALL && facts::made_by_cache_import(made_by, &names)
         {
             let text = syntax::text(left, src);
             let name = text.rsplit('.').next().unwrap_or(text);

@@ -2,7 +2,8 @@
 //! (a retry loop, or a function run again whole) after a failure that does not tell whether the
 //! gateway acted (a timeout, a dropped connection, any exception, a 5xx answer), and it carries
 //! no idempotency key. When the first attempt reached the gateway and only its answer was lost,
-//! the retry is a second payment.
+//! the retry is a second payment. The retry may be the client's own: a session whose mounted
+//! urllib3 `Retry` may repeat a POST, or aiohttp_retry's `RetryClient` (`retrying_transport`).
 //!
 //! Only what the call shows is judged: a request whose headers come from a helper, a `**`
 //! splat or a client set up elsewhere in a file that speaks of idempotency may carry a key, and
@@ -72,7 +73,9 @@ fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
         && s.facts.functions.iter().any(|f| !f.mentions_idempotency)
         && (s.facts.functions.iter().any(|f| f.http || f.payment) || sdk())
-        && (crate::rules::retry::has_retry_loop(s) || retried())
+        && (crate::rules::retry::has_retry_loop(s)
+            || retried()
+            || http::retrying_transport::mentioned(s.src()))
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -105,6 +108,55 @@ fn check(cx: &mut Ctx<'_>) {
             reported.push(call.id());
             report(cx, &attempt, call, after);
         }
+    }
+    let transports = http::retrying_transport::posts_retried(cx);
+    if transports.is_empty() {
+        return;
+    }
+    for &call in idx.all(kinds::CALL) {
+        if reported.contains(&call.id()) {
+            continue;
+        }
+        if let Some(transport) = transports.iter().find(|t| t.sends(call, src))
+            && unkeyed_payment(cx, idx, call)
+        {
+            report_transport(cx, transport, call);
+        }
+    }
+}
+
+/// A payment POST in a function that neither is a test nor speaks of idempotency, with no key.
+fn unkeyed_payment(cx: &Ctx<'_>, idx: &NodeIndex<'_>, call: Node<'_>) -> bool {
+    let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
+        return false;
+    };
+    is_post(call, cx.src())
+        && crate::rules::idem::facts_of(cx, func)
+            .is_some_and(|f| !f.is_test && !f.mentions_idempotency)
+        && money_in_sight(cx, call)
+        && carries_key(cx, idx, call, func) == Some(false)
+}
+
+fn report_transport(
+    cx: &mut Ctx<'_>,
+    transport: &http::retrying_transport::RetryingTransport,
+    call: Node<'_>,
+) {
+    let src = cx.src();
+    let callee = syntax::callee(call, src).to_string();
+    let qualname = crate::rules::idem::function_facts(cx, call)
+        .map(|f| f.qualname.clone())
+        .unwrap_or_default();
+    let reference = dedup_reference(call, src);
+    let finding = cx
+        .report(&RULE, call)
+        .arg("call", format!("{callee}(...)"))
+        .arg("function", qualname)
+        .arg("retried_by", transport.what.clone())
+        .arg("retry_line", transport.line.to_string())
+        .note("transport");
+    if let Some(reference) = reference {
+        finding.arg("reference", reference).note("reference");
     }
 }
 

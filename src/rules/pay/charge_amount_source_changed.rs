@@ -36,10 +36,12 @@ struct Side<'a> {
     src: &'a str,
 }
 
-/// An argument whose source changed: old and new text.
+/// An argument whose source changed: old and new text, and the local it goes through when the
+/// call passes a name (`amount = invoice.total`, then `charge(amount=amount)`).
 struct Moved {
     old: String,
     new: String,
+    via: Option<String>,
     line: u32,
 }
 
@@ -155,7 +157,13 @@ fn report(cx: &mut Ctx<'_>, call: Node<'_>, new: Side<'_>, moved: &[Moved]) {
     let join = |old: bool| {
         moved
             .iter()
-            .map(|m| format!("`{}`", if old { &m.old } else { &m.new }))
+            .map(|m| {
+                let value = if old { &m.old } else { &m.new };
+                match &m.via {
+                    Some(via) => format!("`{value}` (as `{via}`)"),
+                    None => format!("`{value}`"),
+                }
+            })
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -245,6 +253,7 @@ fn moved_arguments(
                 out.push(Moved {
                     old: was_text,
                     new: value_text,
+                    via: None,
                     line: syntax::lines(value).1,
                 });
             }
@@ -262,8 +271,9 @@ fn moved_arguments(
             && is_supplied(value_set, call, new, vocab)
         {
             out.push(Moved {
-                old: format!("{was_text} = {}", syntax::normalized(was_set, old.src)),
-                new: format!("{value_text} = {}", syntax::normalized(value_set, new.src)),
+                old: syntax::normalized(was_set, old.src),
+                new: syntax::normalized(value_set, new.src),
+                via: Some(value_text),
                 line: syntax::lines(value_set).0,
             });
         }

@@ -14,7 +14,12 @@ use crate::source::Side;
 /// `capture`), or it creates/confirms/captures on a payment object (`stripe.PaymentIntent.create`,
 /// `stripe.Refund.create`).
 pub(crate) fn is_payment_call(call: Node<'_>, src: &str, vocab: &Vocabulary) -> bool {
-    let syntax::CallText { name, receiver, .. } = syntax::call_text(call, src);
+    names_payment(&syntax::call_text(call, src), vocab)
+}
+
+/// `is_payment_call` on a call's parts already read (the facts pass reads every call's).
+pub(crate) fn names_payment(parts: &syntax::CallText<'_>, vocab: &Vocabulary) -> bool {
+    let syntax::CallText { name, receiver, .. } = *parts;
     if vocab.is_payment_operation(name) {
         return true;
     }

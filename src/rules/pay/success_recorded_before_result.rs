@@ -1,5 +1,7 @@
-//! PAY002 success-recorded-before-result: an entity is marked paid/charged before the payment
-//! call, or after it but before anyone checked that the call actually succeeded.
+//! PAY002 success-recorded-before-result: an entity is marked paid/charged (an attribute, or an
+//! ORM `update(status=...)`) before the payment call, or after it but before anyone checked that
+//! the call actually succeeded: one that may return `None`, or an HTTP request whose error
+//! answers come back as responses.
 use tree_sitter::Node;
 
 use crate::config::Vocabulary;
@@ -41,12 +43,17 @@ const SUCCESS_STEMS: &[&str] = &[
     "completed",
 ];
 
-/// Every finding starts from an assignment that records success.
+/// Every finding starts from an assignment or an update that records success.
 fn gate(s: &Scan<'_>) -> bool {
-    s.index()
-        .all(kinds::ASSIGNMENT)
+    let idx = s.index();
+    idx.all(kinds::ASSIGNMENT)
         .iter()
         .any(|a| is_success_assignment(*a, s.src(), s.vocab))
+        || memchr::memmem::find(s.src().as_bytes(), b".update(").is_some()
+            && idx
+                .all(kinds::CALL)
+                .iter()
+                .any(|c| is_success_update(*c, s.src(), s.vocab))
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -55,16 +62,7 @@ fn check(cx: &mut Ctx<'_>) {
     };
     // One finding per payment call: `is_paid = True` and `paid_at = now()` are one mistake.
     let mut reported = Vec::new();
-    for &assign in idx.all(kinds::ASSIGNMENT) {
-        if !is_success_assignment(assign, src, cx.vocab) {
-            continue;
-        }
-        let Some(stmt) = assign
-            .parent()
-            .filter(|p| p.kind() == kinds::EXPRESSION_STATEMENT)
-        else {
-            continue;
-        };
+    for (assign, stmt) in recorders(cx) {
         let Some(block) = stmt.parent().filter(|b| b.kind() == kinds::BLOCK) else {
             continue;
         };
@@ -73,9 +71,7 @@ fn check(cx: &mut Ctx<'_>) {
         };
         let found = payment_call_after(cx, stmt, block, func)
             .map(|call| (call, "early"))
-            .or_else(|| {
-                unchecked_call_before(cx, stmt, block, src).map(|call| (call, "unchecked"))
-            });
+            .or_else(|| unchecked_call_before(cx, stmt, block, src));
         let Some((call, why)) = found else {
             continue;
         };
@@ -85,6 +81,36 @@ fn check(cx: &mut Ctx<'_>) {
         reported.push(call.id());
         report(cx, assign, stmt, block, call, why);
     }
+}
+
+/// What records success, each with the statement it is: assignments (`order.status = "paid"`)
+/// and ORM updates (`Order.objects.filter(pk=pk).update(status="paid")`), in the file's order.
+fn recorders<'t>(cx: &Ctx<'t>) -> Vec<(Node<'t>, Node<'t>)> {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return Vec::new();
+    };
+    let statement = |n: Node<'t>| {
+        let outer = n.parent().filter(|p| p.kind() == kinds::AWAIT).unwrap_or(n);
+        outer
+            .parent()
+            .filter(|p| p.kind() == kinds::EXPRESSION_STATEMENT)
+    };
+    let mut out: Vec<(Node<'t>, Node<'t>)> = idx
+        .all(kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| is_success_assignment(**a, src, cx.vocab))
+        .filter_map(|a| Some((*a, statement(*a)?)))
+        .collect();
+    if memchr::memmem::find(src.as_bytes(), b".update(").is_some() {
+        out.extend(
+            idx.all(kinds::CALL)
+                .iter()
+                .filter(|c| is_success_update(**c, src, cx.vocab))
+                .filter_map(|c| Some((*c, statement(*c)?))),
+        );
+        out.sort_by_key(|(n, _)| n.start_byte());
+    }
+    out
 }
 
 fn report(
@@ -120,6 +146,22 @@ fn report(
         .arg("callee", syntax::callee(call, src).to_string())
         .note(why);
     finding.function = function;
+    // An ORM update is in the database before the next line runs: no rollback of the object
+    // undoes it.
+    if assign.kind() == kinds::CALL {
+        finding
+            .severity(crate::review::Severity::Blocker)
+            .note("persisted");
+    } else if why == "status_unchecked"
+        && let Some(save) = save_after(stmt, block, src)
+    {
+        // Saved before the answer is read: the row says paid whatever the gateway said.
+        finding
+            .severity(crate::review::Severity::Blocker)
+            .arg("save", syntax::normalized(save, src))
+            .arg("save_line", syntax::lines(save).0.to_string())
+            .note("saved");
+    }
     if let Some(at) = returns_none_at {
         finding.arg("returns_none_at", at).note("returns_none");
     }
@@ -145,17 +187,36 @@ fn is_success_assignment(assign: Node<'_>, src: &str, vocab: &Vocabulary) -> boo
         .field("attribute")
         .map(|a| syntax::text(a, src).to_ascii_lowercase())
         .unwrap_or_default();
+    records_success(&attr, right, src)
+}
+
+/// `Order.objects.filter(pk=pk).update(status="paid")`, `payments.update(is_paid=True)` on an
+/// entity's manager or query: written to the database at once.
+fn is_success_update(call: Node<'_>, src: &str, vocab: &Vocabulary) -> bool {
+    let syntax::CallText { name, receiver, .. } = syntax::call_text(call, src);
+    let Some(receiver) = receiver.filter(|_| name == "update") else {
+        return false;
+    };
+    let root = receiver.split(['.', '(']).next().unwrap_or(receiver);
+    vocab.is_entity(root)
+        && syntax::keyword_args(call, src)
+            .into_iter()
+            .any(|(k, v)| records_success(&k.to_ascii_lowercase(), v, src))
+}
+
+/// Whether setting `attr` (lower case) to `value` says the money moved.
+fn records_success(attr: &str, value: Node<'_>, src: &str) -> bool {
     if attr.contains("status") || attr.contains("state") {
-        return success_value(right, src);
+        return success_value(value, src);
     }
     let stem = attr.trim_start_matches("is_");
     if SUCCESS_STEMS.contains(&stem) {
-        return right.kind() == kinds::TRUE;
+        return value.kind() == kinds::TRUE;
     }
     let stamped = attr
         .strip_suffix("_at")
         .is_some_and(|s| SUCCESS_STEMS.contains(&s));
-    stamped && right.kind() == kinds::CALL
+    stamped && value.kind() == kinds::CALL
 }
 
 fn success_value(value: Node<'_>, src: &str) -> bool {
@@ -187,44 +248,82 @@ fn payment_call_after<'t>(
         .copied()
 }
 
-/// A payment call earlier in the same block whose callee (in this change) may return `None`
-/// without raising, and whose result nobody tested before the assignment.
+/// A payment call earlier in the same block whose result nobody tested before the assignment,
+/// when it can fail without raising: its callee (in this change) may return `None`, or it is an
+/// HTTP request, whose 4xx and 5xx answers come back as responses.
 fn unchecked_call_before<'t>(
     cx: &Ctx<'t>,
     stmt: Node<'_>,
     block: Node<'_>,
     src: &str,
-) -> Option<Node<'t>> {
+) -> Option<(Node<'t>, &'static str)> {
     let idx = cx.index()?;
     let earlier: Vec<Node<'_>> = syntax::statements(block)
         .into_iter()
         .take_while(|s| s.id() != stmt.id())
         .collect();
-    let (position, call) = earlier.iter().enumerate().rev().find_map(|(i, s)| {
-        idx.within(*s, kinds::CALL)
-            .iter()
-            .find(|c| super::pays(cx, **c, src))
-            .map(|c| (i, *c))
+    let (position, call, http) = earlier.iter().enumerate().rev().find_map(|(i, s)| {
+        idx.within(*s, kinds::CALL).iter().find_map(|c| {
+            if super::pays(cx, *c, src) {
+                Some((i, *c, false))
+            } else {
+                http_payment(cx, *c).then_some((i, *c, true))
+            }
+        })
     })?;
     let callee = syntax::callee_name(call, src);
-    let may_fail_quietly = cx
+    let binding = syntax::bound_name(call, src);
+    let why = if http {
+        binding?;
+        "status_unchecked"
+    } else if cx
         .change
         .functions_named(cx.side, callee)
-        .any(|(_, f)| f.may_return_none());
-    if !may_fail_quietly {
+        .any(|(_, f)| f.may_return_none())
+    {
+        "unchecked"
+    } else {
         return None;
-    }
-    let binding = syntax::bound_name(call, src);
-    let checked = earlier.iter().skip(position + 1).any(|s| {
+    };
+    // What the result was read into counts as the result (`data = resp.json()`).
+    let mut names: Vec<&str> = binding.into_iter().collect();
+    let mentions = |text: &str, names: &[&str]| {
+        text.split(|c: char| !c.is_alphanumeric() && c != '_')
+            .any(|w| names.contains(&w))
+    };
+    let mut checked = false;
+    for s in earlier.iter().skip(position + 1) {
         let text = syntax::text(*s, src);
-        let tests = matches!(s.kind(), kinds::IF_STATEMENT | "assert_statement");
-        tests
-            && binding.is_some_and(|b| {
-                text.split(|c: char| !c.is_alphanumeric() && c != '_')
-                    .any(|w| w == b)
-            })
-    });
-    (!checked).then_some(call)
+        if !mentions(text, &names) {
+            continue;
+        }
+        let raises = text.contains("raise_for_status") || text.contains("ensure_success");
+        if matches!(s.kind(), kinds::IF_STATEMENT | "assert_statement") || raises {
+            checked = true;
+            break;
+        }
+        if let Some(left) = s
+            .named_child(0)
+            .filter(|a| a.kind() == kinds::ASSIGNMENT)
+            .and_then(|a| a.field("left"))
+            .filter(|l| l.kind() == kinds::IDENTIFIER)
+        {
+            names.push(syntax::text(left, src));
+        }
+    }
+    (!checked).then_some((call, why))
+}
+
+/// A POST over HTTP that carries money or goes to a payment URL: `requests.post(...)`,
+/// `await client.post(...)`.
+fn http_payment(cx: &Ctx<'_>, call: Node<'_>) -> bool {
+    let src = cx.src();
+    matches!(syntax::callee_name(call, src), "post" | "request")
+        && cx.facts.is_some_and(|file| {
+            facts::classify_call(call, src, file, cx.vocab) == facts::Target::Http
+        })
+        && (super::passes_money(call, src, cx.vocab)
+            || crate::rules::http::url_names_payment(cx, call))
 }
 
 /// The statement after `stmt` in its block that persists the entity: `save_order(order)`,

@@ -143,8 +143,21 @@ impl<'m> Mocks<'m> {
                 .filter(|c| MOCKERS.contains(&syntax::callee_name(**c, src)))
                 .map(|c| lower(*c)),
         );
-        let params = parameters(test.node, src);
-        texts.extend(fixtures_named(idx, src, &params));
+        let mut params = parameters(test.node, src);
+        let fixtures = fixtures_named(idx, src, &params);
+        // A fixture that hands the test a client of a real Redis is what the test reaches, not
+        // a mock of it, whatever it is named.
+        params.retain(|p| {
+            !fixtures
+                .iter()
+                .any(|(name, text)| name == p && live_cache(text))
+        });
+        texts.extend(
+            fixtures
+                .into_iter()
+                .filter(|(_, text)| !live_cache(text))
+                .map(|(_, text)| text),
+        );
         Mocks {
             texts,
             shared: &file.shared,
@@ -217,18 +230,35 @@ fn autouse_fixtures(idx: &NodeIndex<'_>, src: &str) -> Vec<String> {
 
 /// The fixtures of this file that the test asks for by parameter (`flaky_post` patching
 /// `requests.post`): what they patch, the test gets.
-fn fixtures_named(idx: &NodeIndex<'_>, src: &str, params: &[String]) -> Vec<String> {
+fn fixtures_named(idx: &NodeIndex<'_>, src: &str, params: &[String]) -> Vec<(String, String)> {
     idx.all(kinds::DECORATOR)
         .iter()
         .filter(|d| syntax::text(**d, src).contains("fixture"))
         .filter_map(|d| d.parent())
-        .filter(|def| {
-            def.field("definition")
-                .map(|f| syntax::function_name(f, src).to_ascii_lowercase())
-                .is_some_and(|name| params.contains(&name))
+        .filter_map(|def| {
+            let name = syntax::function_name(def.field("definition")?, src).to_ascii_lowercase();
+            params
+                .contains(&name)
+                .then(|| (name, syntax::text(def, src).to_ascii_lowercase()))
         })
-        .map(|def| syntax::text(def, src).to_ascii_lowercase())
         .collect()
+}
+
+/// Whether a fixture's text (lowercase) connects to a Redis server and replaces nothing:
+/// `redis.Redis(host="localhost")`, `redis.from_url(...)`, with no fake, mock or patch.
+fn live_cache(fixture: &str) -> bool {
+    let connects = [
+        "redis.redis(",
+        "strictredis(",
+        "redis.from_url(",
+        "redis(host",
+    ]
+    .iter()
+    .any(|w| fixture.contains(w));
+    connects
+        && !["fake", "mock", "patch", "setattr"]
+            .iter()
+            .any(|w| fixture.contains(w))
 }
 
 /// Autouse fixtures of a `conftest.py` in the change, as their name and what they call.
