@@ -17,14 +17,25 @@ pub(crate) static RULE: Rule = Rule {
 /// Every finding starts from a broad `except` (or `suppress`) in a function, that gives the
 /// caller `None`.
 fn gate(s: &Scan<'_>) -> bool {
-    !swallowers(s.index(), s.src()).is_empty()
+    let (idx, src) = (s.index(), s.src());
+    idx.all(kinds::EXCEPT_CLAUSE).iter().any(|&clause| {
+        syntax::is_broad_except(clause, src)
+            && idx
+                .enclosing(clause, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|func| handler_returns_none(clause, func, idx, src))
+    }) || imports_contextlib(s.facts)
+        && idx
+            .all(kinds::WITH_STATEMENT)
+            .iter()
+            .any(|&with| suppresses_to_none(with, idx, src).is_some())
 }
 
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
-    for (clause, func, caught) in swallowers(idx, src) {
+    let contextlib = cx.facts.is_some_and(imports_contextlib);
+    for (clause, func, caught) in swallowers(idx, src, contextlib) {
         let qualname = crate::rules::facts::qualname(func, idx, src);
         let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
         let annotation = syntax::return_annotation(func, src)
@@ -80,7 +91,11 @@ fn check(cx: &mut Ctx<'_>) {
 /// returns `None` or runs off the end, or `with contextlib.suppress(Exception):` as the
 /// function's last statement. Each with its function and what it catches, as the message says
 /// it, in the file's order.
-fn swallowers<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>, String)> {
+fn swallowers<'t>(
+    idx: &NodeIndex<'t>,
+    src: &str,
+    contextlib: bool,
+) -> Vec<(Node<'t>, Node<'t>, String)> {
     let mut out = Vec::new();
     for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
         if !syntax::is_broad_except(clause, src) {
@@ -98,7 +113,7 @@ fn swallowers<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>, St
             out.push((clause, func, caught));
         }
     }
-    if memchr::memmem::find(src.as_bytes(), b"suppress(").is_some() {
+    if contextlib {
         for &with in idx.all(kinds::WITH_STATEMENT) {
             if let Some((func, caught)) = suppresses_to_none(with, idx, src) {
                 out.push((with, func, caught));
@@ -107,6 +122,14 @@ fn swallowers<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>, St
         out.sort_by_key(|(node, _, _)| node.start_byte());
     }
     out
+}
+
+/// Whether the file can call `suppress` at all: it imports `contextlib` or from it.
+fn imports_contextlib(facts: &crate::rules::facts::FileFacts) -> bool {
+    facts
+        .imports
+        .iter()
+        .any(|i| i.target.starts_with("contextlib"))
 }
 
 /// `with suppress(Exception):` (or `BaseException`) that is its function's last statement: an

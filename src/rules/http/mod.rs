@@ -82,9 +82,18 @@ struct Client {
 
 /// The client a call is made on, by the receiver's last name: the one bound in the call's own
 /// function first (two functions may both call theirs `client`), then any other.
-fn client_of<'c>(clients: &'c [Client], name: &str, scope: Option<usize>) -> Option<&'c Client> {
+fn client_of<'c>(
+    clients: &'c [Client],
+    name: &str,
+    scope: impl FnOnce() -> Option<usize>,
+) -> Option<&'c Client> {
     let mut named = clients.iter().filter(|c| c.name == name);
     let first = named.clone().next()?;
+    // Most names have one binding: the call's function is looked up only when there are more.
+    if named.clone().nth(1).is_none() {
+        return Some(first);
+    }
+    let scope = scope();
     named
         .clone()
         .find(|c| c.scope.is_some() && c.scope == scope)
@@ -203,12 +212,10 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
         } else if !VERBS.contains(&name) {
             None
         } else if let Some(recv) = receiver.map(crate::rules::facts::last_name)
-            && let Some(client) = client_of(
-                &clients,
-                recv,
+            && let Some(client) = client_of(&clients, recv, || {
                 idx.enclosing(call, kinds::FUNCTION_DEFINITION)
-                    .map(|f| f.start_byte()),
-            )
+                    .map(|f| f.start_byte())
+            })
         {
             Some((client.lib, false, client.timeout))
         } else {

@@ -141,7 +141,12 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
     };
     finding.note(kind);
     if severity == Severity::Blocker {
-        finding.note("eviction");
+        // A guard stores a marker, not a key the gateway is sent.
+        finding.note(if kind == "guard" {
+            "eviction_marker"
+        } else {
+            "eviction"
+        });
     }
     // Ask only when the change wrote the read or the write: an old race is not this PR's.
     let new_code = [read.node, write.node].iter().any(|n| {

@@ -6,7 +6,7 @@ use tree_sitter::Node;
 
 use crate::config::Vocabulary;
 use crate::python::{Fields, kinds, syntax};
-use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
+use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan, facts};
 
 pub(crate) static RULE: Rule = Rule {
     id: "PAY002",
@@ -50,10 +50,10 @@ fn gate(s: &Scan<'_>) -> bool {
         .iter()
         .any(|a| is_success_assignment(*a, s.src(), s.vocab))
         || memchr::memmem::find(s.src().as_bytes(), b".update(").is_some()
-            && idx
-                .all(kinds::CALL)
-                .iter()
-                .any(|c| is_success_update(*c, s.src(), s.vocab))
+            && idx.all(kinds::CALL).iter().any(|c| {
+                // The name as the index read it first: `dict.update` is everywhere.
+                s.callee_name(*c) == "update" && is_success_update(*c, s.src(), s.vocab)
+            })
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -105,7 +105,9 @@ fn recorders<'t>(cx: &Ctx<'t>) -> Vec<(Node<'t>, Node<'t>)> {
         out.extend(
             idx.all(kinds::CALL)
                 .iter()
-                .filter(|c| is_success_update(**c, src, cx.vocab))
+                .filter(|c| {
+                    cx.callee_name(**c) == "update" && is_success_update(**c, src, cx.vocab)
+                })
                 .filter_map(|c| Some((*c, statement(*c)?))),
         );
         out.sort_by_key(|(n, _)| n.start_byte());
@@ -298,7 +300,9 @@ fn unchecked_call_before<'t>(
             continue;
         }
         let raises = text.contains("raise_for_status") || text.contains("ensure_success");
-        if matches!(s.kind(), kinds::IF_STATEMENT | "assert_statement") || raises {
+        // `handle_response(resp)` may well raise on a failed answer: not ours to doubt.
+        let handed_on = names.iter().any(|n| passed_as_argument(text, n));
+        if matches!(s.kind(), kinds::IF_STATEMENT | "assert_statement") || raises || handed_on {
             checked = true;
             break;
         }
@@ -312,6 +316,18 @@ fn unchecked_call_before<'t>(
         }
     }
     (!checked).then_some((call, why))
+}
+
+/// Whether `name` is an argument of a call in `text`: `f(resp)`, `f(x, resp)`, `f(resp=resp)`.
+fn passed_as_argument(text: &str, name: &str) -> bool {
+    let bytes = text.as_bytes();
+    text.match_indices(name).any(|(at, _)| {
+        let before = text[..at].trim_end().as_bytes().last().copied();
+        let after = bytes
+            .get(at + name.len()..)
+            .and_then(|rest| rest.iter().copied().find(|c| !c.is_ascii_whitespace()));
+        matches!(before, Some(b'(' | b',' | b'=')) && matches!(after, Some(b')' | b','))
+    })
 }
 
 /// A POST over HTTP that carries money or goes to a payment URL: `requests.post(...)`,
