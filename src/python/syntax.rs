@@ -78,6 +78,11 @@ impl CalleeParts {
     }
 }
 
+/// Whether `inner` lies within `outer`'s bytes (itself included).
+pub fn contains(outer: Node<'_>, inner: Node<'_>) -> bool {
+    outer.start_byte() <= inner.start_byte() && inner.end_byte() <= outer.end_byte()
+}
+
 /// A call's `callee`, `callee_name` and `receiver`, as text.
 #[derive(Clone, Copy)]
 pub struct CallText<'s> {

@@ -383,7 +383,7 @@ fn still_none(ret: Node<'_>, lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, 
             .enclosing(set, kinds::TRY_STATEMENT)
             .filter(|t| t.start_byte() > lp.start_byte())
             .and_then(|t| t.field("body"))
-            .is_some_and(|b| b.start_byte() <= set.start_byte() && set.end_byte() <= b.end_byte());
+            .is_some_and(|b| syntax::contains(b, set));
         if !in_try_body {
             return false;
         }

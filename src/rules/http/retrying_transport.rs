@@ -180,7 +180,7 @@ fn sessions_mounting<'t>(idx: &NodeIndex<'t>, retry: Node<'t>, src: &str) -> Vec
         .copied()
         .filter(|&c| syntax::callee_name(c, src) == "HTTPAdapter")
         .filter(|&c| {
-            contains(c, retry)
+            syntax::contains(c, retry)
                 || syntax::keyword_arg(c, "max_retries", src)
                     .or(syntax::positional_args(c).get(2).copied())
                     .is_some_and(|v| Some(syntax::text(v, src)) == retry_name)
@@ -201,10 +201,6 @@ fn sessions_mounting<'t>(idx: &NodeIndex<'t>, retry: Node<'t>, src: &str) -> Vec
         })
         .filter_map(|&m| syntax::receiver(m))
         .collect()
-}
-
-fn contains(outer: Node<'_>, inner: Node<'_>) -> bool {
-    outer.start_byte() <= inner.start_byte() && inner.end_byte() <= outer.end_byte()
 }
 
 /// aiohttp_retry's `RetryClient(...)`: its options, given or by default (`ExponentialRetry`

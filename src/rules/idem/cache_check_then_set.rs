@@ -225,8 +225,7 @@ fn guards(cx: &Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>) -> bool {
         let Some(condition) = stmt.field("condition") else {
             return false;
         };
-        let tests_read = condition.start_byte() <= read.node.start_byte()
-            && read.node.end_byte() <= condition.end_byte()
+        let tests_read = syntax::contains(condition, read.node)
             || binding.is_some_and(|b| {
                 condition.start_byte() > read.node.end_byte()
                     && syntax::text(condition, src)

@@ -146,9 +146,9 @@ fn inside_try(idx: &NodeIndex<'_>, node: Node<'_>, func: Node<'_>) -> bool {
         if stmt.start_byte() < func.start_byte() {
             return false;
         }
-        let in_body = stmt.field("body").is_some_and(|b| {
-            b.start_byte() <= node.start_byte() && node.end_byte() <= b.end_byte()
-        });
+        let in_body = stmt
+            .field("body")
+            .is_some_and(|b| syntax::contains(b, node));
         let mut cursor = stmt.walk();
         let handles = stmt
             .named_children(&mut cursor)

@@ -180,9 +180,7 @@ fn made_in<'t>(
     value: Node<'t>,
     src: &str,
 ) -> Option<(Node<'t>, Node<'t>)> {
-    let inside = |n: Node<'_>| {
-        attempt.body.start_byte() <= n.start_byte() && n.end_byte() <= attempt.body.end_byte()
-    };
+    let inside = |n: Node<'_>| syntax::contains(attempt.body, n);
     if let Some(call) = fresh_call(value, idx, src) {
         return (inside(value) && !is_fallback(call, value)).then_some((value, call));
     }

@@ -339,7 +339,7 @@ fn retried_after(
         .within(attempt.body, kinds::TRY_STATEMENT)
         .iter()
         .copied()
-        .filter(|t| t.field("body").is_some_and(|b| contains(b, call)))
+        .filter(|t| t.field("body").is_some_and(|b| syntax::contains(b, call)))
         .collect();
     if trys.is_empty() {
         // `return client.post(...)` with nothing around it: a failure leaves the loop.
@@ -414,7 +414,7 @@ fn decorator_retries(
     // `except SomeError as exc: raise self.retry(exc=exc)` around the call.
     idx.within(func, kinds::TRY_STATEMENT)
         .iter()
-        .filter(|t| t.field("body").is_some_and(|b| contains(b, call)))
+        .filter(|t| t.field("body").is_some_and(|b| syntax::contains(b, call)))
         .flat_map(|t| crate::python::named_children(*t))
         .filter(|c| {
             c.kind() == kinds::EXCEPT_CLAUSE
@@ -425,10 +425,6 @@ fn decorator_retries(
         })
         .find_map(|clause| after_sending(clause, src))
         .map(After::Caught)
-}
-
-fn contains(outer: Node<'_>, inner: Node<'_>) -> bool {
-    outer.start_byte() <= inner.start_byte() && inner.end_byte() <= outer.end_byte()
 }
 
 /// A merchant reference in the request that some gateways refuse to pay twice

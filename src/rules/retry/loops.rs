@@ -85,9 +85,7 @@ pub fn retry_loops<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<RetryLoop<'t>> {
 pub fn loop_of<'a, 't>(loops: &'a [RetryLoop<'t>], node: Node<'_>) -> Option<&'a RetryLoop<'t>> {
     loops
         .iter()
-        .filter(|l| {
-            l.body.start_byte() <= node.start_byte() && node.end_byte() <= l.body.end_byte()
-        })
+        .filter(|l| syntax::contains(l.body, node))
         .max_by_key(|l| l.body.start_byte())
 }
 

@@ -88,7 +88,7 @@ fn guarded(l: &RetryLoop<'_>, sleep: Node<'_>, idx: &NodeIndex<'_>, src: &str) -
         if !about_attempts {
             return false;
         }
-        let holds = stmt.start_byte() <= sleep.start_byte() && sleep.end_byte() <= stmt.end_byte();
+        let holds = syntax::contains(*stmt, sleep);
         holds || (stmt.end_byte() <= sleep.start_byte() && loops::exits(idx, *stmt))
     })
 }
