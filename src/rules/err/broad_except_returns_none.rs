@@ -18,16 +18,14 @@ pub(crate) static RULE: Rule = Rule {
 /// caller `None`.
 fn gate(s: &Scan<'_>) -> bool {
     let (idx, src) = (s.index(), s.src());
-    idx.all(kinds::EXCEPT_CLAUSE).iter().any(|&clause| {
-        syntax::is_broad_except(clause, src)
+    idx.all(kinds::EXCEPT_CLAUSE)
+        .iter()
+        .any(|&clause| swallowing_except(clause, idx, src).is_some())
+        || imports_contextlib(s.facts)
             && idx
-                .enclosing(clause, kinds::FUNCTION_DEFINITION)
-                .is_some_and(|func| handler_returns_none(clause, func, idx, src))
-    }) || imports_contextlib(s.facts)
-        && idx
-            .all(kinds::WITH_STATEMENT)
-            .iter()
-            .any(|&with| suppresses_to_none(with, idx, src).is_some())
+                .all(kinds::WITH_STATEMENT)
+                .iter()
+                .any(|&with| suppresses_to_none(with, idx, src).is_some())
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -98,13 +96,7 @@ fn swallowers<'t>(
 ) -> Vec<(Node<'t>, Node<'t>, String)> {
     let mut out = Vec::new();
     for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
-        if !syntax::is_broad_except(clause, src) {
-            continue;
-        }
-        let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
-            continue;
-        };
-        if handler_returns_none(clause, func, idx, src) {
+        if let Some(func) = swallowing_except(clause, idx, src) {
             let caught = syntax::except_types(clause)
                 .first()
                 .map_or("`except:`".to_string(), |t| {
@@ -122,6 +114,15 @@ fn swallowers<'t>(
         out.sort_by_key(|(node, _, _)| node.start_byte());
     }
     out
+}
+
+/// The function a broad `except` gives `None` from, if it does.
+fn swallowing_except<'t>(clause: Node<'t>, idx: &NodeIndex<'t>, src: &str) -> Option<Node<'t>> {
+    if !syntax::is_broad_except(clause, src) {
+        return None;
+    }
+    idx.enclosing(clause, kinds::FUNCTION_DEFINITION)
+        .filter(|func| handler_returns_none(clause, *func, idx, src))
 }
 
 /// Whether the file can call `suppress` at all: it imports `contextlib` or from it.

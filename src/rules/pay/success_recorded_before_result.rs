@@ -45,15 +45,7 @@ const SUCCESS_STEMS: &[&str] = &[
 
 /// Every finding starts from an assignment or an update that records success.
 fn gate(s: &Scan<'_>) -> bool {
-    let idx = s.index();
-    idx.all(kinds::ASSIGNMENT)
-        .iter()
-        .any(|a| is_success_assignment(*a, s.src(), s.vocab))
-        || memchr::memmem::find(s.src().as_bytes(), b".update(").is_some()
-            && idx.all(kinds::CALL).iter().any(|c| {
-                // The name as the index read it first: `dict.update` is everywhere.
-                s.callee_name(*c) == "update" && is_success_update(*c, s.src(), s.vocab)
-            })
+    !recorders(s).is_empty()
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -85,7 +77,7 @@ fn check(cx: &mut Ctx<'_>) {
 
 /// What records success, each with the statement it is: assignments (`order.status = "paid"`)
 /// and ORM updates (`Order.objects.filter(pk=pk).update(status="paid")`), in the file's order.
-fn recorders<'t>(cx: &Ctx<'t>) -> Vec<(Node<'t>, Node<'t>)> {
+fn recorders<'t>(cx: &impl Local<'t>) -> Vec<(Node<'t>, Node<'t>)> {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return Vec::new();
     };
@@ -98,15 +90,16 @@ fn recorders<'t>(cx: &Ctx<'t>) -> Vec<(Node<'t>, Node<'t>)> {
     let mut out: Vec<(Node<'t>, Node<'t>)> = idx
         .all(kinds::ASSIGNMENT)
         .iter()
-        .filter(|a| is_success_assignment(**a, src, cx.vocab))
+        .filter(|a| is_success_assignment(**a, src, cx.vocab()))
         .filter_map(|a| Some((*a, statement(*a)?)))
         .collect();
     if memchr::memmem::find(src.as_bytes(), b".update(").is_some() {
         out.extend(
             idx.all(kinds::CALL)
                 .iter()
+                // The name as the index read it first: `dict.update` is everywhere.
                 .filter(|c| {
-                    cx.callee_name(**c) == "update" && is_success_update(**c, src, cx.vocab)
+                    cx.callee_name(**c) == "update" && is_success_update(**c, src, cx.vocab())
                 })
                 .filter_map(|c| Some((*c, statement(*c)?))),
         );
