@@ -59,10 +59,10 @@ pub fn review_from_bytes(data: &[u8]) -> Review {
             .map(|(name, value)| (*name, String::from_utf8_lossy(value).into_owned()))
             .collect();
         if byte(1) & 0x80 != 0 {
-            errors.push(ReviewError {
-                path: path.clone(),
-                message: String::from_utf8_lossy(record).into_owned(),
-            });
+            errors.push(ReviewError::plain(
+                path.clone(),
+                String::from_utf8_lossy(record),
+            ));
         }
         findings.push(Finding {
             rule: rule.id,

@@ -152,6 +152,54 @@ fn rendered_texts_have_no_unfilled_placeholders() {
     }
 }
 
+/// Every kind of review error has its table in `rules/errors.toml`, in both languages with
+/// the same placeholders, and the file has no table of no kind.
+#[test]
+fn every_review_error_kind_is_written_in_both_languages() {
+    use payreview::review::ErrorKind;
+    let tables: std::collections::BTreeMap<String, toml::Table> =
+        toml::from_str(rules::ERRORS_TOML).expect("errors.toml parses");
+    let placeholders = |text: &str| -> std::collections::BTreeSet<String> {
+        text.split(['{', '['])
+            .skip(1)
+            .filter_map(|rest| {
+                let name: String = rest
+                    .trim_start_matches('[')
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                (!name.is_empty()).then_some(name)
+            })
+            .collect()
+    };
+    for kind in ErrorKind::ALL {
+        let table = tables
+            .get(kind.id())
+            .unwrap_or_else(|| panic!("rules/errors.toml has no [{}]", kind.id()));
+        let text = |lang: &str| {
+            table
+                .get(lang)
+                .and_then(|t| t.as_str())
+                .filter(|t| !t.trim().is_empty())
+                .unwrap_or_else(|| panic!("[{}] has no {lang} text", kind.id()))
+                .to_string()
+        };
+        assert_eq!(
+            placeholders(&text("en")),
+            placeholders(&text("ru")),
+            "[{}]: the languages fill different placeholders",
+            kind.id()
+        );
+    }
+    let known: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.id()).collect();
+    for id in tables.keys() {
+        assert!(
+            known.contains(&id.as_str()),
+            "rules/errors.toml: [{id}] is no kind of error"
+        );
+    }
+}
+
 #[test]
 fn questions_file_parses() {
     let parsed: Result<toml::Table, _> = toml::from_str(rules::QUESTIONS_TOML);

@@ -395,10 +395,10 @@ fn hostile_review() -> Review {
             id: "no-such-question",
             args: vec![],
         }],
-        errors: vec![ReviewError {
-            path: hostile.clone(),
-            message: format!("\n## Injected\n<details>{hostile}"),
-        }],
+        errors: vec![ReviewError::plain(
+            hostile.clone(),
+            format!("\n## Injected\n<details>{hostile}"),
+        )],
         description: Some(format!(
             "# Title {hostile}\n\nDid not touch the `payments` <details> @octocat {hostile}."
         )),
@@ -597,4 +597,70 @@ fn gitlab_code_quality_report_has_the_required_fields() {
         .expect("ERR001");
     assert_eq!(err001["severity"], "blocker");
     assert_eq!(err001["location"]["lines"]["begin"], 41);
+}
+
+/// What a review could not do is told in the report's language, wherever the format lists it;
+/// a system's own reason inside it stays as the system wrote it.
+#[test]
+fn review_errors_are_written_in_the_reports_language() {
+    use payreview::review::ErrorKind;
+    let review = Review {
+        errors: vec![
+            ReviewError::new(
+                "app/pay.py",
+                ErrorKind::SyntaxError,
+                vec![("line", "7".into())],
+            ),
+            ReviewError::new(
+                "app/big.py",
+                ErrorKind::VersionOversized,
+                vec![
+                    ("old", "old".into()),
+                    ("len", "9000000".into()),
+                    ("cap", "8388608".into()),
+                ],
+            ),
+            ReviewError::new(
+                "app/gone.py",
+                ErrorKind::ReadFailed,
+                vec![("reason", "app/gone.py: No such file or directory".into())],
+            ),
+        ],
+        ..Review::default()
+    };
+    let expected = [
+        (
+            Lang::En,
+            [
+                "the new version does not parse as Python 3 (first error at line 7)",
+                "the old version is 9000000 bytes, over the 8388608-byte cap",
+                "app/gone.py: No such file or directory; reviewed from the diff alone",
+            ],
+        ),
+        (
+            Lang::Ru,
+            [
+                "новая версия не разбирается как Python 3 (первая ошибка в строке 7)",
+                "старая версия занимает 9000000 байт, больше предела в 8388608 байт",
+                "app/gone.py: No such file or directory; проверено только по диффу",
+            ],
+        ),
+    ];
+    for (lang, texts) in expected {
+        for format in [Format::Text, Format::Markdown, Format::Json] {
+            let out = render(&review, format, lang);
+            for text in texts {
+                assert!(
+                    out.contains(text),
+                    "{format:?} {lang:?} lacks {text:?}:\n{out}"
+                );
+            }
+        }
+    }
+    // The English words stay the error's message, whatever the report's language.
+    assert!(
+        review.errors[0]
+            .message
+            .starts_with("the new version does not parse")
+    );
 }

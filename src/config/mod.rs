@@ -104,9 +104,14 @@ impl Default for Vocabulary {
 }
 
 impl Vocabulary {
-    /// Whether `name` (a function or method name) is a payment operation.
+    /// Whether `name` (a function or method name) is a payment operation; not where another of
+    /// its words says what is captured or transferred is no money (Sentry's
+    /// `capture_exception`, `capture_message`; `capture_output`).
     pub fn is_payment_operation(&self, name: &str) -> bool {
         names_one_of(name, &self.payment_operations)
+            && !name
+                .split('_')
+                .any(|w| NOT_MONEY.iter().any(|n| w.eq_ignore_ascii_case(n)))
     }
 
     pub fn is_money_argument(&self, name: &str) -> bool {
@@ -117,6 +122,21 @@ impl Vocabulary {
         names_one_of(name, &self.entities)
     }
 }
+
+/// Words that, beside a payment operation's, name what is not money.
+const NOT_MONEY: &[&str] = &[
+    "exception",
+    "exceptions",
+    "message",
+    "messages",
+    "output",
+    "stdout",
+    "stderr",
+    "logs",
+    "warnings",
+    "screenshot",
+    "traceback",
+];
 
 /// Whether `name`, or one of its `_`-separated words, is one of `words` (case-insensitive):
 /// `capture_payment` names `capture`. Asked for every function and call: the name is split once.
@@ -338,6 +358,9 @@ mod tests {
             "display",
             "prepayment_notice_text",
             "repay_ui",
+            "capture_exception",
+            "capture_message",
+            "capture_output",
         ] {
             assert!(!v.is_payment_operation(no), "{no}");
         }

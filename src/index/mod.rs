@@ -25,7 +25,7 @@ use std::sync::{Mutex, OnceLock};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::python::ParsedFile;
-use crate::review::ReviewError;
+use crate::review::{ErrorKind, ReviewError};
 use crate::source::Repo;
 
 /// Most files the index reads: a monorepo beyond that is indexed in part (and says so).
@@ -207,12 +207,11 @@ impl ProjectIndex {
         let (listed, truncated) = listing.files();
         let mut errors = Vec::new();
         if truncated {
-            errors.push(ReviewError {
-                path: String::new(),
-                message: format!(
-                    "the repository has more than {MAX_FILES} Python files; only the first {MAX_FILES} were indexed for context"
-                ),
-            });
+            errors.push(ReviewError::new(
+                "",
+                ErrorKind::TooManyPythonFiles,
+                vec![("max", MAX_FILES.to_string())],
+            ));
         }
         let on_disk: Vec<String> = listed
             .into_iter()

@@ -5,8 +5,8 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::texts::{question_text, resolve, resolve_evidence, summary};
-use crate::review::{FileSummary, Lang, Review, ReviewError};
+use super::texts::{error_text, question_text, resolve, resolve_evidence, summary};
+use crate::review::{FileSummary, Lang, Review};
 use crate::rules::catalogue::fill;
 
 #[derive(Serialize)]
@@ -16,7 +16,7 @@ struct Report<'a> {
     findings: Vec<Finding<'a>>,
     questions: Vec<Question>,
     files: &'a [FileSummary],
-    errors: &'a [ReviewError],
+    errors: Vec<Error<'a>>,
     suppressions: &'a [crate::review::Suppression],
 }
 
@@ -51,6 +51,12 @@ struct Evidence {
     path: String,
     line: u32,
     text: String,
+}
+
+#[derive(Serialize)]
+struct Error<'a> {
+    path: &'a str,
+    message: String,
 }
 
 #[derive(Serialize)]
@@ -102,7 +108,14 @@ pub fn render(review: &Review, lang: Lang, out: &mut dyn Write) -> std::io::Resu
             })
             .collect(),
         files: &review.files,
-        errors: &review.errors,
+        errors: review
+            .errors
+            .iter()
+            .map(|e| Error {
+                path: &e.path,
+                message: error_text(e, lang),
+            })
+            .collect(),
         suppressions: &review.suppressions,
     };
     serde_json::to_writer_pretty(&mut *out, &report)?;

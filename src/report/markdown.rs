@@ -8,8 +8,8 @@ use std::io::Write;
 
 use super::markup;
 use super::texts::{
-    Resolved, plural_ru, question_short_with, question_text_with, resolve_evidence, resolve_with,
-    severity_word, verdict_words,
+    Resolved, error_text, plural_ru, question_short_with, question_text_with, resolve_evidence,
+    resolve_with, severity_word, verdict_words,
 };
 use crate::review::description::{self, DescriptionCheck};
 use crate::review::{Finding, Lang, Review, Severity};
@@ -167,17 +167,13 @@ fn verdict(
     if !review.errors.is_empty() {
         let _ = writeln!(doc, "**{}:**\n", w.not_reviewed);
         for e in &review.errors {
+            let message = error_text(e, lang);
             match e.path.as_str() {
                 "" => {
-                    let _ = writeln!(doc, "- {}", markup::prose(&e.message));
+                    let _ = writeln!(doc, "- {}", markup::prose(&message));
                 }
                 path => {
-                    let _ = writeln!(
-                        doc,
-                        "- {}: {}",
-                        markup::code(path),
-                        markup::prose(&e.message)
-                    );
+                    let _ = writeln!(doc, "- {}: {}", markup::code(path), markup::prose(&message));
                 }
             }
         }

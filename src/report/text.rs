@@ -12,7 +12,9 @@ use miette::{
     MietteSpanContents, SourceCode, SourceSpan, SpanContents,
 };
 
-use super::texts::{Resolved, question_text, resolve, severity_word, summary, verdict_words};
+use super::texts::{
+    Resolved, error_text, question_text, resolve, severity_word, summary, verdict_words,
+};
 use crate::review::{Finding, Lang, Review, Severity, SourceFile};
 
 /// Wide enough for a code line and its gutter; fixed, so the output does not depend on the
@@ -61,7 +63,7 @@ pub fn render(
         writeln!(out, "? {}. {}", n + 1, question_text(question, lang))?;
     }
     for error in &review.errors {
-        writeln!(out, "! {}: {}", error.path, error.message)?;
+        writeln!(out, "! {}: {}", error.path, error_text(error, lang))?;
     }
     writeln!(
         out,

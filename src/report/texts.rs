@@ -1,7 +1,7 @@
 //! The words of a review in one language: finding texts from the catalogue with their
 //! arguments filled in, verdict words and summary.
 
-use crate::review::{Decision, Finding, Lang, Question, Review, Severity};
+use crate::review::{Decision, Finding, Lang, Question, Review, ReviewError, Severity};
 use crate::rules::{self, catalogue::fill};
 
 /// A finding's texts in one language.
@@ -161,6 +161,15 @@ pub fn question_text_with(question: &Question, lang: Lang, line: Filler) -> Stri
             line(&text, &args)
         })
         .unwrap_or_else(|| question.id.to_string())
+}
+
+/// What a review could not do, in `lang`: the kind's text in `rules/errors.toml`, or the
+/// error's own English words when it has no kind.
+pub fn error_text(error: &ReviewError, lang: Lang) -> String {
+    match error.kind {
+        Some(kind) => kind.text(&error.args, lang),
+        None => error.message.clone(),
+    }
 }
 
 /// The short form of a question, for the verdict's list of unknowns: the question's `short`

@@ -120,14 +120,14 @@ pub fn review_observed(
     let mut errors = Vec::new();
     let files: Vec<&FilePatch> = patch.files.iter().take(settings.max_files).collect();
     if patch.files.len() > settings.max_files {
-        errors.push(ReviewError {
-            path: String::new(),
-            message: format!(
-                "the diff touches {} files; only the first {} were reviewed",
-                patch.files.len(),
-                settings.max_files
-            ),
-        });
+        errors.push(ReviewError::new(
+            "",
+            ErrorKind::TooManyFiles,
+            vec![
+                ("files", patch.files.len().to_string()),
+                ("max", settings.max_files.to_string()),
+            ],
+        ));
     }
     let listing = match &settings.workspace {
         source::Workspace::Repository { repo, .. } => {
@@ -325,18 +325,12 @@ fn prepare<'p>(
     let path = patch.path();
     let mut errors = Vec::new();
     if patch.lossy {
-        errors.push(ReviewError {
-            path: path.to_string(),
-            message: "the diff holds bytes that are not UTF-8; they were replaced".to_string(),
-        });
+        errors.push(ReviewError::new(path, ErrorKind::NotUtf8, Vec::new()));
     }
     let python =
         is_python(path) && !patch.binary && !patch.submodule && !settings.exclude.matches(path);
     if is_python(path) && patch.binary {
-        errors.push(ReviewError {
-            path: path.to_string(),
-            message: "binary change: not reviewed".to_string(),
-        });
+        errors.push(ReviewError::new(path, ErrorKind::Binary, Vec::new()));
     }
     if let source::Workspace::Repository { .. } = settings.workspace
         && !python
@@ -347,10 +341,11 @@ fn prepare<'p>(
             .flatten()
         {
             if let Err(e) = source::repo::check_relative(p) {
-                errors.push(ReviewError {
-                    path: path.to_string(),
-                    message: e.to_string(),
-                });
+                errors.push(ReviewError::new(
+                    path,
+                    ErrorKind::OutsideRoot,
+                    vec![("reason", e.to_string())],
+                ));
             }
         }
     }
@@ -359,10 +354,12 @@ fn prepare<'p>(
     } else {
         source::reconstruct_nothing(patch)
     };
-    errors.extend(versions.notes.iter().map(|message| ReviewError {
-        path: path.to_string(),
-        message: message.clone(),
-    }));
+    errors.extend(
+        versions
+            .notes
+            .iter()
+            .map(|(kind, args)| ReviewError::new(path, *kind, args.clone())),
+    );
     // The cap on file size holds for text rebuilt from the diff too (a 50 MB line), so that no
     // single file decides how much memory a review takes.
     let oversized = |version: &Option<source::Version>| {
@@ -431,22 +428,24 @@ fn prepare<'p>(
     ];
     for (side, version, parsed, derived) in sides {
         if let Some(len) = oversized(version).filter(|_| python) {
-            errors.push(ReviewError {
-                path: path.to_string(),
-                message: format!(
-                    "the {side} version is {len} bytes, over the {}-byte cap (--max-file-bytes); \
-                     its rules did not run",
-                    settings.max_file_bytes
-                ),
-            });
+            errors.push(ReviewError::new(
+                path,
+                ErrorKind::VersionOversized,
+                vec![
+                    (side, side.to_string()),
+                    ("len", len.to_string()),
+                    ("cap", settings.max_file_bytes.to_string()),
+                ],
+            ));
         } else if python && version.is_some() && parsed.is_none() && !derived {
-            errors.push(ReviewError {
-                path: path.to_string(),
-                message: format!(
-                    "the {side} version could not be parsed within {} s; its rules did not run",
-                    crate::python::PARSE_BUDGET.as_secs()
-                ),
-            });
+            errors.push(ReviewError::new(
+                path,
+                ErrorKind::VersionParseTimeout,
+                vec![
+                    (side, side.to_string()),
+                    ("secs", crate::python::PARSE_BUDGET.as_secs().to_string()),
+                ],
+            ));
         }
     }
     // Only a complete new version: one rebuilt from hunks has gaps that are not the author's.
@@ -456,13 +455,11 @@ fn prepare<'p>(
         .filter(|_| complete_new)
         .and_then(ParsedFile::first_syntax_error)
     {
-        errors.push(ReviewError {
-            path: path.to_string(),
-            message: format!(
-                "the new version does not parse as Python 3 (first error at line {line}); rules \
-                 saw only the code the parser could make sense of"
-            ),
-        });
+        errors.push(ReviewError::new(
+            path,
+            ErrorKind::SyntaxError,
+            vec![("line", line.to_string())],
+        ));
     }
     let facts = FileChange {
         path: path.to_string(),

@@ -82,7 +82,95 @@ pub struct Question {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct ReviewError {
     pub path: String,
+    /// In English; a report words it in its own language from `kind` and `args`
+    /// (`report::texts::error_text`).
     pub message: String,
+    /// Its kind; `None` for a message of no kind.
+    #[serde(skip)]
+    pub kind: Option<ErrorKind>,
+    #[serde(skip)]
+    pub args: Vec<(&'static str, String)>,
+}
+
+impl ReviewError {
+    /// A problem of `kind`, its text filled with `args`.
+    pub fn new(
+        path: impl Into<String>,
+        kind: ErrorKind,
+        args: Vec<(&'static str, String)>,
+    ) -> Self {
+        ReviewError {
+            path: path.into(),
+            message: kind.text(&args, Lang::En),
+            kind: Some(kind),
+            args,
+        }
+    }
+
+    /// A problem told in words of its own, in English only.
+    pub fn plain(path: impl Into<String>, message: impl Into<String>) -> Self {
+        ReviewError {
+            path: path.into(),
+            message: message.into(),
+            kind: None,
+            args: Vec::new(),
+        }
+    }
+}
+
+/// What a review could not do, each kind a table of `rules/errors.toml` in both languages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ErrorKind {
+    TooManyFiles,
+    NotUtf8,
+    Binary,
+    OutsideRoot,
+    ReadFailed,
+    OldVersionFailed,
+    FileNotUtf8,
+    VersionOversized,
+    VersionParseTimeout,
+    SyntaxError,
+    TooManyPythonFiles,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 11] = [
+        ErrorKind::TooManyFiles,
+        ErrorKind::NotUtf8,
+        ErrorKind::Binary,
+        ErrorKind::OutsideRoot,
+        ErrorKind::ReadFailed,
+        ErrorKind::OldVersionFailed,
+        ErrorKind::FileNotUtf8,
+        ErrorKind::VersionOversized,
+        ErrorKind::VersionParseTimeout,
+        ErrorKind::SyntaxError,
+        ErrorKind::TooManyPythonFiles,
+    ];
+
+    /// Its table in `rules/errors.toml`.
+    pub fn id(self) -> &'static str {
+        match self {
+            ErrorKind::TooManyFiles => "too-many-files",
+            ErrorKind::NotUtf8 => "not-utf8",
+            ErrorKind::Binary => "binary",
+            ErrorKind::OutsideRoot => "outside-root",
+            ErrorKind::ReadFailed => "read-failed",
+            ErrorKind::OldVersionFailed => "old-version-failed",
+            ErrorKind::FileNotUtf8 => "file-not-utf8",
+            ErrorKind::VersionOversized => "version-oversized",
+            ErrorKind::VersionParseTimeout => "version-parse-timeout",
+            ErrorKind::SyntaxError => "syntax-error",
+            ErrorKind::TooManyPythonFiles => "too-many-python-files",
+        }
+    }
+
+    /// Its text in `lang`, filled with `args`; the id itself where the table is missing (the
+    /// catalogue's tests see that none is).
+    pub fn text(self, args: &[(&str, String)], lang: Lang) -> String {
+        crate::rules::error_text(self.id(), args, lang).unwrap_or_else(|| self.id().to_string())
+    }
 }
 
 /// A touched file, as the report lists it.

@@ -515,6 +515,19 @@ pub fn question(id: &str) -> Option<&'static catalogue::Texts> {
         .get(id)
 }
 
+/// The text of a kind of review error (`rules/errors.toml`) in `lang`, filled with `args`.
+pub fn error_text(id: &str, args: &[(&str, String)], lang: crate::review::Lang) -> Option<String> {
+    static ERRORS: OnceLock<std::collections::BTreeMap<String, catalogue::Texts>> = OnceLock::new();
+    let texts = ERRORS
+        .get_or_init(|| toml::from_str(ERRORS_TOML).unwrap_or_default())
+        .get(id)?;
+    let text = catalogue::optional_segments(texts.get(lang), args);
+    Some(catalogue::fill(&text, args))
+}
+
+/// Kinds of review errors, by id; `tests/catalogue.rs` parses it and checks every id used.
+pub const ERRORS_TOML: &str = include_str!("../../rules/errors.toml");
+
 /// Questions to the author, by id; `tests/catalogue.rs` parses it and checks every id used.
 pub const QUESTIONS_TOML: &str = include_str!("../../rules/questions.toml");
 
@@ -552,6 +565,8 @@ pub fn catalogue_digest() -> String {
         hasher.update([0]);
     }
     hasher.update(QUESTIONS_TOML.as_bytes());
+    hasher.update([0]);
+    hasher.update(ERRORS_TOML.as_bytes());
     hasher
         .finalize()
         .iter()

@@ -131,6 +131,58 @@ impl ChangeSet {
         })
     }
 
+    /// Like `reach`, where the answer must not hang on which of several functions of one name
+    /// a call meant: from the functions named `name` (those whose qualified name is in
+    /// `methods`, where the caller knows the class), every one of them must reach a function
+    /// with `t`, and so must every function of each name on the way. In a payment library each
+    /// provider has its `get_form`, `capture` and `save`; that one of them sends a request
+    /// says nothing of what a test calling another provider's does.
+    pub fn reach_surely(
+        &self,
+        side: Side,
+        name: &str,
+        methods: Option<&[String]>,
+        depth: usize,
+        t: &Trait,
+    ) -> Option<Reach<'_>> {
+        debug_assert!(depth <= MAX_DEPTH);
+        self.with_distances((side, t, Through::Code), |table| {
+            let mut sure = Sure {
+                change: self,
+                side,
+                t,
+                table: &table,
+                memo: HashMap::default(),
+            };
+            let starts: Vec<(&FileFacts, &FunctionFacts)> = sure
+                .definitions(name)
+                .filter(|(_, func)| methods.is_none_or(|m| m.contains(&func.qualname)))
+                .collect();
+            if starts.is_empty() || !starts.iter().all(|(_, f)| sure.function(f, depth)) {
+                return None;
+            }
+            // The witness: the first function of each name, its first callee that surely
+            // reaches, as far as a function with the trait.
+            let mut path = vec![name.to_string()];
+            let (mut file, mut function) = *starts.first()?;
+            let mut left = depth;
+            while !(t.holds)(function) {
+                let next = function
+                    .callees
+                    .iter()
+                    .find(|c| left > 0 && sure.name(c, left - 1))?;
+                left -= 1;
+                (file, function) = sure.definitions(next).next()?;
+                path.push(next.clone());
+            }
+            Some(Reach {
+                path,
+                file,
+                function,
+            })
+        })
+    }
+
     /// The path a breadth-first walk from `name` would find to a function with `t`, from the
     /// distances to such functions.
     fn path_to(
@@ -252,6 +304,49 @@ impl ChangeSet {
     }
 }
 
+/// "Does every function of this name reach the trait within so many calls?", asked along a
+/// path and remembered for the query.
+struct Sure<'c, 't> {
+    change: &'c ChangeSet,
+    side: Side,
+    t: &'t Trait,
+    table: &'t Table<'t>,
+    memo: HashMap<(&'c str, usize), bool>,
+}
+
+impl<'c> Sure<'c, '_> {
+    /// The functions named `name` outside tests.
+    fn definitions(&self, name: &str) -> impl Iterator<Item = (&'c FileFacts, &'c FunctionFacts)> {
+        self.change
+            .functions_named(self.side, name)
+            .filter(|(file, _)| !file.is_test)
+    }
+
+    fn name(&mut self, name: &str, depth: usize) -> bool {
+        // Nothing of this name reaches it at all: the table says so without a walk.
+        if self.table.get(name).is_none_or(|d| d > depth) {
+            return false;
+        }
+        // Keyed by the functions' own name, which lives as long as the change.
+        let Some((_, first)) = self.definitions(name).next() else {
+            return false;
+        };
+        let key = first.name.as_str();
+        if let Some(&known) = self.memo.get(&(key, depth)) {
+            return known;
+        }
+        let functions: Vec<&'c FunctionFacts> = self.definitions(name).map(|(_, f)| f).collect();
+        let answer = functions.iter().all(|f| self.function(f, depth));
+        self.memo.insert((key, depth), answer);
+        answer
+    }
+
+    fn function(&mut self, function: &FunctionFacts, depth: usize) -> bool {
+        (self.t.holds)(function)
+            || (depth > 0 && function.callees.iter().any(|c| self.name(c, depth - 1)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,7 +430,46 @@ mod tests {
         })
     }
 
+    /// "Every function of this name outside tests reaches the trait within `depth` calls",
+    /// by plain recursion: what `reach_surely` must answer.
+    fn every(change: &ChangeSet, name: &str, depth: usize) -> bool {
+        let functions: Vec<&FunctionFacts> = change
+            .functions_named(Side::New, name)
+            .filter(|(file, _)| !file.is_test)
+            .map(|(_, f)| f)
+            .collect();
+        !functions.is_empty() && functions.iter().all(|f| every_fn(change, f, depth))
+    }
+
+    fn every_fn(change: &ChangeSet, f: &FunctionFacts, depth: usize) -> bool {
+        f.cache || (depth > 0 && f.callees.iter().any(|c| every(change, c, depth - 1)))
+    }
+
     proptest! {
+        #[test]
+        fn reach_surely_answers_what_every_definition_does(
+            change in change(),
+            depth in 0..=MAX_DEPTH,
+        ) {
+            for name in NAMES.iter().chain(&["absent"]) {
+                let found = change.reach_surely(Side::New, name, None, depth, &CACHE);
+                prop_assert_eq!(found.is_some(), every(&change, name, depth));
+                // The witness is a real path: each name a callee of the one before, the last
+                // function with the trait, no longer than asked.
+                if let Some(r) = found {
+                    prop_assert!(r.path.len() <= depth + 1);
+                    prop_assert!(r.function.cache);
+                    prop_assert_eq!(r.path.last(), Some(&r.function.name));
+                    for pair in r.path.windows(2) {
+                        let calls = change
+                            .functions_named(Side::New, &pair[0])
+                            .any(|(_, f)| f.callees.contains(&pair[1]));
+                        prop_assert!(calls);
+                    }
+                }
+            }
+        }
+
         #[test]
         fn the_tables_answer_what_the_walk_finds(change in change(), depth in 0..=MAX_DEPTH) {
             for name in NAMES.iter().chain(&["absent"]) {
@@ -349,6 +483,53 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_method_named_like_another_reaches_only_what_it_calls() {
+        let method = |qualname: &str, callees: &[&str], cache: bool| FunctionFacts {
+            name: qualname.rsplit('.').next().unwrap_or_default().to_string(),
+            qualname: qualname.to_string(),
+            callees: callees.iter().map(|c| c.to_string()).collect(),
+            cache,
+            ..FunctionFacts::default()
+        };
+        let change = ChangeSet::new(vec![FileChange {
+            path: "providers.py".into(),
+            old: None,
+            new: Some(FileFacts {
+                functions: vec![
+                    method("Coinbase.get_form", &["remember"], false),
+                    method("Dummy.get_form", &[], false),
+                    method("remember", &[], true),
+                ],
+                ..FileFacts::default()
+            }),
+        }]);
+        // One `get_form` of two reaches the cache: the name alone says nothing sure.
+        assert!(change.reaches(Side::New, "get_form", 1, &CACHE));
+        assert!(
+            change
+                .reach_surely(Side::New, "get_form", None, 1, &CACHE)
+                .is_none()
+        );
+        let coinbase = ["Coinbase.get_form".to_string()];
+        let r = change.reach_surely(Side::New, "get_form", Some(&coinbase), 1, &CACHE);
+        assert_eq!(
+            r.map(|r| r.path),
+            Some(vec!["get_form".into(), "remember".into()])
+        );
+        let dummy = ["Dummy.get_form".to_string()];
+        assert!(
+            change
+                .reach_surely(Side::New, "get_form", Some(&dummy), 1, &CACHE)
+                .is_none()
+        );
+        assert!(
+            change
+                .reach_surely(Side::New, "get_form", Some(&coinbase), 0, &CACHE)
+                .is_none()
+        );
     }
 
     #[test]

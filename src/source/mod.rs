@@ -15,6 +15,7 @@ pub use repo::{Repo, RepoError};
 use std::sync::Arc;
 
 use crate::diff::{FilePatch, FileStatus, Hunk, LineKind};
+use crate::review::ErrorKind;
 use linemap::first_line;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -60,6 +61,9 @@ pub struct Mismatch {
     pub on_disk: Option<String>,
 }
 
+/// A kind of review error (`rules/errors.toml`) and its arguments.
+pub type Note = (ErrorKind, Vec<(&'static str, String)>);
+
 /// Old and new text of one touched file and the bookkeeping between them.
 #[derive(Debug, Clone)]
 pub struct FileVersions {
@@ -68,8 +72,9 @@ pub struct FileVersions {
     pub origin: Origin,
     pub lines: LineMap,
     pub mismatch: Option<Mismatch>,
-    /// Problems that did not stop the review of this file (they go to the review's `errors`).
-    pub notes: Vec<String>,
+    /// Problems that did not stop the review of this file (they go to the review's `errors`),
+    /// each as its kind in `rules/errors.toml` and what fills its text.
+    pub notes: Vec<Note>,
 }
 
 impl FileVersions {
@@ -129,7 +134,7 @@ pub fn reconstruct_nothing(file: &FilePatch) -> FileVersions {
     }
 }
 
-fn from_hunks(file: &FilePatch, lines: LineMap, notes: Vec<String>) -> FileVersions {
+fn from_hunks(file: &FilePatch, lines: LineMap, notes: Vec<Note>) -> FileVersions {
     let old = (file.status != FileStatus::Added).then(|| hunks::rebuild(&file.hunks, Side::Old));
     let new = (file.status != FileStatus::Deleted).then(|| hunks::rebuild(&file.hunks, Side::New));
     FileVersions {
@@ -190,15 +195,13 @@ fn from_repository(
             return from_hunks(
                 file,
                 lines,
-                vec![format!("{e}; reviewed from the diff alone")],
+                vec![(ErrorKind::ReadFailed, vec![("reason", e.to_string())])],
             );
         }
     };
     let mut notes = Vec::new();
     if on_disk.lossy {
-        notes.push(format!(
-            "{new_path}: bytes that are not UTF-8 were replaced"
-        ));
+        notes.push((ErrorKind::FileNotUtf8, vec![("path", new_path.to_string())]));
     }
     let new_lines = split_lines(&on_disk.text);
     if let Some(mismatch) = find_mismatch(&file.hunks, &new_lines) {
@@ -213,7 +216,7 @@ fn from_repository(
         match git::show(repo.root(), rev, path) {
             Ok(bytes) => Some(Version::complete(repo::decode(bytes).text)),
             Err(e) => {
-                notes.push(format!("{e}; old version rebuilt from the diff"));
+                notes.push((ErrorKind::OldVersionFailed, vec![("reason", e.to_string())]));
                 Some(Version::complete(reverse_apply(&file.hunks, &new_lines)))
             }
         }

@@ -131,6 +131,19 @@ pub(crate) fn is_retry_loop(lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, s
         {
             return false;
         }
+        // A retry stops when an attempt works: a `return` or `break` of this loop outside its
+        // handlers. A `for i in range(n)` whose `try` skips bad items goes on regardless.
+        let leaves = |kind: &str| {
+            idx.within(lp, kind).iter().any(|exit| {
+                innermost_loop(*exit, idx).is_some_and(|l| l.id() == lp.id())
+                    && idx
+                        .enclosing(*exit, kinds::EXCEPT_CLAUSE)
+                        .is_none_or(|clause| !syntax::contains(lp, clause))
+            })
+        };
+        if !leaves(kinds::RETURN_STATEMENT) && !leaves(kinds::BREAK_STATEMENT) {
+            return false;
+        }
     }
     idx.within(lp, kinds::TRY_STATEMENT)
         .iter()

@@ -56,6 +56,10 @@ pub struct FunctionFacts {
     /// [test family] The function's code names an idempotency key (an `Idempotency-Key` header,
     /// an `idempotency_key` argument or variable): a retry test of it should check that key.
     pub mentions_idempotency: bool,
+    /// [test family] For a helper of a test file (a function not named `test…`): what it mocks,
+    /// lowercased, one statement a line (`self.client.http_client.request = mock.MagicMock(...)`).
+    /// A test that calls it mocks that too.
+    pub mocks: Option<Arc<str>>,
 }
 
 impl FunctionFacts {
@@ -213,6 +217,14 @@ const PAYMENT_SDKS: &[&str] = &[
     "mollie",
     "razorpay",
     "paddle",
+    "paystack",
+    "gocardless_pro",
+    "chargebee",
+    "recurly",
+    "mercadopago",
+    "xendit",
+    "authorizenet",
+    "liqpay",
 ];
 
 /// Whether a path is a test file (`tests/…`, `test_*.py`, `*_test.py`, `conftest.py`).
@@ -428,9 +440,15 @@ fn function_facts(
     facts.falls_off_end = func
         .field("body")
         .is_some_and(|b| syntax::block_falls_through(b, src));
+    let helper = file.is_test && !facts.name.starts_with("test");
+    let mut mocks = String::new();
     let mut callees: Vec<&str> = Vec::new();
     for call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
         let parts = idx.call_text(*call, src);
+        if helper && MOCK_MAKERS.contains(&parts.name) {
+            mocks.push_str(&mock_statement(*call, src).to_ascii_lowercase());
+            mocks.push('\n');
+        }
         match classify(&parts, file, vocab) {
             Target::Http => facts.http = true,
             Target::Cache => facts.cache = true,
@@ -443,6 +461,9 @@ fn function_facts(
     callees.sort_unstable();
     callees.dedup();
     facts.callees = callees.into_iter().map(str::to_string).collect();
+    if !mocks.is_empty() {
+        facts.mocks = Some(mocks.into());
+    }
     if let Some(parent) = idx.decorated(func) {
         facts.decorators = syntax::decorators(parent)
             .into_iter()
@@ -450,6 +471,28 @@ fn function_facts(
             .collect();
     }
     facts
+}
+
+/// Calls that make or install a mock.
+const MOCK_MAKERS: &[&str] = &[
+    "MagicMock",
+    "Mock",
+    "AsyncMock",
+    "NonCallableMock",
+    "create_autospec",
+    "patch",
+    "object",
+    "setattr",
+];
+
+/// What a mock is made for: the assignment it is stored by (`client.request = MagicMock()`
+/// names what it replaces), or the call itself (`patch("app.client.requests.post")`).
+fn mock_statement<'s>(call: Node<'_>, src: &'s str) -> &'s str {
+    let assignment = call
+        .parent()
+        .filter(|p| p.kind() == kinds::ASSIGNMENT)
+        .filter(|p| p.field("right").is_some_and(|r| r.id() == call.id()));
+    syntax::text(assignment.unwrap_or(call), src)
 }
 
 const HTTP_VERBS: &[&str] = &[
@@ -726,13 +769,15 @@ fn classify(parts: &syntax::CallText<'_>, file: &FileFacts, vocab: &Vocabulary) 
         return Target::Sleep;
     }
     if let Some(full_recv) = parts.receiver {
-        let recv = last_name(full_recv);
+        // The result of a call is named by what was called, not by its arguments:
+        // `event.get_payment_providers(cached=True).get(...)` is no cache.
+        let recv = last_name(full_recv.split('(').next().unwrap_or(full_recv));
         if CACHE_METHODS.contains(&name)
             && (is_cache_name(recv, file, vocab) || full_recv.starts_with("caches["))
         {
             return Target::Cache;
         }
-        if HTTP_VERBS.contains(&name) {
+        if HTTP_VERBS.contains(&name) && !web_or_db_session(full_recv, file) {
             let has = |word| syntax::contains_lowercase(recv, word);
             let ends_api = recv
                 .as_bytes()
@@ -757,6 +802,32 @@ fn classify(parts: &syntax::CallText<'_>, file: &FileFacts, vocab: &Vocabulary) 
         return Target::Payment;
     }
     Target::Other
+}
+
+/// A web framework's session (`request.session.get("cart")`, Flask's `session`) or a database
+/// one (`db.session.get(Order, pk)`, `session.delete(order)` in SQLAlchemy code): named like an
+/// HTTP session, but a dictionary or a unit of work. Any other `session` is taken for one of
+/// these only in a file that imports such a framework and no HTTP client library.
+fn web_or_db_session(receiver: &str, file: &FileFacts) -> bool {
+    if receiver.ends_with("request.session") || receiver == "db.session" {
+        return true;
+    }
+    let imports = |roots: &[&str]| {
+        file.imports.iter().any(|i| {
+            let root = i.target.split('.').next().unwrap_or_default();
+            roots.contains(&root)
+        })
+    };
+    last_name(receiver) == "session"
+        && imports(&[
+            "sqlalchemy",
+            "sqlmodel",
+            "flask",
+            "flask_sqlalchemy",
+            "django",
+            "quart",
+        ])
+        && !imports(&["requests", "httpx", "aiohttp", "urllib3", "aiohttp_retry"])
 }
 
 /// `r` for `r = call(...)` or `r = await call(...)`: `syntax::bound_name`, found through the

@@ -6,6 +6,7 @@ use tree_sitter::Node;
 use super::{CacheCall, Op};
 use crate::python::{Fields, kinds, syntax};
 use crate::review::Severity;
+use crate::rules::facts::FunctionFacts;
 use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
@@ -96,13 +97,18 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
         None => (syntax::lines(read.node).0, syntax::lines(write.node).1),
     };
     let function = scope.and_then(|f| super::facts_of(cx, f));
-    let idempotency = speaks_of_idempotency(cx, read, write, function.map(|f| f.name.as_str()));
+    let idempotency = speaks_of_idempotency(cx, read, write, function);
     let money = super::on_money_path(cx, function);
     let http = function.is_some_and(|f| super::reaches_http(cx, f));
     let fresh = FRESH_VALUES
         .iter()
         .any(|w| written_value(cx, write).contains(w));
-    let pays_here = function.is_some_and(|f| f.payment || f.http);
+    // An HTTP call counts as the payment a guard protects on the money path, or where it sends
+    // an amount (`json={"id": ..., "amount": amount}` to a bank): a geocoding view that caches
+    // its answer guards nothing.
+    let pays_here = function.is_some_and(|f| {
+        f.payment || f.http && (money || scope.is_some_and(|func| sends_money(cx, func)))
+    });
     let guard = pays_here && guards(cx, scope, read);
     // What is written when it is neither a key nor a guard: a marker (`"done"`, `1`, `True`)
     // on the money path may be a dedup nobody named; data (a rate, an access token fetched
@@ -118,7 +124,9 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
     } else if money && marker || idempotency {
         Severity::Important
     } else {
-        Severity::Nit
+        // A read-through cache of data (a slug, a rate, an access token fetched again): two
+        // racers write what is equally right, and a payment reviewer has nothing to say.
+        return;
     };
     let header = src.to_ascii_lowercase().contains("idempotency-key");
     let key = format!("{} {} {}", read.resolved_key, read.method, write.method);
@@ -168,7 +176,7 @@ fn speaks_of_idempotency(
     cx: &Ctx<'_>,
     read: &CacheCall<'_>,
     write: &CacheCall<'_>,
-    function: Option<&str>,
+    function: Option<&FunctionFacts>,
 ) -> bool {
     let src = cx.src();
     let mut texts = vec![
@@ -177,15 +185,30 @@ fn speaks_of_idempotency(
         write.key.clone(),
     ];
     texts.extend(syntax::bound_name(read.node, src).map(str::to_string));
-    if let Some(name) = function {
-        texts.push(name.to_string());
-        texts.extend(
-            super::callers(cx, name, 1)
-                .into_iter()
-                .filter_map(|(_, binding)| binding.map(str::to_string)),
-        );
+    if let Some(func) = function {
+        texts.push(func.name.clone());
+        // What its callers bind the result to (`idempotency_key = _key(order)`).
+        if let Some(file) = cx.facts {
+            texts.extend(
+                super::callers_of(cx, file, func, 1)
+                    .into_iter()
+                    .filter_map(|(_, binding)| binding.map(str::to_string)),
+            );
+        }
     }
     texts.iter().any(|t| super::is_idempotency_text(t))
+}
+
+/// Whether an HTTP call of `func` passes an amount.
+fn sends_money(cx: &Ctx<'_>, func: Node<'_>) -> bool {
+    let (Some(idx), Some(file), src) = (cx.index(), cx.facts, cx.src()) else {
+        return false;
+    };
+    idx.within(func, kinds::CALL).iter().any(|&call| {
+        crate::rules::facts::classify_call(call, src, file, cx.vocab)
+            == crate::rules::facts::Target::Http
+            && crate::rules::pay::passes_money(call, src, cx.vocab)
+    })
 }
 
 /// The value a write stores, with a local variable resolved (`key` → `str(uuid.uuid4())`).

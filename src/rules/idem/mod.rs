@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
-use crate::rules::facts::{self, FunctionFacts};
+use crate::rules::facts::{self, FileFacts, FunctionFacts};
 use crate::rules::{Ctx, Local, reach};
 
 /// What a cache call does to its key.
@@ -148,7 +148,8 @@ fn cache_receiver<'a>(call: Node<'_>, cx: &impl Local<'a>) -> Option<bool> {
     let facts = cx.facts()?;
     // The receiver as the index read it with the callee: the tree is not asked again.
     let full = cx.call_text(call).receiver?;
-    let last = facts::last_name(full);
+    // A call's result is named by what was called: `get_providers(cached=True).get(...)`.
+    let last = facts::last_name(full.split('(').next().unwrap_or(full));
     if full.starts_with("caches[") || full.starts_with("caches.") {
         return Some(true);
     }
@@ -283,32 +284,86 @@ pub(crate) fn owned_by(idx: &NodeIndex<'_>, node: Node<'_>, func: Option<Node<'_
         == func.map(|f| f.id())
 }
 
-/// Functions of the change (this side) that call `name`, and the functions calling those, up
-/// to `depth` levels; with the binding each call site gives the result.
-pub(crate) fn callers<'c>(
+/// Functions of the change (this side) that call `func` of `file`, and the functions calling
+/// those, up to `depth` levels; with the binding each call site gives the result. A call counts
+/// where it shows that it calls this function (`calls_it`), not merely one of its name.
+pub(crate) fn callers_of<'c>(
     cx: &Ctx<'c>,
-    name: &str,
+    file: &'c FileFacts,
+    func: &'c FunctionFacts,
     depth: usize,
 ) -> Vec<(&'c FunctionFacts, Option<&'c str>)> {
     let mut out = Vec::new();
-    let mut frontier = vec![name.to_string()];
+    let mut frontier = vec![(file, func)];
     let mut seen = BTreeSet::new();
     for _ in 0..depth {
         let mut next = Vec::new();
-        for callee in frontier.drain(..) {
-            if !seen.insert(callee.clone()) {
+        for (file, func) in frontier.drain(..) {
+            if !seen.insert((file.path.as_str(), func.qualname.as_str())) {
                 continue;
             }
-            for (file, site) in cx.change.calls_named(cx.side, &callee) {
-                if let Some(func) = file.function(&site.function) {
-                    next.push(func.name.clone());
-                    out.push((func, site.binding.as_deref()));
+            for (caller_file, site) in cx.change.calls_named(cx.side, &func.name) {
+                if !calls_it(cx, (caller_file, site), (file, func)) {
+                    continue;
+                }
+                if let Some(caller) = caller_file.function(&site.function) {
+                    next.push((caller_file, caller));
+                    out.push((caller, site.binding.as_deref()));
                 }
             }
         }
         frontier = next;
     }
     out
+}
+
+/// Whether a call site calls `func` of `file`, as far as its receiver tells: `post(...)` in
+/// the module or imported from it, `gateway.post(...)` through the module's import,
+/// `self.refund(...)` in the method's class. A method called on anything else
+/// (`client.refund(...)`) is taken for it only where the change has one function of that name:
+/// in a payment library each provider has its `refund`, and a view its `post`.
+fn calls_it(
+    cx: &Ctx<'_>,
+    (caller_file, site): (&FileFacts, &facts::CallSite),
+    (file, func): (&FileFacts, &FunctionFacts),
+) -> bool {
+    let class = func
+        .qualname
+        .strip_suffix(func.name.as_str())
+        .and_then(|q| q.strip_suffix('.'));
+    let receiver = site
+        .callee
+        .strip_suffix(func.name.as_str())
+        .and_then(|r| r.strip_suffix('.'));
+    let same_file = caller_file.path == file.path;
+    let of_module = |target: &str| {
+        let target = target.trim_start_matches('.');
+        !target.is_empty()
+            && (file.module == target || file.module.ends_with(&format!(".{target}")))
+    };
+    let elsewhere_by_name =
+        |r: &str| named_once(cx, &func.name) && caller_file.import_target(r).is_none();
+    match (class, receiver) {
+        (None, None) => {
+            same_file
+                || caller_file
+                    .import_target(&func.name)
+                    .and_then(|t| t.rsplit_once('.'))
+                    .is_some_and(|(module, _)| of_module(module))
+        }
+        (None, Some(r)) => {
+            caller_file.import_target(r).is_some_and(of_module) || elsewhere_by_name(r)
+        }
+        (Some(class), Some("self" | "cls")) => {
+            same_file
+                && site
+                    .function
+                    .strip_prefix(class)
+                    .is_some_and(|rest| rest.starts_with('.'))
+        }
+        (Some(_), Some(r)) => elsewhere_by_name(r),
+        (Some(_), None) => false,
+    }
 }
 
 /// Whether a function moves money: the module is about payments, its name is a payment
@@ -324,15 +379,35 @@ pub(crate) fn on_money_path(cx: &Ctx<'_>, func: Option<&FunctionFacts>) -> bool 
     };
     let pays = |f: &FunctionFacts| f.payment || cx.vocab.is_payment_operation(&f.name);
     pays(func)
-        || cx.change.reaches(cx.side, &func.name, 2, &reach::PAYMENT)
-        || callers(cx, &func.name, 2).iter().any(|(f, _)| pays(f))
+        || reaches_surely(cx, func, &reach::PAYMENT)
+        || cx
+            .facts
+            .is_some_and(|file| callers_of(cx, file, func, 2).iter().any(|(f, _)| pays(f)))
 }
 
 /// Whether the function, what it calls or what calls it (in the change) talks HTTP.
 pub(crate) fn reaches_http(cx: &Ctx<'_>, func: &FunctionFacts) -> bool {
     func.http
-        || cx.change.reaches(cx.side, &func.name, 2, &reach::HTTP)
-        || callers(cx, &func.name, 2).iter().any(|(f, _)| f.http)
+        || reaches_surely(cx, func, &reach::HTTP)
+        || cx
+            .facts
+            .is_some_and(|file| callers_of(cx, file, func, 2).iter().any(|(f, _)| f.http))
+}
+
+/// Whether `func` itself reaches `t` within two calls, through names every function of which
+/// does (`ChangeSet::reach_surely`): in a large change `get` or `save` is many functions, and one
+/// of them paying says nothing of this one.
+fn reaches_surely(cx: &Ctx<'_>, func: &FunctionFacts, t: &reach::Trait) -> bool {
+    let own = std::slice::from_ref(&func.qualname);
+    cx.change
+        .reach_surely(cx.side, &func.name, Some(own), 2, t)
+        .is_some()
+}
+
+/// Whether the change defines one function called `name`: only then are the calls of `name`
+/// calls of it (a view's `get` is one of dozens).
+pub(crate) fn named_once(cx: &Ctx<'_>, name: &str) -> bool {
+    cx.change.functions_named(cx.side, name).nth(1).is_none()
 }
 
 /// Whether a name or text speaks of an idempotency, dedup or lock key.

@@ -167,6 +167,12 @@ fn bare_time_arithmetic(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
             let Some(seconds) = env.eval(value) else {
                 continue;
             };
+            // A page cache's `timeout=3600 * 6` is no payment's business; an idempotency key's
+            // TTL, a lock's or a payment module's are.
+            let function = crate::rules::idem::function_facts(cx, call);
+            if !crate::rules::idem::on_money_path(cx, function) {
+                continue;
+            }
             let call_text = syntax::text(call, src).to_ascii_lowercase();
             let expr = syntax::text(value, src).to_string();
             let cache_call = facts_cache_call(&call_text);

@@ -10,6 +10,7 @@ use tree_sitter::Node;
 use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::Ctx;
 use crate::rules::facts::FunctionFacts;
+use crate::rules::reach::{Reach, Trait};
 use crate::source::Side;
 
 /// Calls that mock something when given its path or object.
@@ -143,6 +144,17 @@ impl<'m> Mocks<'m> {
                 .filter(|c| MOCKERS.contains(&syntax::callee_name(**c, src)))
                 .map(|c| lower(*c)),
         );
+        // Helpers of test files the test calls, with what they mock
+        // (`self.client = helper.client_from_file(...)`, which mocks its HTTP client).
+        texts.extend(
+            test.facts
+                .callees
+                .iter()
+                .flat_map(|name| cx.change.functions_named(cx.side, name))
+                .filter(|(file, _)| file.is_test)
+                .filter_map(|(_, f)| f.mocks.as_deref())
+                .map(str::to_string),
+        );
         let mut params = parameters(test.node, src);
         let fixtures = fixtures_named(idx, src, &params);
         // A fixture that hands the test a client of a real Redis is what the test reaches, not
@@ -272,20 +284,41 @@ fn conftest_fixtures(cx: &Ctx<'_>) -> Vec<String> {
         .collect()
 }
 
+/// A function a test calls, as far as the test shows which one it is.
+pub struct Callee {
+    pub name: String,
+    /// The qualified names of the methods the test calls by `name`, where it calls it only on
+    /// objects whose class it shows (`methods_called`; empty: only a library's); `None`: any
+    /// function of that name.
+    pub methods: Option<Vec<String>>,
+}
+
+impl Callee {
+    /// How calling it surely reaches a function with `t`, a few calls deep, through code
+    /// outside tests (`ChangeSet::reach_surely`).
+    pub fn reach<'c>(&self, cx: &Ctx<'c>, depth: usize, t: &Trait) -> Option<Reach<'c>> {
+        cx.change
+            .reach_surely(cx.side, &self.name, self.methods.as_deref(), depth, t)
+    }
+}
+
 /// What the test calls that the change defines outside tests; when the diff hides the test's
 /// body, the function it is named after (`test_create_charge_success` → `create_charge`).
-pub fn callees_under_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<String> {
+pub fn callees_under_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Callee> {
     let defined = |name: &str| {
         cx.change
             .functions_named(cx.side, name)
             .any(|(file, _)| !file.is_test)
     };
-    let mut out: Vec<String> = test
+    let mut out: Vec<Callee> = test
         .facts
         .callees
         .iter()
         .filter(|c| !MOCKERS.contains(&c.as_str()) && defined(c))
-        .cloned()
+        .map(|name| Callee {
+            methods: methods_called(cx, test, name),
+            name: name.clone(),
+        })
         .collect();
     if test.partial {
         let rest = test.facts.name.trim_start_matches("test_");
@@ -298,10 +331,263 @@ pub fn callees_under_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<String> {
             .filter(|n| n.len() >= 4 && (rest == *n || rest.starts_with(&format!("{n}_"))))
             .max_by_key(|n| n.len());
         if let Some(name) = named_after
-            && !out.iter().any(|c| c == name)
+            && !out.iter().any(|c| c.name == name)
         {
-            out.push(name.to_string());
+            out.push(Callee {
+                name: name.to_string(),
+                methods: None,
+            });
         }
     }
     out
+}
+
+/// The methods a test calls by `name`, where every call of it in the test is on an object
+/// whose class the test shows: `provider = StripeProvider(...)` then `provider.get_form(...)`
+/// calls `StripeProvider.get_form`, not every `get_form` of the change (a payment library has
+/// one per provider), and `rf.post(...)` on a `RequestFactory` calls none of them, nor does
+/// `load(f)` after `from json import load`. The object may be made in the test or right where
+/// it is called, at module level, in the class's `setUp` (`self.provider = ...`), by a fixture
+/// of the file that returns it, or named by the parameter's annotation. `None` where one call is on anything else: a plain function, an
+/// object the test does not show the class of, a class of the project the change does not
+/// show with that method (it may inherit it).
+fn methods_called(cx: &Ctx<'_>, test: &TestFn<'_>, name: &str) -> Option<Vec<String>> {
+    let idx = cx.index()?;
+    let src = cx.src();
+    let mut methods: Vec<String> = Vec::new();
+    let mut calls = 0;
+    for &call in idx.within(test.node, kinds::CALL) {
+        if idx.callee_name(call, src) != name {
+            continue;
+        }
+        calls += 1;
+        let Some(receiver) = syntax::receiver(call) else {
+            // `load(f)` after `from json import load`: the library's, not the change's `load`.
+            if imported_from_a_library(cx, name) {
+                continue;
+            }
+            return None;
+        };
+        let library_module = receiver.kind() == kinds::IDENTIFIER
+            && imported_from_a_library(cx, syntax::text(receiver, src));
+        if library_module || framework_test_client(idx, test, receiver, src) {
+            continue;
+        }
+        for class in receiver_classes(idx, test, receiver, src)? {
+            let method = format!("{class}.{name}");
+            let defined = cx
+                .change
+                .functions_named(cx.side, name)
+                .any(|(file, f)| !file.is_test && f.qualname == method);
+            if defined {
+                methods.push(method);
+            } else if !imported_from_a_library(cx, class) {
+                return None;
+            }
+        }
+    }
+    methods.sort();
+    methods.dedup();
+    (calls > 0).then_some(methods)
+}
+
+/// The names test frameworks give their clients: pytest-django's fixtures, Django's
+/// `TestCase.client`. What they `post` goes through the application's routes, not to a
+/// function of the change named `post`.
+const TEST_CLIENTS: &[&str] = &["client", "async_client", "admin_client", "rf", "async_rf"];
+
+/// Whether `receiver` is a test framework's client: one of `TEST_CLIENTS` that the test takes as
+/// an unannotated parameter its file has no fixture for, or that its class uses as
+/// `self.client` without setting it (Django's `TestCase` does).
+fn framework_test_client(
+    idx: &NodeIndex<'_>,
+    test: &TestFn<'_>,
+    receiver: Node<'_>,
+    src: &str,
+) -> bool {
+    match receiver.kind() {
+        kinds::IDENTIFIER => {
+            let name = syntax::text(receiver, src);
+            let annotated = test.node.field("parameters").is_some_and(|p| {
+                syntax::annotated_parameters(p, src)
+                    .iter()
+                    .any(|(n, _)| *n == name)
+            });
+            TEST_CLIENTS.contains(&name)
+                && is_parameter(test.node, name, src)
+                && !annotated
+                && fixture_named(idx, src, name).is_none()
+        }
+        kinds::ATTRIBUTE => {
+            let (Some(object), Some(attribute)) =
+                (receiver.field("object"), receiver.field("attribute"))
+            else {
+                return false;
+            };
+            let attribute = syntax::text(attribute, src);
+            syntax::text(object, src) == "self"
+                && TEST_CLIENTS.contains(&attribute)
+                && idx
+                    .enclosing(test.node, kinds::CLASS_DEFINITION)
+                    .is_some_and(|class| {
+                        !idx.within(class, kinds::ASSIGNMENT).iter().any(|a| {
+                            a.field("left").is_some_and(|l| {
+                                syntax::text(l, src) == format!("self.{attribute}")
+                            })
+                        })
+                    })
+        }
+        _ => false,
+    }
+}
+
+/// Whether the file imports `local` from a package none of the change's files is in
+/// (`from django.test import RequestFactory`, `import requests`): what it calls there is not
+/// the change's.
+fn imported_from_a_library(cx: &Ctx<'_>, local: &str) -> bool {
+    let Some(import) = cx
+        .facts
+        .and_then(|f| f.imports.iter().find(|i| i.local == local))
+    else {
+        return false;
+    };
+    // Any part of a module's path, not only its first: a service of a monorepo
+    // (`services/billing/app/client.py`) imports itself as `app`.
+    let root = import.target.split('.').next().unwrap_or_default();
+    !root.is_empty()
+        && !cx
+            .change
+            .side(cx.side)
+            .any(|f| f.module.split('.').any(|part| part == root))
+}
+
+/// The classes `receiver` (`provider`, `self.provider`) is made of, as the test's file shows
+/// them; `None` where it shows none, or something other than a class's constructor.
+fn receiver_classes<'s>(
+    idx: &NodeIndex<'_>,
+    test: &TestFn<'_>,
+    receiver: Node<'_>,
+    src: &'s str,
+) -> Option<Vec<&'s str>> {
+    let mut classes = Vec::new();
+    match receiver.kind() {
+        kinds::IDENTIFIER => {
+            let name = syntax::text(receiver, src);
+            let params = test.node.field("parameters");
+            let annotated = params
+                .map(|p| syntax::annotated_parameters(p, src))
+                .unwrap_or_default();
+            if let Some((_, annotation)) = annotated.iter().find(|(p, _)| *p == name) {
+                classes.push(class_named(syntax::text(*annotation, src))?);
+            }
+            let mut made = made_in(idx, test.node, src, |left| {
+                left.kind() == kinds::IDENTIFIER && syntax::text(left, src) == name
+            })?;
+            if made.is_empty() && classes.is_empty() {
+                made = made_at_module_level(idx, src, name)?;
+            }
+            if made.is_empty() && classes.is_empty() && is_parameter(test.node, name, src) {
+                made = made_by_fixture(idx, src, name)?;
+            }
+            classes.extend(made);
+        }
+        // `DummyProvider().get_form(...)`
+        kinds::CALL => classes.push(constructed(receiver, src)?),
+        kinds::ATTRIBUTE => {
+            let object = receiver.field("object")?;
+            let attribute = syntax::text(receiver.field("attribute")?, src);
+            if !matches!(syntax::text(object, src), "self" | "cls") {
+                return None;
+            }
+            let class = idx.enclosing(test.node, kinds::CLASS_DEFINITION)?;
+            classes = made_in(idx, class, src, |left| {
+                left.kind() == kinds::ATTRIBUTE
+                    && left.field("attribute").map(|a| syntax::text(a, src)) == Some(attribute)
+                    && left
+                        .field("object")
+                        .is_some_and(|o| matches!(syntax::text(o, src), "self" | "cls"))
+            })?;
+        }
+        _ => return None,
+    }
+    (!classes.is_empty()).then_some(classes)
+}
+
+/// The classes assigned, inside `scope`, to a target `is_target` accepts: `Some(empty)` where
+/// none is, `None` where one is assigned something other than a constructor call.
+fn made_in<'s>(
+    idx: &NodeIndex<'_>,
+    scope: Node<'_>,
+    src: &'s str,
+    is_target: impl Fn(Node<'_>) -> bool,
+) -> Option<Vec<&'s str>> {
+    idx.within(scope, kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| a.field("left").is_some_and(&is_target))
+        .map(|a| constructed(a.field("right")?, src))
+        .collect()
+}
+
+/// Module-level `name = Class(...)`.
+fn made_at_module_level<'s>(idx: &NodeIndex<'_>, src: &'s str, name: &str) -> Option<Vec<&'s str>> {
+    idx.all(kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| {
+            a.field("left")
+                .is_some_and(|l| l.kind() == kinds::IDENTIFIER && syntax::text(l, src) == name)
+                && idx.enclosing(**a, kinds::FUNCTION_DEFINITION).is_none()
+                && idx.enclosing(**a, kinds::CLASS_DEFINITION).is_none()
+        })
+        .map(|a| constructed(a.field("right")?, src))
+        .collect()
+}
+
+/// What a fixture of the file named `name` returns, where every `return` of it is a
+/// constructor call.
+fn made_by_fixture<'s>(idx: &NodeIndex<'_>, src: &'s str, name: &str) -> Option<Vec<&'s str>> {
+    let fixture = fixture_named(idx, src, name)?;
+    idx.within(fixture, kinds::RETURN_STATEMENT)
+        .iter()
+        .map(|r| constructed(syntax::return_value(*r)?, src))
+        .collect()
+}
+
+/// The fixture of the file named `name`.
+fn fixture_named<'t>(idx: &NodeIndex<'t>, src: &str, name: &str) -> Option<Node<'t>> {
+    idx.all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .find(|f| {
+            syntax::function_name(**f, src) == name
+                && idx.decorated(**f).is_some_and(|d| {
+                    syntax::decorators(d)
+                        .iter()
+                        .any(|dec| syntax::text(*dec, src).contains("fixture"))
+                })
+        })
+        .copied()
+}
+
+fn is_parameter(func: Node<'_>, name: &str, src: &str) -> bool {
+    parameters(func, src)
+        .iter()
+        .any(|p| p == &name.to_ascii_lowercase())
+}
+
+/// `Class` in `Class(...)` or `module.Class(...)`.
+fn constructed<'s>(value: Node<'_>, src: &'s str) -> Option<&'s str> {
+    if value.kind() != kinds::CALL {
+        return None;
+    }
+    let function = value.field("function")?;
+    if !matches!(function.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE) {
+        return None;
+    }
+    class_named(syntax::text(function, src))
+}
+
+/// The class an annotation or constructor names (`StripeProvider`, `providers.StripeProvider`);
+/// `None` for anything more (`Optional[...]`, a string).
+fn class_named(text: &str) -> Option<&str> {
+    let last = text.rsplit('.').next()?;
+    (!last.is_empty() && last.chars().all(|c| c.is_alphanumeric() || c == '_')).then_some(last)
 }

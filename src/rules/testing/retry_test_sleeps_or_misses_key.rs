@@ -58,14 +58,12 @@ fn check(cx: &mut Ctx<'_>) {
         let mocks = Mocks::of(cx, &test, &file_mocks);
         let sleeps = callees
             .iter()
-            .find_map(|c| cx.change.reach(cx.side, c, DEPTH, &SLEEPS))
+            .find_map(|c| c.reach(cx, DEPTH, &SLEEPS))
             .filter(|_| {
                 let tokens: Vec<String> = CLOCK_MOCKS.iter().map(|s| s.to_string()).collect();
                 !mocks.cover(&tokens)
             });
-        let keyed = callees
-            .iter()
-            .find_map(|c| cx.change.reach(cx.side, c, DEPTH, &KEYED));
+        let keyed = callees.iter().find_map(|c| c.reach(cx, DEPTH, &KEYED));
         let checks_key = mentions_key(syntax::text(test.node, cx.src()));
         let misses_key = keyed.is_some() && !checks_key;
         if sleeps.is_none() && !misses_key {
