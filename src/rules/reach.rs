@@ -485,27 +485,33 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_method_named_like_another_reaches_only_what_it_calls() {
-        let method = |qualname: &str, callees: &[&str], cache: bool| FunctionFacts {
+    /// A change of one file whose functions are `(qualified name, callees, talks to a cache)`,
+    /// the callees separated by spaces.
+    fn one_file(functions: &[(&str, &str, bool)]) -> ChangeSet {
+        let function = |&(qualname, callees, cache): &(&str, &str, bool)| FunctionFacts {
             name: qualname.rsplit('.').next().unwrap_or_default().to_string(),
             qualname: qualname.to_string(),
-            callees: callees.iter().map(|c| c.to_string()).collect(),
+            callees: callees.split_whitespace().map(str::to_string).collect(),
             cache,
             ..FunctionFacts::default()
         };
-        let change = ChangeSet::new(vec![FileChange {
-            path: "providers.py".into(),
+        ChangeSet::new(vec![FileChange {
+            path: "app.py".into(),
             old: None,
             new: Some(FileFacts {
-                functions: vec![
-                    method("Coinbase.get_form", &["remember"], false),
-                    method("Dummy.get_form", &[], false),
-                    method("remember", &[], true),
-                ],
+                functions: functions.iter().map(function).collect(),
                 ..FileFacts::default()
             }),
-        }]);
+        }])
+    }
+
+    #[test]
+    fn a_method_named_like_another_reaches_only_what_it_calls() {
+        let change = one_file(&[
+            ("Coinbase.get_form", "remember", false),
+            ("Dummy.get_form", "", false),
+            ("remember", "", true),
+        ]);
         // One `get_form` of two reaches the cache: the name alone says nothing sure.
         assert!(change.reaches(Side::New, "get_form", 1, &CACHE));
         assert!(
@@ -534,24 +540,11 @@ mod tests {
 
     #[test]
     fn a_name_reaches_through_calls_but_not_further_than_asked() {
-        let facts = |name: &str, callees: &[&str], cache: bool| FunctionFacts {
-            name: name.to_string(),
-            callees: callees.iter().map(|c| c.to_string()).collect(),
-            cache,
-            ..FunctionFacts::default()
-        };
-        let change = ChangeSet::new(vec![FileChange {
-            path: "app.py".into(),
-            old: None,
-            new: Some(FileFacts {
-                functions: vec![
-                    facts("view", &["charge"], false),
-                    facts("charge", &["cached_key"], false),
-                    facts("cached_key", &[], true),
-                ],
-                ..FileFacts::default()
-            }),
-        }]);
+        let change = one_file(&[
+            ("view", "charge", false),
+            ("charge", "cached_key", false),
+            ("cached_key", "", true),
+        ]);
         assert!(change.reaches(Side::New, "view", 2, &CACHE));
         assert!(!change.reaches(Side::New, "view", 1, &CACHE));
         assert!(!change.reaches(Side::Old, "view", 3, &CACHE));

@@ -243,17 +243,26 @@ fn autouse_fixtures(idx: &NodeIndex<'_>, src: &str) -> Vec<String> {
 /// The fixtures of this file that the test asks for by parameter (`flaky_post` patching
 /// `requests.post`): what they patch, the test gets.
 fn fixtures_named(idx: &NodeIndex<'_>, src: &str, params: &[String]) -> Vec<(String, String)> {
-    idx.all(kinds::DECORATOR)
-        .iter()
-        .filter(|d| syntax::text(**d, src).contains("fixture"))
-        .filter_map(|d| d.parent())
-        .filter_map(|def| {
-            let name = syntax::function_name(def.field("definition")?, src).to_ascii_lowercase();
+    fixtures(idx, src)
+        .filter_map(|(decorated, def)| {
+            let name = syntax::function_name(def, src).to_ascii_lowercase();
             params
                 .contains(&name)
-                .then(|| (name, syntax::text(def, src).to_ascii_lowercase()))
+                .then(|| (name, syntax::text(decorated, src).to_ascii_lowercase()))
         })
         .collect()
+}
+
+/// The fixtures of the file: each decorated definition with its function.
+fn fixtures<'t>(idx: &NodeIndex<'t>, src: &str) -> impl Iterator<Item = (Node<'t>, Node<'t>)> {
+    idx.all(kinds::DECORATOR)
+        .iter()
+        .filter(move |d| syntax::text(**d, src).contains("fixture"))
+        .filter_map(|d| {
+            let decorated = d.parent()?;
+            Some((decorated, decorated.field("definition")?))
+        })
+        .filter(|(_, def)| def.kind() == kinds::FUNCTION_DEFINITION)
 }
 
 /// Whether a fixture's text (lowercase) connects to a Redis server and replaces nothing:
@@ -554,17 +563,9 @@ fn made_by_fixture<'s>(idx: &NodeIndex<'_>, src: &'s str, name: &str) -> Option<
 
 /// The fixture of the file named `name`.
 fn fixture_named<'t>(idx: &NodeIndex<'t>, src: &str, name: &str) -> Option<Node<'t>> {
-    idx.all(kinds::FUNCTION_DEFINITION)
-        .iter()
-        .find(|f| {
-            syntax::function_name(**f, src) == name
-                && idx.decorated(**f).is_some_and(|d| {
-                    syntax::decorators(d)
-                        .iter()
-                        .any(|dec| syntax::text(*dec, src).contains("fixture"))
-                })
-        })
-        .copied()
+    fixtures(idx, src)
+        .map(|(_, def)| def)
+        .find(|def| syntax::function_name(*def, src) == name)
 }
 
 fn is_parameter(func: Node<'_>, name: &str, src: &str) -> bool {
