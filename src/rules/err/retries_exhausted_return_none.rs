@@ -66,17 +66,19 @@ fn exhausted_loops<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t
         }
         // `if attempt >= MAX: return None` in the handler: the loop's own way out, whether or
         // not it could also end.
-        if let Some(ret) = gives_up_with_none(lp, func, idx, src) {
-            let exhausted = Exhausted::at_return(ret, ret, "gives-up-with", src);
-            out.push((lp, func, exhausted));
-            continue;
-        }
-        if runs_forever(lp, func, idx, src) {
-            continue;
-        }
-        let Some(exhausted) = exhausted_exit(lp, func, idx, src) else {
-            continue;
+        let exhausted = match gives_up_with_none(lp, func, idx, src) {
+            Some(ret) => Exhausted::at_return(ret, ret, "gives-up-with", src),
+            None if runs_forever(lp, func, idx, src) => continue,
+            None => match exhausted_exit(lp, func, idx, src) {
+                Some(exhausted) => exhausted,
+                None => continue,
+            },
         };
+        if is_generator(func, src) {
+            // A generator's end is the end of its stream: its callers iterate and get no
+            // `None`, however the loop stopped.
+            continue;
+        }
         out.push((lp, func, exhausted));
     }
     for &decorator in idx.all(kinds::DECORATOR) {
@@ -263,15 +265,68 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     }
 }
 
-/// `while True:` with no `break`: the code after it only runs through an exception.
+/// `while True:`, or a loop until told to stop, with no `break`: the code after it runs only
+/// through an exception or at shutdown, never because the attempts ran out.
 fn runs_forever(lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
     if lp.kind() != kinds::WHILE_STATEMENT {
         return false;
     }
-    let endless = lp
-        .field("condition")
-        .is_some_and(|c| matches!(syntax::text(c, src), "True" | "1"));
-    endless && !has_own_break(lp, func, idx)
+    let Some(cond) = lp.field("condition") else {
+        return false;
+    };
+    let endless = matches!(syntax::text(cond, src), "True" | "1");
+    (endless || until_told_to_stop(lp, cond, idx, src)) && !has_own_break(lp, func, idx)
+}
+
+/// A loop on a flag it does not set itself (`while self.running:`, `while not
+/// stop.is_set():`), counting no attempts and watching no clock: a service's loop that
+/// reconnects until shutdown, not a retry that can run out.
+fn until_told_to_stop(lp: Node<'_>, cond: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    let mut flag = cond;
+    while flag.kind() == kinds::NOT_OPERATOR {
+        let Some(inner) = flag.field("argument") else {
+            return false;
+        };
+        flag = inner;
+    }
+    if !matches!(
+        flag.kind(),
+        kinds::IDENTIFIER | kinds::ATTRIBUTE | kinds::CALL
+    ) {
+        return false;
+    }
+    let text = syntax::text(flag, src);
+    let lower = text.to_ascii_lowercase();
+    let watches_time = ["time", "deadline", "expire", "elapsed", "budget"]
+        .iter()
+        .any(|w| lower.contains(w));
+    let sets_it = || {
+        idx.within(lp, kinds::ASSIGNMENT)
+            .iter()
+            .chain(idx.within(lp, kinds::AUGMENTED_ASSIGNMENT))
+            .any(|a| {
+                a.field("left")
+                    .is_some_and(|l| syntax::text(l, src) == text)
+            })
+    };
+    !watches_time && !super::about_attempts(lp, flag, idx, src) && !sets_it()
+}
+
+/// A `yield` of the function itself, not of a function nested in it. Read from the tree only
+/// where the word is in the function's text: few functions are generators.
+fn is_generator(func: Node<'_>, src: &str) -> bool {
+    fn yields(node: Node<'_>) -> bool {
+        let mut cursor = node.walk();
+        node.named_children(&mut cursor)
+            .any(|child| match child.kind() {
+                YIELD => true,
+                kinds::FUNCTION_DEFINITION | kinds::CLASS_DEFINITION | kinds::LAMBDA => false,
+                _ => yields(child),
+            })
+    }
+    const YIELD: &str = "yield";
+    memchr::memmem::find(syntax::text(func, src).as_bytes(), YIELD.as_bytes()).is_some()
+        && func.field("body").is_some_and(yields)
 }
 
 /// A `break` of this loop, not of a loop nested in it.

@@ -15,7 +15,7 @@ pub(crate) static RULE: Rule = Rule {
 /// Logging methods that record a failure; `exception` keeps the traceback by itself.
 const LEVELS: &[&str] = &["error", "critical", "fatal", "warning", "warn", "log"];
 
-/// The rule needs nothing beyond the file: the gate is the whole check.
+/// The rule needs nothing beyond the file but the money path: the gate is the whole search.
 fn gate(s: &Scan<'_>) -> bool {
     !lost(s.index(), s.src()).is_empty()
 }
@@ -25,6 +25,11 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     };
     for (call, level, alias) in lost(idx, src) {
+        // A migration's or a thumbnailer's log line is not where a payment failure is traced.
+        let function = crate::rules::idem::function_facts(cx, call);
+        if !crate::rules::idem::on_money_path(cx, function) {
+            continue;
+        }
         let receiver = syntax::receiver(call)
             .map(|r| syntax::text(r, src))
             .unwrap_or("logger")

@@ -186,25 +186,57 @@ impl FileFacts {
     }
 }
 
-const PAYMENT_WORDS: &[&str] = &[
-    "payment",
-    "payments",
-    "billing",
-    "checkout",
-    "charge",
-    "charges",
-    "stripe",
-    "invoice",
-    "invoices",
-    "wallet",
-    "ledger",
-    "payout",
-    "payouts",
-    "refund",
-    "refunds",
-    "pay",
-    "acquiring",
-];
+/// Whether one word (of a path or a module) names payment code: `payments`, `billing`, a
+/// provider (`fiat/paypal.py`). Asked for every word of every import of every file, so the word
+/// is lowercased once and matched by length and bytes, not compared with each word in turn.
+fn is_payment_word(word: &str) -> bool {
+    // As long as the longest word, `authorizenet`.
+    let mut lower = [0u8; 12];
+    let Some(buf) = lower.get_mut(..word.len()) else {
+        return false;
+    };
+    for (b, c) in buf.iter_mut().zip(word.bytes()) {
+        *b = c.to_ascii_lowercase();
+    }
+    matches!(
+        &*buf,
+        b"payment"
+            | b"payments"
+            | b"billing"
+            | b"checkout"
+            | b"charge"
+            | b"charges"
+            | b"stripe"
+            | b"invoice"
+            | b"invoices"
+            | b"wallet"
+            | b"wallets"
+            | b"ledger"
+            | b"payout"
+            | b"payouts"
+            | b"refund"
+            | b"refunds"
+            | b"pay"
+            | b"acquiring"
+            | b"paypal"
+            | b"adyen"
+            | b"braintree"
+            | b"mollie"
+            | b"razorpay"
+            | b"yookassa"
+            | b"paystack"
+            | b"gocardless"
+            | b"chargebee"
+            | b"recurly"
+            | b"mercadopago"
+            | b"xendit"
+            | b"authorizenet"
+            | b"liqpay"
+            | b"klarna"
+            | b"worldpay"
+            | b"revolut"
+    )
+}
 
 const PAYMENT_SDKS: &[&str] = &[
     "stripe",
@@ -247,7 +279,17 @@ fn module_of(path: &str) -> String {
 /// `app/payments/` does).
 fn has_payment_word(text: &str) -> bool {
     text.split(|c: char| !c.is_ascii_alphanumeric())
-        .any(|w| PAYMENT_WORDS.iter().any(|p| syntax::eq_lowercase(w, p)))
+        .any(is_payment_word)
+}
+
+/// The part of an import whose words make the importing file payment code: the module of a
+/// class (`app.models` of `app.models.Payment`: reports, admin pages and telemetry import the
+/// `Payment` model too), the whole path otherwise (`app.payments`, `app.billing.charge`).
+fn importing_module(target: &str) -> &str {
+    match target.rsplit_once('.') {
+        Some((module, last)) if last.starts_with(|c: char| c.is_ascii_uppercase()) => module,
+        _ => target,
+    }
 }
 
 /// Gathers the facts of one file version.
@@ -259,7 +301,7 @@ pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
     let payment_module = has_payment_word(path)
         || imports.iter().any(|i| {
             let root = i.target.split('.').next().unwrap_or("");
-            PAYMENT_SDKS.contains(&root) || has_payment_word(&i.target)
+            PAYMENT_SDKS.contains(&root) || has_payment_word(importing_module(&i.target))
         });
     let (memory_caches, cache_clients) = cache_bindings(idx, src, &imports);
     let file_facts = FileFacts {
@@ -984,6 +1026,27 @@ mod tests {
         assert!(charge.http && charge.cache);
         assert_eq!(charge.none_returns, [9]);
         assert!(charge.may_return_none());
+    }
+
+    #[test]
+    fn payment_words_are_whole_words_in_any_case() {
+        assert!(is_payment_word("Payments"));
+        assert!(is_payment_word("PayPal"));
+        assert!(is_payment_word("AuthorizeNet"));
+        assert!(!is_payment_word("PaymentIntent"));
+        assert!(!is_payment_word("authorizenets"));
+        assert!(!is_payment_word("pa"));
+        assert!(!is_payment_word(""));
+    }
+
+    #[test]
+    fn a_payment_model_class_does_not_make_its_importer_payment_code() {
+        let payment = |source: &str| facts("app/reports/telemetry.py", source).payment_module;
+        assert!(!payment("from app.models import Order, Payment\n"));
+        assert!(payment("from app.payments import client\n"));
+        assert!(payment("from app.billing.client import create_charge\n"));
+        assert!(payment("from app.payments.models import Refund\n"));
+        assert!(payment("import stripe\n"));
     }
 
     #[test]

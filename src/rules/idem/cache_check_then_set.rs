@@ -119,6 +119,15 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
             kinds::STRING | kinds::INTEGER | kinds::TRUE | kinds::FALSE
         )
     });
+    if marker
+        && !fresh
+        && !guard
+        && scope.is_some_and(|f| guards_only_cache_work(cx, f, read, write))
+    {
+        // A lock that spares the cache duplicate writes (and gives its caller nothing to act
+        // on): when two racers both pass it, the cache is written twice, and nothing is paid.
+        return;
+    }
     let severity = if (idempotency || fresh) && (money || http) || guard {
         Severity::Blocker
     } else if money && marker || idempotency {
@@ -169,6 +178,81 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
     }
     super::ask_cache_config(cx, read.node);
     cx.ask("idem-repeat-charges", Vec::new());
+}
+
+/// Calls that compute or shape data, and do nothing outside the process.
+const PURE_CALLS: &[&str] = &[
+    "str",
+    "int",
+    "float",
+    "bool",
+    "len",
+    "repr",
+    "format",
+    "join",
+    "split",
+    "strip",
+    "lower",
+    "upper",
+    "items",
+    "keys",
+    "values",
+    "append",
+    "extend",
+    "add",
+    "update",
+    "sorted",
+    "list",
+    "dict",
+    "set",
+    "tuple",
+    "defaultdict",
+    "range",
+    "enumerate",
+    "zip",
+    "min",
+    "max",
+    "sum",
+    "isinstance",
+    "time",
+    "monotonic",
+    "now",
+    "dumps",
+    "encode",
+    "decode",
+];
+
+/// Whether all a function does once `write` has stored its marker is more work on the same
+/// cache (`rc.hset`, `rc.expire`) and pure computation, and it returns no value on any path:
+/// the check-then-set only decides whether the cache is written now.
+fn guards_only_cache_work(
+    cx: &Ctx<'_>,
+    func: Node<'_>,
+    read: &CacheCall<'_>,
+    write: &CacheCall<'_>,
+) -> bool {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return false;
+    };
+    let client = |call: Node<'_>| syntax::receiver(call).map(|r| syntax::text(r, src));
+    let cache = client(read.node);
+    let returns_nothing = idx
+        .within(func, kinds::RETURN_STATEMENT)
+        .iter()
+        .filter(|r| super::owned_by(idx, **r, Some(func)))
+        .all(|r| syntax::returns_none(*r));
+    returns_nothing
+        && cache.is_some()
+        && idx
+            .within(func, kinds::CALL)
+            .iter()
+            .filter(|c| super::owned_by(idx, **c, Some(func)))
+            .filter(|c| c.start_byte() >= write.node.end_byte())
+            .all(|&call| {
+                client(call) == cache
+                    || super::cache_call(call, cx).is_some()
+                    || PURE_CALLS.contains(&syntax::callee_name(call, src))
+            })
 }
 
 /// Whether the key, the names around it or the function's callers say idempotency/dedup/lock.

@@ -95,12 +95,12 @@ fn cache_access(cx: &Ctx<'_>, call: Node<'_>, caller: &str) -> Option<Access> {
         return None;
     }
     let side = cx.side;
-    if !cx.change.reaches(side, name, 2, &reach::CACHE)
-        || cx.change.reaches(side, name, 2, &reach::HTTP_OR_PAYMENT)
-    {
+    if cx.change.reaches(side, name, 2, &reach::HTTP_OR_PAYMENT) {
         return None;
     }
-    let reach = cx.change.reach(side, name, 2, &reach::CACHE)?;
+    // Every function of that name must reach the cache: a view's `form_invalid` is not the
+    // one of another class that reads a cache.
+    let reach = cx.change.reach_surely(side, name, None, 2, &reach::CACHE)?;
     // A helper that catches the cache's errors has decided what an outage means (a domain
     // error, a fallback): the payment call does not see a connection error.
     let decided = reach.path.iter().any(|helper| {
