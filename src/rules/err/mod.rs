@@ -115,6 +115,14 @@ fn names_delay(text: &str) -> bool {
         .any(|w| lower.contains(w))
 }
 
+/// Words that name a clock or a time budget (`while time.monotonic() < deadline`).
+fn names_clock(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    ["time", "deadline", "expire", "elapsed", "budget"]
+        .iter()
+        .any(|w| lower.contains(w))
+}
+
 /// Whether a `for`/`while` loop retries: a `for` over a `range(...)` or an attempts counter, or
 /// any `while`, whose body wraps a call in `try` and goes round again when it fails.
 pub(crate) fn is_retry_loop(lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {

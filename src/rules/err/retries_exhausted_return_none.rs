@@ -296,10 +296,6 @@ fn until_told_to_stop(lp: Node<'_>, cond: Node<'_>, idx: &NodeIndex<'_>, src: &s
         return false;
     }
     let text = syntax::text(flag, src);
-    let lower = text.to_ascii_lowercase();
-    let watches_time = ["time", "deadline", "expire", "elapsed", "budget"]
-        .iter()
-        .any(|w| lower.contains(w));
     let sets_it = || {
         idx.within(lp, kinds::ASSIGNMENT)
             .iter()
@@ -309,7 +305,7 @@ fn until_told_to_stop(lp: Node<'_>, cond: Node<'_>, idx: &NodeIndex<'_>, src: &s
                     .is_some_and(|l| syntax::text(l, src) == text)
             })
     };
-    !watches_time && !super::about_attempts(lp, flag, idx, src) && !sets_it()
+    !super::names_clock(text) && !super::about_attempts(lp, flag, idx, src) && !sets_it()
 }
 
 /// A `yield` of the function itself, not of a function nested in it. Read from the tree only

@@ -119,11 +119,7 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
             kinds::STRING | kinds::INTEGER | kinds::TRUE | kinds::FALSE
         )
     });
-    if marker
-        && !fresh
-        && !guard
-        && scope.is_some_and(|f| guards_only_cache_work(cx, f, read, write))
-    {
+    if marker && !fresh && !guard && scope.is_some_and(|f| guards_only_cache_work(cx, f, read)) {
         // A lock that spares the cache duplicate writes (and gives its caller nothing to act
         // on): when two racers both pass it, the cache is written twice, and nothing is paid.
         return;
@@ -222,15 +218,12 @@ const PURE_CALLS: &[&str] = &[
     "decode",
 ];
 
-/// Whether all a function does once `write` has stored its marker is more work on the same
+/// Whether all a function does once the read has decided is the write, more work on the same
 /// cache (`rc.hset`, `rc.expire`) and pure computation, and it returns no value on any path:
-/// the check-then-set only decides whether the cache is written now.
-fn guards_only_cache_work(
-    cx: &Ctx<'_>,
-    func: Node<'_>,
-    read: &CacheCall<'_>,
-    write: &CacheCall<'_>,
-) -> bool {
+/// the check-then-set only decides whether the cache is written now. A call between the read
+/// and the write counts too (`if r.get(k): return; notify(...); r.set(k, "1")`): it is what
+/// two racers would both do.
+fn guards_only_cache_work(cx: &Ctx<'_>, func: Node<'_>, read: &CacheCall<'_>) -> bool {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return false;
     };
@@ -247,7 +240,7 @@ fn guards_only_cache_work(
             .within(func, kinds::CALL)
             .iter()
             .filter(|c| super::owned_by(idx, **c, Some(func)))
-            .filter(|c| c.start_byte() >= write.node.end_byte())
+            .filter(|c| c.start_byte() >= read.node.end_byte())
             .all(|&call| {
                 client(call) == cache
                     || super::cache_call(call, cx).is_some()
