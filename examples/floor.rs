@@ -3,26 +3,14 @@
 //! payreview's time is reported as a ratio to this, measured in the same run.
 //!
 //! `cargo run --release --example floor -- BASE_DIR HEAD_DIR`
+mod common;
+
 use rayon::prelude::*;
 
 // The allocators of the payreview binary (tree-sitter on the system one), so that the ratio
 // compares the work done, not the allocators.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn python_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            python_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "py") {
-            out.push(path);
-        }
-    }
-}
 
 fn main() {
     payreview::alloc::tune();
@@ -32,8 +20,8 @@ fn main() {
         std::process::exit(2);
     };
     let mut files = Vec::new();
-    python_files(std::path::Path::new(base), &mut files);
-    python_files(std::path::Path::new(head), &mut files);
+    common::python_files(std::path::Path::new(base), &mut files);
+    common::python_files(std::path::Path::new(head), &mut files);
     let nodes: usize = files
         .par_iter()
         .map(|path| {

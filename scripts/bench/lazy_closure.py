@@ -9,9 +9,17 @@ Calls are followed two ways:
   precise  `self.m()` to the method of the same class, `f()` to the module's own `f` or the `f`
            an import names, `obj.m()` to a function only if the change defines one `m`.
 
-Usage: scripts/bench/lazy_closure.py WORKLOAD [--depth 0 1 2 3]
+Usage: scripts/bench/lazy_closure.py WORKLOAD [--depth 0 1 2 3] [--trace FILE]
 WORKLOAD holds head/ and pr.diff (make_workload.py). Python's own `ast` reads the files: this is
 an estimate of the share, not payreview's parse.
+
+With --trace, the questions a review really asked of the change instead (BENCHMARKS.md,
+"Twenty-first session"): FILE is the standard error of a review of WORKLOAD by a build with
+scripts/bench/trace_questions.patch applied, run with PAYREVIEW_TRACE=1. For each place in the
+rules that asks, the share of the new text beyond the touched functions and module-level code
+that its names bring in: the functions of each name it asks about (by bare name, as the change's
+tables answer), or, for call sites, the functions calling one; then all of them together, and
+with the walks the reach questions make (to their depth) followed by bare name and precisely.
 """
 
 import argparse
@@ -147,15 +155,67 @@ def needed_share(units, total, module_level, depth, precise):
     return (size + module_level) / total
 
 
+def asked(units, total, module_level, trace_path):
+    """What the questions of a traced review bring in, per place that asks and in all."""
+    questions = []
+    with open(trace_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            q = line.rstrip("\n").split("\t")
+            if len(q) == 7 and q[0] == "Q" and q[2] == "New":
+                questions.append({"kind": q[1], "name": q[3], "depth": int(q[4]), "site": q[6]})
+    by_name = collections.defaultdict(list)
+    for i, u in enumerate(units):
+        by_name[u["name"]].append(i)
+    touched = {i for i, u in enumerate(units) if u["touched"]}
+
+    def share(needed):
+        return (sum(units[i]["bytes"] for i in needed | touched) + module_level) / total
+
+    def brought(qs):
+        callers = {q["name"] for q in qs if q["kind"] == "calls"}
+        named = {q["name"] for q in qs if q["kind"] != "calls"}
+        out = {i for n in named for i in by_name.get(n, [])}
+        return out | {i for i, u in enumerate(units) if any(n in callers for _, n in u["calls"])}
+
+    base = share(set())
+    print(f"touched functions and module-level code: {base:.0%}")
+    print("| asked at | names | brought in beyond that |")
+    print("|---|---|---|")
+    for site in sorted({q["site"] for q in questions}):
+        qs = [q for q in questions if q["site"] == site]
+        names = len({q["name"] for q in qs})
+        print(f"| {site} | {names} | {share(brought(qs)) - base:.0%} |")
+    everything = brought(questions)
+    line = f"all of them: {share(everything):.0%}"
+    for precise in (False, True):
+        forward, _ = edges(units, precise)
+        needed = set(everything)
+        for q in questions:
+            if q["kind"] == "calls":
+                continue
+            front = set(by_name.get(q["name"], []))
+            seen = set(front)
+            for _ in range(q["depth"]):
+                front = {j for i in front for j in forward[i]} - seen
+                seen |= front
+            needed |= seen
+        line += f"; with the walks, {'precise' if precise else 'by bare name'}: {share(needed):.0%}"
+    print(line)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("workload")
     parser.add_argument("--depth", type=int, nargs="+", default=[0, 1, 2, 3])
+    parser.add_argument("--trace")
     args = parser.parse_args()
     added = added_lines(os.path.join(args.workload, "pr.diff"))
     units, total, module_level = units_of(args.workload, added)
     print(f"{len(added)} files, {len(units)} functions, {total / 1e6:.2f} MB of new text, "
           f"{module_level / 1e6:.2f} MB outside functions")
+    if args.trace:
+        asked(units, total, module_level, args.trace)
+        return
     print("| depth | bare names | precise |")
     print("|---|---|---|")
     for depth in args.depth:
