@@ -207,6 +207,24 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
         } = cx.call_text(call);
         let recognised = if let Some(lib) = constructor(call, cx) {
             Some((lib, true, false))
+        } else if let Some((target, _)) = getattr_verb(call, cx.src()) {
+            // `getattr(self.session, method)(...)`: a request whose method is chosen at run time.
+            let target_text = syntax::text(target, cx.src());
+            match client_of(
+                &clients,
+                crate::rules::facts::last_name(target_text),
+                || {
+                    idx.enclosing(call, kinds::FUNCTION_DEFINITION)
+                        .map(|f| f.start_byte())
+                },
+            ) {
+                Some(client) => Some((client.lib, false, client.timeout)),
+                None => lib_of(target_text, cx)
+                    .filter(|l| {
+                        matches!(l, Lib::Httpx | Lib::Requests) && !target_text.contains('.')
+                    })
+                    .map(|l| (l, false, false)),
+            }
         } else if name == "urlopen" && lib_of(callee, cx) == Some(Lib::Urllib) {
             Some((Lib::Urllib, false, false))
         } else if !VERBS.contains(&name) {
@@ -233,6 +251,23 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
         }
     }
     out
+}
+
+/// `getattr(target, verb)` as the callee of a call: the object and the expression that names
+/// the method.
+pub(crate) fn getattr_verb<'t>(call: Node<'t>, src: &str) -> Option<(Node<'t>, Node<'t>)> {
+    let function = call.field("function")?;
+    if function.kind() != kinds::CALL
+        || function
+            .field("function")
+            .is_none_or(|f| f.kind() != kinds::IDENTIFIER || syntax::text(f, src) != "getattr")
+    {
+        return None;
+    }
+    match syntax::positional_args(function).as_slice() {
+        [target, verb] | [target, verb, _] => Some((*target, *verb)),
+        _ => None,
+    }
 }
 
 /// Whether the call is on the money path: its function is (see `idem::on_money_path`), or its

@@ -10,6 +10,12 @@
 //! is left alone; so is a retry only of errors raised before anything is sent
 //! (`httpx.ConnectError`, `ConnectTimeout`). A payment made through a function of our own
 //! inside the retry is not followed into that function.
+//!
+//! A gateway client's dispatcher is the exception to "what the call shows": a request whose
+//! method is a parameter (`getattr(self.session, method)(...)`, `client.request(method, ...)`)
+//! that a caller in the file fills with `"post"` is a POST, and in payment code it moves money.
+//! When it passes on the function's own `**options`, what they hold is up to the API's callers:
+//! with nothing in the file speaking of idempotency it is reported, as important.
 use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
@@ -72,7 +78,10 @@ fn gate(s: &Scan<'_>) -> bool {
     };
     !s.facts.is_test
         && s.facts.functions.iter().any(|f| !f.mentions_idempotency)
-        && (s.facts.functions.iter().any(|f| f.http || f.payment) || sdk())
+        && (s.facts.functions.iter().any(|f| f.http || f.payment)
+            || sdk()
+            // Requests the facts do not classify (`getattr(session, method)(...)`).
+            || http::calls_for_gates(s).iter().any(|c| !c.constructor))
         && (crate::rules::retry::has_retry_loop(s)
             || retried()
             || http::retrying_transport::mentioned(s.src()))
@@ -100,17 +109,27 @@ fn check(cx: &mut Ctx<'_>) {
                 .is_some_and(|f| f.id() == attempt.func.id())
         });
         for &call in own {
-            if reported.contains(&call.id())
-                || !moves_money(cx, &requests, call)
-                || carries_key(cx, idx, call, attempt.func) != Some(false)
-            {
+            if reported.contains(&call.id()) {
+                continue;
+            }
+            let Some(post) = moves_money(cx, idx, &requests, call) else {
+                continue;
+            };
+            let forwarded = match &post {
+                Post::Literal => None,
+                Post::FromCaller { .. } => forwarded_options(call, attempt.func, src),
+            };
+            if forwarded.is_some() && syntax::contains_lowercase(src, "idempot") {
+                continue;
+            }
+            if carries_key(cx, idx, call, attempt.func, forwarded) != Some(false) {
                 continue;
             }
             let Some(after) = retried_after(idx, &attempt, call, src) else {
                 continue;
             };
             reported.push(call.id());
-            report(cx, &attempt, call, after);
+            report(cx, &attempt, call, after, &post, forwarded);
         }
     }
     let transports = http::retrying_transport::posts_retried(cx);
@@ -138,7 +157,7 @@ fn unkeyed_payment(cx: &Ctx<'_>, idx: &NodeIndex<'_>, call: Node<'_>) -> bool {
         && crate::rules::idem::facts_of(cx, func)
             .is_some_and(|f| !f.is_test && !f.mentions_idempotency)
         && money_in_sight(cx, call)
-        && carries_key(cx, idx, call, func) == Some(false)
+        && carries_key(cx, idx, call, func, None) == Some(false)
 }
 
 fn report_transport(
@@ -174,7 +193,14 @@ enum After {
     Result,
 }
 
-fn report(cx: &mut Ctx<'_>, attempt: &Attempt<'_>, call: Node<'_>, after: After) {
+fn report(
+    cx: &mut Ctx<'_>,
+    attempt: &Attempt<'_>,
+    call: Node<'_>,
+    after: After,
+    post: &Post<'_>,
+    forwarded: Option<&str>,
+) {
     let src = cx.src();
     let callee = syntax::callee(call, src).to_string();
     let qualname = cx
@@ -209,22 +235,146 @@ fn report(cx: &mut Ctx<'_>, attempt: &Attempt<'_>, call: Node<'_>, after: After)
         }
         (None, None, _) => {}
     }
+    if let Post::FromCaller {
+        caller,
+        param,
+        verb,
+    } = post
+    {
+        finding
+            .arg("param", param.clone())
+            .arg("verb", verb.clone())
+            .arg("caller", syntax::callee(*caller, src).to_string())
+            .arg("caller_line", (caller.start_position().row + 1).to_string())
+            .note("method_from_caller");
+    }
+    if let Some(splat) = forwarded {
+        // A key could still come from every caller of the API: the file shows none.
+        finding
+            .arg("splat", splat.to_string())
+            .note("forwarded")
+            .severity(crate::review::Severity::Important);
+    }
     if let Some(reference) = reference {
         finding.arg("reference", reference).note("reference");
     }
 }
 
+/// How a request is known to be a POST.
+enum Post<'t> {
+    /// The call says so.
+    Literal,
+    /// Its method is the parameter `param` of its function, and `caller`, a call of that
+    /// function in this file, passes `"post"` for it (`getattr(self.session, method)(...)` in
+    /// `request`, and `self.request("post", path)` in `post`).
+    FromCaller {
+        caller: Node<'t>,
+        param: String,
+        /// The method as the caller writes it (`"POST"`).
+        verb: String,
+    },
+}
+
+/// Whether the request is a POST: written at the call, or passed in by a caller in this file.
+fn sends_post<'t>(idx: &NodeIndex<'t>, call: Node<'t>, src: &str) -> Option<Post<'t>> {
+    if is_post(call, src) {
+        return Some(Post::Literal);
+    }
+    let verb = match http::getattr_verb(call, src) {
+        Some((_, verb)) => verb,
+        None if matches!(idx.callee_name(call, src), "request" | "stream") => {
+            syntax::positional_args(call)
+                .first()
+                .copied()
+                .or(syntax::keyword_arg(call, "method", src))?
+        }
+        None => return None,
+    };
+    if verb.kind() != kinds::IDENTIFIER {
+        return None;
+    }
+    let param = syntax::text(verb, src);
+    let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
+    let params: Vec<&str> = crate::python::named_children(func.field("parameters")?)
+        .into_iter()
+        .map(|p| syntax::parameter_name(p, src))
+        .collect();
+    let position = params.iter().position(|p| *p == param)?;
+    let name = syntax::function_name(func, src);
+    let bound = matches!(params.first(), Some(&"self" | &"cls"));
+    // `self.request("post", ...)` fills the parameter after `self`.
+    let at_of = |c: Node<'t>| match syntax::receiver(c) {
+        Some(_) if bound => position.checked_sub(1),
+        Some(_) => None,
+        None => Some(position),
+    };
+    let passed = |c: Node<'t>, at: Option<usize>| {
+        syntax::keyword_arg(c, param, src)
+            .or_else(|| at.and_then(|i| syntax::positional_args(c).get(i).copied()))
+    };
+    idx.all(kinds::CALL)
+        .iter()
+        .copied()
+        .filter(|c| idx.callee_name(*c, src) == name)
+        .find(|c| {
+            let at = at_of(*c);
+            passed(*c, at).and_then(|a| http::method_of(a, src)) == Some("post")
+        })
+        .and_then(|caller| {
+            Some(Post::FromCaller {
+                caller,
+                param: param.to_string(),
+                verb: syntax::text(passed(caller, at_of(caller))?, src).to_string(),
+            })
+        })
+}
+
+/// The name of the function's own `**options` when the request passes it on (`**options` and
+/// nothing else unpacked): what the request carries beyond its own arguments is then what the
+/// function's callers give it.
+fn forwarded_options<'s>(call: Node<'_>, func: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let own = crate::python::named_children(func.field("parameters")?)
+        .into_iter()
+        .find(|p| p.kind() == "dictionary_splat_pattern")
+        .map(|p| syntax::parameter_name(p, src))?;
+    let splats: Vec<Node<'_>> = crate::python::named_children(call.field("arguments")?)
+        .into_iter()
+        .filter(|a| a.kind() == kinds::DICTIONARY_SPLAT)
+        .collect();
+    let passes_own = |s: &Node<'_>| {
+        s.named_child(0)
+            .is_some_and(|n| n.kind() == kinds::IDENTIFIER && syntax::text(n, src) == own)
+    };
+    (!splats.is_empty() && splats.iter().all(passes_own)).then_some(own)
+}
+
 /// A request that moves money: a POST over HTTP with money in it, to a payment URL, or from a
-/// function that pays; or a payment call of a gateway's SDK.
-fn moves_money(cx: &Ctx<'_>, requests: &[HttpCall<'_>], call: Node<'_>) -> bool {
+/// function that pays; or a payment call of a gateway's SDK. A request whose method its callers
+/// choose moves money when a caller that sends it as a POST shows money, or the file is payment
+/// code (a gateway's client dispatching every call of its API).
+fn moves_money<'t>(
+    cx: &Ctx<'t>,
+    idx: &NodeIndex<'t>,
+    requests: &[HttpCall<'_>],
+    call: Node<'t>,
+) -> Option<Post<'t>> {
     let src = cx.src();
     if let Some(request) = requests.iter().find(|r| r.node.id() == call.id()) {
-        return !request.constructor && is_post(call, src) && money_in_sight(cx, call);
+        if request.constructor {
+            return None;
+        }
+        return match sends_post(idx, call, src)? {
+            Post::Literal => money_in_sight(cx, call).then_some(Post::Literal),
+            post @ Post::FromCaller { caller, .. } => (money_in_sight(cx, call)
+                || money_in_sight(cx, caller)
+                || cx.facts.is_some_and(|f| f.payment_module))
+            .then_some(post),
+        };
     }
     if http::injected_client(cx, call).is_some() {
-        return is_post(call, src) && money_in_sight(cx, call);
+        return (is_post(call, src) && money_in_sight(cx, call)).then_some(Post::Literal);
     }
-    pay::is_payment_call(call, src, cx.vocab) && from_sdk(cx, call)
+    (pay::is_payment_call(call, src, cx.vocab) && from_sdk(cx, call)).then_some(Post::Literal)
 }
 
 /// Money in the request, a payment URL, or a calling function that pays.
@@ -261,8 +411,15 @@ fn from_sdk(cx: &Ctx<'_>, call: Node<'_>) -> bool {
 }
 
 /// Whether the request carries an idempotency key: `Some(false)` only when everything it sends
-/// is in sight and none of it names one.
-fn carries_key(cx: &Ctx<'_>, idx: &NodeIndex<'_>, call: Node<'_>, func: Node<'_>) -> Option<bool> {
+/// is in sight and none of it names one; `forwarded`, the function's own `**options` passed on
+/// (`forwarded_options`), counts as in sight.
+fn carries_key(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    call: Node<'_>,
+    func: Node<'_>,
+    forwarded: Option<&str>,
+) -> Option<bool> {
     let src = cx.src();
     let names_key = |n: Node<'_>| crate::rules::idem::is_idempotency_text(syntax::text(n, src));
     // Its arguments, not the comments between them: `# TODO: idempotency key` sends nothing.
@@ -274,7 +431,7 @@ fn carries_key(cx: &Ctx<'_>, idx: &NodeIndex<'_>, call: Node<'_>, func: Node<'_>
     {
         return Some(true);
     }
-    if syntax::has_dict_splat(call) {
+    if forwarded.is_none() && syntax::has_dict_splat(call) {
         return None;
     }
     if let Some(&(_, headers)) = keyword_args.iter().find(|(name, _)| *name == "headers") {
