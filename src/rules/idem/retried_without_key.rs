@@ -275,12 +275,21 @@ enum Post<'t> {
     },
 }
 
-/// Whether the request is a POST: written at the call, or passed in by a caller in this file.
-fn sends_post<'t>(idx: &NodeIndex<'t>, call: Node<'t>, src: &str) -> Option<Post<'t>> {
+/// Whether the request is a POST: written at the call, or passed in by a caller in this file
+/// (not by another request: `requests.request("POST", url)` calls no function of ours).
+fn sends_post<'t>(
+    idx: &NodeIndex<'t>,
+    requests: &[HttpCall<'_>],
+    call: Node<'t>,
+    src: &str,
+) -> Option<Post<'t>> {
     if is_post(call, src) {
         return Some(Post::Literal);
     }
     let verb = match http::getattr_verb(call, src) {
+        Some((_, verb)) if http::method_of(verb, src) == Some("post") => {
+            return Some(Post::Literal);
+        }
         Some((_, verb)) => verb,
         None if matches!(idx.callee_name(call, src), "request" | "stream") => {
             syntax::positional_args(call)
@@ -315,7 +324,9 @@ fn sends_post<'t>(idx: &NodeIndex<'t>, call: Node<'t>, src: &str) -> Option<Post
     idx.all(kinds::CALL)
         .iter()
         .copied()
-        .filter(|c| idx.callee_name(*c, src) == name)
+        .filter(|c| {
+            idx.callee_name(*c, src) == name && !requests.iter().any(|r| r.node.id() == c.id())
+        })
         .find(|c| {
             let at = at_of(*c);
             passed(*c, at).and_then(|a| http::method_of(a, src)) == Some("post")
@@ -363,7 +374,7 @@ fn moves_money<'t>(
         if request.constructor {
             return None;
         }
-        return match sends_post(idx, call, src)? {
+        return match sends_post(idx, requests, call, src)? {
             Post::Literal => money_in_sight(cx, call).then_some(Post::Literal),
             post @ Post::FromCaller { caller, .. } => (money_in_sight(cx, call)
                 || money_in_sight(cx, caller)
