@@ -65,12 +65,24 @@ fn touches(node: Node<'_>, touched: &[bool]) -> bool {
         .is_some_and(|rows| rows.iter().any(|t| *t))
 }
 
-/// The parts to parse, as byte spans of `node` (whole lines), and the nodes they stand for.
+/// A node's first and last rows.
+fn rows(node: Node<'_>) -> (usize, usize) {
+    let (start, end) = (node.start_position(), node.end_position());
+    // A node that ends at the start of a line does not take that line.
+    let last = if end.column == 0 && end.row > start.row {
+        end.row - 1
+    } else {
+        end.row
+    };
+    (start.row, last)
+}
+
+/// The parts to parse, as rows of `node` (first and last), and the nodes they stand for.
 fn parts<'t>(
     node: Node<'t>,
     touched: &[bool],
     methods: bool,
-    spans: &mut Vec<(usize, usize)>,
+    parts_rows: &mut Vec<(usize, usize)>,
     units: &mut Vec<Node<'t>>,
 ) {
     let mut cursor = node.walk();
@@ -80,7 +92,7 @@ fn parts<'t>(
         }
         if is_function(child) {
             if touches(child, touched) {
-                spans.push((child.start_byte(), child.end_byte()));
+                parts_rows.push(rows(child));
                 units.push(child);
             }
         } else if let (true, Some(class)) = (methods, class_of(child)) {
@@ -94,13 +106,13 @@ fn parts<'t>(
             if !inner.is_empty() {
                 // The header: decorators, `class X(...):` and its comments, up to the line of
                 // the body's first statement.
-                let body_line = body.start_byte() - body.start_position().column;
-                spans.push((child.start_byte(), body_line));
-                spans.extend(inner);
+                let header_end = body.start_position().row.saturating_sub(1);
+                parts_rows.push((child.start_position().row, header_end));
+                parts_rows.extend(inner);
                 units.extend(inner_units);
             }
         } else {
-            spans.push((child.start_byte(), child.end_byte()));
+            parts_rows.push(rows(child));
             units.push(child);
         }
     }
@@ -459,48 +471,6 @@ fn row_ranges(text: &str, rows: &[(usize, usize)]) -> Vec<Range> {
         .collect()
 }
 
-/// `spans` widened to whole lines (from the line's start, through its newline), merged where
-/// they meet, as tree-sitter ranges.
-fn ranges(text: &str, spans: &[(usize, usize)]) -> Vec<Range> {
-    let bytes = text.as_bytes();
-    let line_start = |at: usize| {
-        bytes[..at]
-            .iter()
-            .rposition(|b| *b == b'\n')
-            .map_or(0, |i| i + 1)
-    };
-    let line_end = |at: usize| {
-        if at > 0 && bytes[at - 1] == b'\n' {
-            return at;
-        }
-        bytes[at..]
-            .iter()
-            .position(|b| *b == b'\n')
-            .map_or(bytes.len(), |i| at + i + 1)
-    };
-    let mut merged: Vec<(usize, usize)> = Vec::new();
-    for &(a, b) in spans {
-        let (a, b) = (line_start(a), line_end(b));
-        match merged.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => merged.push((a, b)),
-        }
-    }
-    let point = |at: usize| {
-        let row = bytes[..at].iter().filter(|b| **b == b'\n').count();
-        Point::new(row, at - line_start(at))
-    };
-    merged
-        .into_iter()
-        .map(|(a, b)| Range {
-            start_byte: a,
-            end_byte: b,
-            start_point: point(a),
-            end_point: point(b),
-        })
-        .collect()
-}
-
 fn parse(parser: &mut Parser, text: &str, ranges: &[Range]) -> (Option<Tree>, Duration) {
     parser
         .set_included_ranges(ranges)
@@ -570,10 +540,16 @@ fn main() {
         let (Some(whole), t_whole) = parse(&mut parser, &new, &[]) else {
             continue;
         };
-        let mut spans = Vec::new();
+        let mut tree_rows = Vec::new();
         let mut units = Vec::new();
-        parts(whole.root_node(), &touched, methods, &mut spans, &mut units);
-        let from_tree = ranges(&new, &spans);
+        parts(
+            whole.root_node(),
+            &touched,
+            methods,
+            &mut tree_rows,
+            &mut units,
+        );
+        let from_tree = row_ranges(&new, &tree_rows);
         let start = Instant::now();
         let lines = logical_lines(&new);
         let mut rows = Vec::new();
