@@ -312,16 +312,45 @@ pub(crate) fn method_of(arg: Node<'_>, src: &str) -> Option<&'static str> {
 }
 
 /// The library of a client the call is made on when that client is a parameter of the calling
-/// function with a client type (`client: httpx.AsyncClient`, `session: Optional[Session]`):
+/// function with a client type (`client: httpx.AsyncClient`, `session: Optional[Session]`), or
+/// an attribute of `self` set from such a parameter (`self.client = client` in `__init__`):
 /// injected, so where its defaults are set is out of sight, but what it sends is not.
 pub(crate) fn injected_client<'a>(cx: &impl Local<'a>, call: Node<'_>) -> Option<Lib> {
     let (idx, src) = (cx.index()?, cx.src());
     let receiver = syntax::receiver(call)?;
-    if receiver.kind() != kinds::IDENTIFIER {
-        return None;
+    match receiver.kind() {
+        kinds::IDENTIFIER => {
+            let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
+            parameter_client(cx, func, syntax::text(receiver, src))
+        }
+        kinds::ATTRIBUTE => {
+            let attribute = syntax::text(receiver, src);
+            if !attribute.starts_with("self.") {
+                return None;
+            }
+            let class = idx.enclosing(call, kinds::CLASS_DEFINITION)?;
+            idx.within(class, kinds::ASSIGNMENT).iter().find_map(|a| {
+                let (left, right) = (a.field("left")?, a.field("right")?);
+                if syntax::text(left, src) != attribute {
+                    return None;
+                }
+                // `self.client = client`, `self.client = client or httpx.AsyncClient()`.
+                let param = match right.kind() {
+                    kinds::IDENTIFIER => right,
+                    kinds::BOOLEAN_OPERATOR => right.field("left")?,
+                    _ => return None,
+                };
+                let func = idx.enclosing(*a, kinds::FUNCTION_DEFINITION)?;
+                parameter_client(cx, func, syntax::text(param, src))
+            })
+        }
+        _ => None,
     }
-    let name = syntax::text(receiver, src);
-    let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
+}
+
+/// The library of `func`'s parameter `name` when its annotation names a client type.
+fn parameter_client<'a>(cx: &impl Local<'a>, func: Node<'_>, name: &str) -> Option<Lib> {
+    let src = cx.src();
     let params = func.field("parameters")?;
     syntax::annotated_parameters(params, src)
         .into_iter()

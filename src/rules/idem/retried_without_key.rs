@@ -279,7 +279,7 @@ enum Post<'t> {
 /// (not by another request: `requests.request("POST", url)` calls no function of ours).
 fn sends_post<'t>(
     idx: &NodeIndex<'t>,
-    requests: &[HttpCall<'_>],
+    is_request: &dyn Fn(Node<'_>) -> bool,
     call: Node<'t>,
     src: &str,
 ) -> Option<Post<'t>> {
@@ -324,9 +324,7 @@ fn sends_post<'t>(
     idx.all(kinds::CALL)
         .iter()
         .copied()
-        .filter(|c| {
-            idx.callee_name(*c, src) == name && !requests.iter().any(|r| r.node.id() == c.id())
-        })
+        .filter(|c| idx.callee_name(*c, src) == name && !is_request(*c))
         .find(|c| {
             let at = at_of(*c);
             passed(*c, at).and_then(|a| http::method_of(a, src)) == Some("post")
@@ -370,20 +368,21 @@ fn moves_money<'t>(
     call: Node<'t>,
 ) -> Option<Post<'t>> {
     let src = cx.src();
-    if let Some(request) = requests.iter().find(|r| r.node.id() == call.id()) {
-        if request.constructor {
-            return None;
-        }
-        return match sends_post(idx, requests, call, src)? {
+    let request = requests.iter().find(|r| r.node.id() == call.id());
+    if request.is_some_and(|r| r.constructor) {
+        return None;
+    }
+    if request.is_some() || http::injected_client(cx, call).is_some() {
+        let is_request = |c: Node<'_>| {
+            requests.iter().any(|r| r.node.id() == c.id()) || http::injected_client(cx, c).is_some()
+        };
+        return match sends_post(idx, &is_request, call, src)? {
             Post::Literal => money_in_sight(cx, call).then_some(Post::Literal),
             post @ Post::FromCaller { caller, .. } => (money_in_sight(cx, call)
                 || money_in_sight(cx, caller)
                 || cx.facts.is_some_and(|f| f.payment_module))
             .then_some(post),
         };
-    }
-    if http::injected_client(cx, call).is_some() {
-        return (is_post(call, src) && money_in_sight(cx, call)).then_some(Post::Literal);
     }
     (pay::is_payment_call(call, src, cx.vocab) && from_sdk(cx, call)).then_some(Post::Literal)
 }
