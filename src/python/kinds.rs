@@ -10,6 +10,7 @@ pub const ARGUMENT_LIST: &str = "argument_list";
 pub const KEYWORD_ARGUMENT: &str = "keyword_argument";
 pub const LIST_SPLAT: &str = "list_splat";
 pub const DICTIONARY_SPLAT: &str = "dictionary_splat";
+pub const DICTIONARY_SPLAT_PATTERN: &str = "dictionary_splat_pattern";
 pub const ATTRIBUTE: &str = "attribute";
 pub const IDENTIFIER: &str = "identifier";
 pub const STRING: &str = "string";

@@ -205,31 +205,17 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
             name,
             receiver,
         } = cx.call_text(call);
+        // `getattr(self.session, method)(...)`: a request on the object `getattr` reads, whose
+        // method is chosen at run time.
+        let dynamic =
+            getattr_verb(call, cx.src()).map(|(target, _)| syntax::text(target, cx.src()));
         let recognised = if let Some(lib) = constructor(call, cx) {
             Some((lib, true, false))
-        } else if let Some((target, _)) = getattr_verb(call, cx.src()) {
-            // `getattr(self.session, method)(...)`: a request whose method is chosen at run time.
-            let target_text = syntax::text(target, cx.src());
-            match client_of(
-                &clients,
-                crate::rules::facts::last_name(target_text),
-                || {
-                    idx.enclosing(call, kinds::FUNCTION_DEFINITION)
-                        .map(|f| f.start_byte())
-                },
-            ) {
-                Some(client) => Some((client.lib, false, client.timeout)),
-                None => lib_of(target_text, cx)
-                    .filter(|l| {
-                        matches!(l, Lib::Httpx | Lib::Requests) && !target_text.contains('.')
-                    })
-                    .map(|l| (l, false, false)),
-            }
         } else if name == "urlopen" && lib_of(callee, cx) == Some(Lib::Urllib) {
             Some((Lib::Urllib, false, false))
-        } else if !VERBS.contains(&name) {
+        } else if dynamic.is_none() && !VERBS.contains(&name) {
             None
-        } else if let Some(recv) = receiver.map(crate::rules::facts::last_name)
+        } else if let Some(recv) = dynamic.or(receiver).map(crate::rules::facts::last_name)
             && let Some(client) = client_of(&clients, recv, || {
                 idx.enclosing(call, kinds::FUNCTION_DEFINITION)
                     .map(|f| f.start_byte())
@@ -237,7 +223,7 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
         {
             Some((client.lib, false, client.timeout))
         } else {
-            lib_of(callee, cx)
+            lib_of(dynamic.unwrap_or(callee), cx)
                 .filter(|l| matches!(l, Lib::Httpx | Lib::Requests))
                 .map(|l| (l, false, false))
         };

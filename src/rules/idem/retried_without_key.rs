@@ -291,32 +291,22 @@ fn sends_post<'t>(
             return Some(Post::Literal);
         }
         Some((_, verb)) => verb,
-        None if matches!(idx.callee_name(call, src), "request" | "stream") => {
-            syntax::positional_args(call)
-                .first()
-                .copied()
-                .or(syntax::keyword_arg(call, "method", src))?
-        }
-        None => return None,
+        None => method_arg(call, src)?,
     };
     if verb.kind() != kinds::IDENTIFIER {
         return None;
     }
     let param = syntax::text(verb, src);
     let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
-    let params: Vec<&str> = crate::python::named_children(func.field("parameters")?)
-        .into_iter()
-        .map(|p| syntax::parameter_name(p, src))
-        .collect();
-    let position = params.iter().position(|p| *p == param)?;
+    let position = pay::parameters(func, src).iter().position(|p| p == param)?;
     let name = syntax::function_name(func, src);
-    let bound = matches!(params.first(), Some(&"self" | &"cls"));
-    // `self.request("post", ...)` fills the parameter after `self`.
-    let at_of = |c: Node<'t>| match syntax::receiver(c) {
-        Some(_) if bound => position.checked_sub(1),
-        Some(_) => None,
-        None => Some(position),
-    };
+    let bound = crate::python::named_children(func.field("parameters")?)
+        .into_iter()
+        .find(|p| p.kind() != kinds::COMMENT)
+        .is_some_and(|p| matches!(syntax::parameter_name(p, src), "self" | "cls"));
+    // A method's callers reach it through a receiver (`self.request("post", ...)`), and pass
+    // what follows `self`; a function's call it by name.
+    let at_of = |c: Node<'t>| (syntax::receiver(c).is_some() == bound).then_some(position);
     let passed = |c: Node<'t>, at: Option<usize>| {
         syntax::keyword_arg(c, param, src)
             .or_else(|| at.and_then(|i| syntax::positional_args(c).get(i).copied()))
@@ -344,7 +334,7 @@ fn sends_post<'t>(
 fn forwarded_options<'s>(call: Node<'_>, func: Node<'_>, src: &'s str) -> Option<&'s str> {
     let own = crate::python::named_children(func.field("parameters")?)
         .into_iter()
-        .find(|p| p.kind() == "dictionary_splat_pattern")
+        .find(|p| p.kind() == kinds::DICTIONARY_SPLAT_PATTERN)
         .map(|p| syntax::parameter_name(p, src))?;
     let splats: Vec<Node<'_>> = crate::python::named_children(call.field("arguments")?)
         .into_iter()
@@ -398,18 +388,19 @@ fn money_in_sight(cx: &Ctx<'_>, call: Node<'_>) -> bool {
 
 /// `client.post(...)`, `session.request("POST", ...)`, `request(method="POST", ...)`.
 fn is_post(call: Node<'_>, src: &str) -> bool {
-    match syntax::callee_name(call, src) {
-        "post" => true,
-        "request" | "stream" => {
-            syntax::positional_args(call)
-                .first()
-                .copied()
-                .or(syntax::keyword_arg(call, "method", src))
-                .and_then(|m| http::method_of(m, src))
-                == Some("post")
-        }
-        _ => false,
+    syntax::callee_name(call, src) == "post"
+        || method_arg(call, src).and_then(|m| http::method_of(m, src)) == Some("post")
+}
+
+/// What names the method of `request(...)` or `stream(...)`: its first argument, or `method=`.
+fn method_arg<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
+    if !matches!(syntax::callee_name(call, src), "request" | "stream") {
+        return None;
     }
+    syntax::positional_args(call)
+        .first()
+        .copied()
+        .or(syntax::keyword_arg(call, "method", src))
 }
 
 fn from_sdk(cx: &Ctx<'_>, call: Node<'_>) -> bool {
