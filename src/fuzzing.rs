@@ -74,6 +74,7 @@ pub fn review_from_bytes(data: &[u8]) -> Review {
             function: String::new(),
             key: String::new(),
             evidence: Vec::new(),
+            point: None,
         });
     }
     Review {

@@ -237,15 +237,18 @@ fn the_catalogue_release_matches_its_entries() {
     );
 }
 
-/// A title chosen by a note (`titles.X`) needs the note `X`: it is the note that selects it.
+/// A title or suggestion chosen by a note (`titles.X`, `suggestions.X`) needs the note `X`: it
+/// is the note that selects it.
 #[test]
-fn alternative_titles_belong_to_notes() {
+fn alternative_titles_and_suggestions_belong_to_notes() {
     for rule in rules::ALL {
         let entry = entry(rule.id);
-        for key in entry.meta.titles.keys() {
+        let chosen = entry.meta.titles.keys().map(|k| ("titles", k));
+        let chosen = chosen.chain(entry.meta.suggestions.keys().map(|k| ("suggestions", k)));
+        for (table, key) in chosen {
             assert!(
                 entry.meta.notes.contains_key(key),
-                "{}: titles.{key} has no notes.{key}",
+                "{}: {table}.{key} has no notes.{key}",
                 rule.id
             );
         }

@@ -382,6 +382,7 @@ fn hostile_review() -> Review {
         function: hostile.clone(),
         key: String::new(),
         evidence: Vec::new(),
+        point: None,
     };
     let findings = vec![
         finding("ERR001", Severity::Blocker, Some((3, 5))),
@@ -526,6 +527,7 @@ fn annotations_stay_within_githubs_limits() {
                 function: String::new(),
                 key: String::new(),
                 evidence: Vec::new(),
+                point: None,
             });
         }
     }

@@ -111,7 +111,22 @@ fn check(fixture: &Path) -> Result<String, String> {
             problems.push(format!("{folder_rule} fires on its own negative fixture"));
         }
     }
-    for mark in &expected {
+    // `RULE(cited)`: a place a finding of RULE in the same file cites as evidence, as TEST001
+    // cites the other tests of a suite it folds into one finding.
+    let cited = |m: &Mark| m.severity.as_deref() == Some("cited");
+    for mark in expected.iter().filter(|m| cited(m)) {
+        let met = review.findings.iter().any(|f| {
+            f.rule == mark.rule
+                && f.path == mark.path
+                && f.evidence
+                    .iter()
+                    .any(|e| e.path == mark.path && Some(e.line) == mark.line)
+        });
+        if !met {
+            problems.push(format!("expected but not cited: {mark:?}"));
+        }
+    }
+    for mark in expected.iter().filter(|m| !cited(m)) {
         let met = review.findings.iter().any(|f| {
             f.rule == mark.rule
                 && f.path == mark.path
@@ -130,7 +145,7 @@ fn check(fixture: &Path) -> Result<String, String> {
         }
     }
     for f in &review.findings {
-        let met = expected.iter().any(|m| {
+        let met = expected.iter().filter(|m| !cited(m)).any(|m| {
             m.rule == f.rule
                 && m.path == f.path
                 && match (m.line, f.lines) {
@@ -171,6 +186,14 @@ fn check(fixture: &Path) -> Result<String, String> {
             texts.title,
             texts.message
         ));
+        let evidence = payreview::report::resolve_evidence(
+            f,
+            payreview::review::Lang::En,
+            payreview::rules::catalogue::fill,
+        );
+        for e in evidence {
+            text.push_str(&format!("  = {}:{} {}\n", e.path, e.line, e.text));
+        }
     }
     for q in &review.questions {
         text.push_str(&format!(

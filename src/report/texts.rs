@@ -110,7 +110,12 @@ pub fn resolve_with(finding: &Finding, lang: Lang, line: Filler, block: Filler) 
             &args,
         ),
         message,
-        suggestion: meta.suggestion.as_ref().map(|s| block(s.get(lang), &args)),
+        suggestion: finding
+            .notes
+            .iter()
+            .find_map(|n| meta.suggestions.get(*n))
+            .or(meta.suggestion.as_ref())
+            .map(|s| block(s.get(lang), &args)),
         test: meta.test.as_ref().map(|t| block(t.get(lang), &args)),
     }
 }

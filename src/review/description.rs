@@ -33,6 +33,7 @@ pub fn undeclared_changes(review: &Review) -> Vec<Finding> {
                 function: String::new(),
                 key: file.path.clone(),
                 evidence: Vec::new(),
+                point: None,
             };
             let functions: Vec<String> = file.functions.iter().map(|f| format!("`{f}`")).collect();
             finding.args.push(("functions", functions.join(", ")));

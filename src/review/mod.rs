@@ -5,6 +5,7 @@
 //! order-preserving parallel map and everything is sorted before it leaves.
 
 pub mod description;
+mod fold;
 mod model;
 pub mod suppress;
 
@@ -208,6 +209,7 @@ pub fn review_observed(
             f.severity = severity;
         }
     }
+    let findings = fold::once_per_file(findings);
     let mut review = finish(findings, questions, errors, &files);
     review.suppressions = suppressions;
     review.sources = sources(&prepared, &review.findings);
@@ -744,6 +746,7 @@ mod tests {
             function: function.to_string(),
             key: "except Exception: return None".to_string(),
             evidence: Vec::new(),
+            point: None,
         }
     }
 

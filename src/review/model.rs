@@ -57,6 +57,10 @@ pub struct Finding {
     /// Places elsewhere in the repository that the finding rests on (the client's
     /// construction, the task's decorator), sorted by path and line.
     pub evidence: Vec<Evidence>,
+    /// The point this finding makes, when a reviewer makes it once per file (every test of a
+    /// suite reaching one unmocked service): findings of one rule, file and point are folded
+    /// into the first (`review::fold`).
+    pub point: Option<&'static str>,
 }
 
 /// A place in the repository that a finding cites: the code that decides it.

@@ -120,6 +120,7 @@ pub fn findings(suppressions: &[Suppression], added: impl Fn(&str, u32) -> bool)
             function: String::new(),
             key: format!("{}:{}", s.line, s.rules.join(",")),
             evidence: Vec::new(),
+            point: None,
         };
         if s.reason.is_none() {
             out.push(finding("SUP001"));

@@ -49,6 +49,10 @@ pub struct Meta {
     /// show `title`.
     #[serde(default)]
     pub titles: BTreeMap<String, Texts>,
+    /// A finding's suggestion when it carries the note of that name (`suggestions.http`): the
+    /// fix for an HTTP service is not the one for a cache. Docs show `suggestion`.
+    #[serde(default)]
+    pub suggestions: BTreeMap<String, Texts>,
     #[serde(default)]
     pub tags: Vec<String>,
     /// `very-high`, `high`, `medium` or `low` (SARIF's `precision`).

@@ -401,6 +401,7 @@ impl<'a> Ctx<'a> {
             function,
             key,
             evidence: Vec::new(),
+            point: None,
         });
         let last = self.findings.len() - 1;
         &mut self.findings[last]

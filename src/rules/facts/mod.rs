@@ -498,7 +498,9 @@ fn function_facts(
             Target::Sleep => facts.sleeps = true,
             Target::Other => {}
         }
-        callees.push(parts.name);
+        if !calls_no_function_of_the_change(&parts) {
+            callees.push(parts.name);
+        }
     }
     callees.sort_unstable();
     callees.dedup();
@@ -800,6 +802,53 @@ fn is_memory_map(value: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
 }
 
 /// What a call talks to, from its callee and receiver names.
+/// A call that can reach none of the change's functions, whatever they are named: a method of
+/// Python's mapping protocol on what can only be a mapping (a request's or a response's headers,
+/// query or form, `request.headers.get`; the environment; `**kwargs`; a decoded JSON body,
+/// `response.json().get`), or any method of a literal (`", ".join(...)`, `"{}".format(...)`).
+/// `request.headers.get(...)` in a webhook verifier does not call the API client's `get`, and
+/// counting it as a callee made every test of the verifier "reach" the API.
+fn calls_no_function_of_the_change(parts: &syntax::CallText<'_>) -> bool {
+    let literal = |r: &str| {
+        let r = r.trim_start_matches(|c: char| "rRbBfFuU".contains(c));
+        r.starts_with(['"', '\'', '[', '{'])
+    };
+    if parts.receiver.is_some_and(literal) {
+        return true;
+    }
+    const METHODS: &[&str] = &[
+        "get",
+        "getlist",
+        "pop",
+        "setdefault",
+        "items",
+        "keys",
+        "values",
+        "update",
+    ];
+    const MAPPINGS: &[&str] = &[
+        "headers",
+        "cookies",
+        "params",
+        "query_params",
+        "GET",
+        "POST",
+        "META",
+        "FILES",
+        "COOKIES",
+        "args",
+        "form",
+        "environ",
+        "kwargs",
+        "extra",
+        "metadata",
+    ];
+    let Some(receiver) = parts.receiver.filter(|_| METHODS.contains(&parts.name)) else {
+        return false;
+    };
+    receiver.ends_with(".json()") || MAPPINGS.contains(&last_name(receiver))
+}
+
 pub fn classify_call(call: Node<'_>, src: &str, file: &FileFacts, vocab: &Vocabulary) -> Target {
     classify(&syntax::call_text(call, src), file, vocab)
 }
@@ -921,10 +970,12 @@ fn call_site_with(
                     .is_some_and(|o| syntax::text(o, src) == name)
         });
         deref_line = attribute.map(|(a, _)| syntax::lines(*a).0);
+        let mut deref_at = attribute.map(|(_, &(start, _))| start);
         if let Some((at, line)) = first_subscript(src, call, func, name)
             && attribute.is_none_or(|(_, &(start, _))| at < start)
         {
             deref_line = Some(line);
+            deref_at = Some(at);
             deref_subscript = true;
         }
         let until = deref_line.unwrap_or(u32::MAX);
@@ -932,7 +983,13 @@ fn call_site_with(
             .map(|(s, _)| s)
             .filter(|s| syntax::lines(**s).0 <= until)
             .filter_map(|s| s.field("condition"))
-            .any(|c| tests_name(syntax::text(c, src), name));
+            .any(|c| tests_name(syntax::text(c, src), name))
+            || deref_at.is_some_and(|at| {
+                later(kinds::CONDITIONAL_EXPRESSION)
+                    .chain(later(kinds::BOOLEAN_OPERATOR))
+                    .filter(|&(_, &(start, end))| start <= at && at < end)
+                    .any(|(g, _)| guards(*g, at, name, src))
+            });
     }
     CallSite {
         name_at: name_at(text.callee, text.name),
@@ -943,6 +1000,25 @@ fn call_site_with(
         deref_line,
         deref_subscript,
         checked,
+    }
+}
+
+/// Whether expression `g` reads `name` at byte `at` only on the branch where a test of `name`
+/// let it through: `name.x if name else d`, `d if name is None else name.x`, `name and name.x`,
+/// `name is None or name.x`. A reviewer reads these as the caller's check, as an `if` is.
+fn guards(g: Node<'_>, at: usize, name: &str, src: &str) -> bool {
+    let inside = |n: Node<'_>| n.start_byte() <= at && at < n.end_byte();
+    match g.kind() {
+        // `body if condition else alternative`: the grammar names none of the three.
+        kinds::CONDITIONAL_EXPRESSION => crate::python::named_children(g)
+            .into_iter()
+            .filter(|c| c.kind() != kinds::COMMENT)
+            .nth(1)
+            .is_some_and(|c| !inside(c) && tests_name(syntax::text(c, src), name)),
+        _ => g
+            .field("left")
+            .zip(g.field("right"))
+            .is_some_and(|(l, r)| inside(r) && tests_name(syntax::text(l, src), name)),
     }
 }
 
@@ -1103,6 +1179,48 @@ mod tests {
                 ("make", "make", "a"),
             ]
         );
+    }
+
+    #[test]
+    fn calls_on_mappings_and_literals_reach_no_function_of_the_change() {
+        let f = facts(
+            "hooks.py",
+            "def verify(request, response, **kwargs):\n    sig = request.headers.get('Sig')\n    note = ', '.join(kwargs) + f'{sig}'.format() + rb'x'.decode()\n    body = response.json().get('data')\n    mode = kwargs.pop('mode', None)\n    return request.GET.get('x'), os.environ.get('KEY')\n\ndef fetch(self, url):\n    return self.client.get(url), cache.get(url), headers(url)\n",
+        );
+        let callees = |name: &str| f.function(name).map(|f| f.callees.to_vec());
+        let verify = callees("verify").expect("verify has facts");
+        // `response.json()` itself is a call like any other.
+        assert_eq!(verify, vec!["json"]);
+        let fetch = callees("fetch").expect("fetch has facts");
+        assert_eq!(fetch, vec!["get", "headers"]);
+    }
+
+    #[test]
+    fn a_conditional_read_of_the_result_is_a_check() {
+        let guarded = [
+            "    return r.id if r else ''\n",
+            "    return '' if r is None else r.id\n",
+            "    return r and r.id\n",
+            "    return r is None or r['id']\n",
+            "    x = (\n        r.id  # the id\n        if r\n        else None\n    )\n",
+        ];
+        let unguarded = [
+            "    return r.id if o else ''\n",
+            "    return r.id if r.ok else ''\n",
+            "    return o and r.id\n",
+            "    return r.id and r\n",
+        ];
+        for (body, checked) in guarded
+            .iter()
+            .map(|b| (b, true))
+            .chain(unguarded.iter().map(|b| (b, false)))
+        {
+            let f = facts("svc.py", &format!("def a(o):\n    r = charge(o)\n{body}"));
+            let site = f.calls.iter().find(|c| c.name() == "charge");
+            let site = site.expect("the call is recorded");
+            assert!(site.deref_line.is_some(), "{body}");
+            assert_eq!(site.checked, checked, "{body}");
+        }
     }
 
     #[test]

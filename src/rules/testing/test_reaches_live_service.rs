@@ -263,6 +263,8 @@ fn report(cx: &mut Ctx<'_>, test: &TestFn<'_>, service: Service, r: &Reach<'_>) 
         .arg("path", r.path.join(" → "))
         .arg("function", r.function.name.clone());
     finding.note(note);
+    // Every test of an integration suite reaching the gateway is one point: said once per file.
+    finding.point = Some(kind);
     if test.partial {
         finding.note("partial");
     }
