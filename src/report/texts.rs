@@ -303,6 +303,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_note_with_a_suggestion_of_its_own_chooses_it() {
+        let finding = |note: &'static str| Finding {
+            rule: "TEST001",
+            severity: crate::review::Severity::Important,
+            path: "tests/test_pay.py".to_string(),
+            lines: Some((3, 5)),
+            args: vec![("client", "requests".to_string())],
+            notes: vec![note],
+            function: "test_pay".to_string(),
+            key: String::new(),
+            evidence: Vec::new(),
+            point: None,
+        };
+        let meta = &rules::entry("TEST001").expect("TEST001 is catalogued").meta;
+        let http = meta
+            .suggestions
+            .get("http")
+            .expect("TEST001 has an HTTP fix");
+        let default = meta.suggestion.as_ref().expect("TEST001 has a fix");
+        for lang in [Lang::En, Lang::Ru] {
+            let for_http = resolve(&finding("http"), lang).suggestion;
+            let for_cache = resolve(&finding("cache"), lang).suggestion;
+            assert_eq!(
+                for_http.as_deref(),
+                Some(fill(http.get(lang), &[]).as_str())
+            );
+            assert_eq!(
+                for_cache.as_deref(),
+                Some(fill(default.get(lang), &[]).as_str())
+            );
+        }
+    }
+
+    #[test]
     fn units_after_numbers_are_russian_and_nothing_else_changes() {
         let args = vec![
             ("worst", "3 × 15 s + 2 + 4 + 8 ≈ 59 s".to_string()),

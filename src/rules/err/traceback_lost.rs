@@ -17,14 +17,27 @@ const LEVELS: &[&str] = &["error", "critical", "fatal", "warning", "warn", "log"
 
 /// The rule needs nothing beyond the file but the money path: the gate is the whole search.
 fn gate(s: &Scan<'_>) -> bool {
-    !lost(s.index(), s.src()).is_empty()
+    !lost(s.index(), s.src(), &loguru_loggers(s.facts)).is_empty()
+}
+
+/// The names loguru's logger is imported under (`from loguru import logger`). Its methods take
+/// no `exc_info`: a keyword it is given only fills the message's `{}` fields, and the traceback
+/// comes from `logger.exception(...)` or `logger.opt(exception=...)`.
+fn loguru_loggers(facts: &crate::rules::facts::FileFacts) -> Vec<&str> {
+    facts
+        .imports
+        .iter()
+        .filter(|i| i.target == "loguru.logger")
+        .map(|i| i.local.as_str())
+        .collect()
 }
 
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
-    for (call, level, alias) in lost(idx, src) {
+    let loguru = cx.facts.map(loguru_loggers).unwrap_or_default();
+    for (call, level, alias) in lost(idx, src, &loguru) {
         // A migration's or a thumbnailer's log line is not where a payment failure is traced.
         let function = crate::rules::idem::function_facts(cx, call);
         if !crate::rules::idem::on_money_path(cx, function) {
@@ -34,16 +47,25 @@ fn check(cx: &mut Ctx<'_>) {
             .map(|r| syntax::text(r, src))
             .unwrap_or("logger")
             .to_string();
-        cx.report(&RULE, call)
+        let finding = cx
+            .report(&RULE, call)
             .arg("call", format!("{receiver}.{level}"))
-            .arg("receiver", receiver)
             .arg("exc", alias.to_string());
+        if loguru.contains(&receiver.as_str()) {
+            finding.note("loguru");
+        }
+        finding.arg("receiver", receiver);
     }
 }
 
 /// Each logging call that passes a caught exception without its traceback: the call, its
-/// level and the exception's name.
-fn lost<'t, 's>(idx: &NodeIndex<'t>, src: &'s str) -> Vec<(Node<'t>, &'s str, &'s str)> {
+/// level and the exception's name. `loguru`: the names of loguru's logger, for which `exc_info`
+/// keeps nothing.
+fn lost<'t, 's>(
+    idx: &NodeIndex<'t>,
+    src: &'s str,
+    loguru: &[&str],
+) -> Vec<(Node<'t>, &'s str, &'s str)> {
     let mut out = Vec::new();
     for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
         let Some(alias) = syntax::except_alias(clause, src) else {
@@ -65,7 +87,10 @@ fn lost<'t, 's>(idx: &NodeIndex<'t>, src: &'s str) -> Vec<(Node<'t>, &'s str, &'
             let Some(level) = logged_level(call, src) else {
                 continue;
             };
-            if syntax::keyword_arg(call, "exc_info", src).is_some() || !passes(call, alias, src) {
+            let on_loguru =
+                syntax::receiver(call).is_some_and(|r| loguru.contains(&syntax::text(r, src)));
+            let keeps = !on_loguru && syntax::keyword_arg(call, "exc_info", src).is_some();
+            if keeps || !passes(call, alias, src) {
                 continue;
             }
             out.push((call, level, alias));
