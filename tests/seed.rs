@@ -102,7 +102,7 @@ fn russian_report_uses_russian_texts() {
 /// The seed with the review's suggestions applied: nothing a reviewer would have to ask for.
 #[test]
 fn fixed_seeds_have_no_blocker_and_no_important_finding() {
-    for dir in ["seed-fixed", "seed-fixed-nx"] {
+    for dir in ["seed-fixed", "seed-fixed-nx", "seed-restyled-fixed"] {
         let diff = read(&format!("{dir}/pr.diff"));
         let repo = repo_settings(&fixture(&format!("{dir}/head")));
         for (mode, settings) in [("diff-only", Settings::diff_only()), ("repository", repo)] {
@@ -118,6 +118,50 @@ fn fixed_seeds_have_no_blocker_and_no_important_finding() {
                 "{dir} ({mode})"
             );
         }
+    }
+}
+
+/// The seed's bugs under other names and in another style (`fixtures/seed-restyled`: a class,
+/// `requests`, Django's cache, a `while` loop): the same points, at the same severities.
+#[test]
+fn a_restyled_seed_gets_the_seeds_review() {
+    let diff = read("seed-restyled/pr.diff");
+    let repo = repo_settings(&fixture("seed-restyled/head"));
+    let gateway = "shop/billing/gateway.py";
+    let service = "shop/billing/services.py";
+    let tests = "tests/test_gateway.py";
+    let mut expected = vec![
+        // The token's get and set race; `except Exception: return None`; `None` when every
+        // try timed out; the amount from the caller.
+        ("IDEM001", gateway, "blocker"),
+        ("ERR001", gateway, "blocker"),
+        ("ERR002", gateway, "blocker"),
+        ("PAY001", service, "blocker"),
+        // The cache's outage on the payment path; retries that miss a dropped connection and
+        // 502/503/504; a sleep after the last try; a caller that records success first.
+        ("IDEM003", gateway, "important"),
+        ("RETRY002", gateway, "important"),
+        ("RETRY001", gateway, "important"),
+        ("ERR003", service, "important"),
+        ("PAY002", service, "important"),
+        // Tests that keep neither the cache out nor the real backoff.
+        ("TEST001", tests, "important"),
+        ("TEST002", tests, "important"),
+        // The attempts' names and a log line without its traceback.
+        ("RETRY004", gateway, "nit"),
+        ("ERR004", gateway, "nit"),
+    ];
+    expected.sort();
+    for (mode, settings) in [("diff-only", Settings::diff_only()), ("repository", repo)] {
+        let review = review(&diff, &settings);
+        let mut found: Vec<(&str, &str, &str)> = review
+            .findings
+            .iter()
+            .map(|f| (f.rule, f.path.as_str(), f.severity.as_str()))
+            .collect();
+        found.sort();
+        assert_eq!(found, expected, "{mode}");
+        assert_eq!(review.decision(), Decision::RequestChanges, "{mode}");
     }
 }
 

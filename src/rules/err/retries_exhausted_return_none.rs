@@ -209,10 +209,13 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
         .and_then(|f| f.function(&qualname))
         .is_some_and(|f| !f.may_return_none() && f.none_returns.is_empty());
     let loop_line = syntax::lines(lp).0;
+    let (autoretry_error, transport_error) = transport_errors(cx.facts);
     let finding = cx
         .report_lines(&RULE, exhausted.lines, exhausted.key)
         .arg("function", qualname.clone())
-        .arg("loop_line", loop_line.to_string());
+        .arg("loop_line", loop_line.to_string())
+        .arg("autoretry_error", autoretry_error.to_string())
+        .arg("transport_error", transport_error.to_string());
     finding.function = qualname.clone();
     if exhausted.falls_off {
         finding.note("falls_off");
@@ -440,4 +443,24 @@ fn still_none(ret: Node<'_>, lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, 
         }
     }
     any
+}
+
+/// The base error of the HTTP library the file imports, as a task's `autoretry_for` names it,
+/// and the transport error a domain exception may subclass to keep that retry: the message and
+/// the fix speak the library the code uses (httpx when it imports none of the three).
+fn transport_errors(facts: Option<&facts::FileFacts>) -> (&'static str, &'static str) {
+    let imports = |root: &str| {
+        facts.is_some_and(|f: &facts::FileFacts| {
+            f.imports
+                .iter()
+                .any(|i| i.target.split('.').next() == Some(root))
+        })
+    };
+    if !imports("httpx") && imports("requests") {
+        ("requests.RequestException", "requests.ConnectionError")
+    } else if !imports("httpx") && imports("aiohttp") {
+        ("aiohttp.ClientError", "aiohttp.ClientConnectionError")
+    } else {
+        ("httpx.HTTPError", "httpx.TransportError")
+    }
 }
