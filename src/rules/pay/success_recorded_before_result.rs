@@ -97,6 +97,20 @@ fn recorders<'t>(cx: &impl Local<'t>) -> Vec<(Node<'t>, Node<'t>)> {
         .filter(|a| is_success_assignment(**a, src, cx.vocab()))
         .filter_map(|a| Some((*a, statement(*a)?)))
         .collect();
+    // `mark_paid(order, ...)`, `order.mark_as_paid()`, `invoice.set_captured(...)`: a call whose
+    // name says it records success on an entity.
+    let finder = memchr::memmem::Finder::new;
+    if finder(b"mark").find(src.as_bytes()).is_some()
+        || finder(b"set_").find(src.as_bytes()).is_some()
+    {
+        out.extend(
+            idx.all(kinds::CALL)
+                .iter()
+                .filter(|c| is_success_call(**c, src, cx.vocab()))
+                .filter_map(|c| Some((*c, statement(*c)?))),
+        );
+        out.sort_by_key(|(n, _)| n.start_byte());
+    }
     if memchr::memmem::find(src.as_bytes(), b".update(").is_some() {
         out.extend(
             idx.all(kinds::CALL)
@@ -139,15 +153,25 @@ fn report(
                 .map(|f| facts::qualname(f, idx, src))
         })
         .unwrap_or_default();
+    let recording_call =
+        assign.kind() == kinds::CALL && syntax::callee_name(assign, src) != "update";
     let finding = cx
         .report_lines(&RULE, (first, last), key)
         .arg("assignment", syntax::normalized(assign, src))
         .arg("callee", syntax::callee(call, src).to_string())
+        .arg(
+            if recording_call {
+                "recording_call"
+            } else {
+                "assigned"
+            },
+            "yes".to_string(),
+        )
         .note(why);
     finding.function = function;
     // An ORM update is in the database before the next line runs: no rollback of the object
     // undoes it.
-    if assign.kind() == kinds::CALL {
+    if assign.kind() == kinds::CALL && !recording_call {
         finding
             .severity(crate::review::Severity::Blocker)
             .note("persisted");
@@ -187,6 +211,31 @@ fn is_success_assignment(assign: Node<'_>, src: &str, vocab: &Vocabulary) -> boo
         .map(|a| syntax::text(a, src).to_ascii_lowercase())
         .unwrap_or_default();
     records_success(&attr, right, src)
+}
+
+/// `mark_paid(order, ref)`, `order.mark_as_paid()`, `invoice.set_captured(amount)`: a call
+/// named `mark...`/`set...` after a success word, on an entity (its receiver or an argument).
+fn is_success_call(call: Node<'_>, src: &str, vocab: &Vocabulary) -> bool {
+    let syntax::CallText { name, receiver, .. } = syntax::call_text(call, src);
+    let lower = name.trim_start_matches('_').to_ascii_lowercase();
+    let Some(rest) = lower
+        .strip_prefix("mark")
+        .or_else(|| lower.strip_prefix("set"))
+    else {
+        return false;
+    };
+    if !SUCCESS.iter().any(|w| rest.contains(w)) {
+        return false;
+    }
+    fn root(text: &str) -> Option<&str> {
+        text.split(['.', '[', '('])
+            .find(|w| !w.is_empty() && *w != "self")
+    }
+    receiver.and_then(root).is_some_and(|r| vocab.is_entity(r))
+        || syntax::positional_args(call)
+            .iter()
+            .filter_map(|a| root(syntax::text(*a, src)))
+            .any(|a| vocab.is_entity(a))
 }
 
 /// `Order.objects.filter(pk=pk).update(status="paid")`, `payments.update(is_paid=True)` on an
@@ -290,8 +339,20 @@ fn unchecked_call_before<'t>(
         text.split(|c: char| !c.is_alphanumeric() && c != '_')
             .any(|w| names.contains(&w))
     };
-    let mut checked = false;
+    // Checked within the statement that holds the call: `resp.raise_for_status()` after it in
+    // the same `try`, or an `if` on the answer there.
+    let statement = earlier.get(position)?;
+    let tail = src.get(call.end_byte()..statement.end_byte()).unwrap_or("");
+    let mut checked = mentions(tail, &names)
+        && (tail.contains("raise_for_status") || tail.contains("ensure_success"))
+        || tail.lines().any(|line| {
+            let line = line.trim_start();
+            (line.starts_with("if ") || line.starts_with("assert ")) && mentions(line, &names)
+        });
     for s in earlier.iter().skip(position + 1) {
+        if checked {
+            break;
+        }
         let text = syntax::text(*s, src);
         if !mentions(text, &names) {
             continue;
