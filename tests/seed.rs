@@ -121,47 +121,80 @@ fn fixed_seeds_have_no_blocker_and_no_important_finding() {
     }
 }
 
-/// The seed's bugs under other names and in another style (`fixtures/seed-restyled`: a class,
-/// `requests`, Django's cache, a `while` loop): the same points, at the same severities.
+/// The seed's bugs under other names and in other styles, the same points at the same
+/// severities: `fixtures/seed-restyled` (a class, `requests`, Django's cache, a `while` loop) and
+/// `fixtures/seed-restyled-async` (an injected `httpx.AsyncClient`, `redis.asyncio`, a `for`
+/// loop with `asyncio.sleep`, a `mark_paid(...)` helper).
 #[test]
 fn a_restyled_seed_gets_the_seeds_review() {
-    let diff = read("seed-restyled/pr.diff");
-    let repo = repo_settings(&fixture("seed-restyled/head"));
-    let gateway = "shop/billing/gateway.py";
-    let service = "shop/billing/services.py";
-    let tests = "tests/test_gateway.py";
-    let mut expected = vec![
-        // The token's get and set race; `except Exception: return None`; `None` when every
-        // try timed out; the amount from the caller.
-        ("IDEM001", gateway, "blocker"),
-        ("ERR001", gateway, "blocker"),
-        ("ERR002", gateway, "blocker"),
-        ("PAY001", service, "blocker"),
-        // The cache's outage on the payment path; retries that miss a dropped connection and
-        // 502/503/504; a sleep after the last try; a caller that records success first.
-        ("IDEM003", gateway, "important"),
-        ("RETRY002", gateway, "important"),
-        ("RETRY001", gateway, "important"),
-        ("ERR003", service, "important"),
-        ("PAY002", service, "important"),
-        // Tests that keep neither the cache out nor the real backoff.
-        ("TEST001", tests, "important"),
-        ("TEST002", tests, "important"),
-        // The attempts' names and a log line without its traceback.
-        ("RETRY004", gateway, "nit"),
-        ("ERR004", gateway, "nit"),
-    ];
-    expected.sort();
-    for (mode, settings) in [("diff-only", Settings::diff_only()), ("repository", repo)] {
-        let review = review(&diff, &settings);
-        let mut found: Vec<(&str, &str, &str)> = review
-            .findings
-            .iter()
-            .map(|f| (f.rule, f.path.as_str(), f.severity.as_str()))
-            .collect();
-        found.sort();
-        assert_eq!(found, expected, "{mode}");
-        assert_eq!(review.decision(), Decision::RequestChanges, "{mode}");
+    let restyled = {
+        let (gateway, service) = ("shop/billing/gateway.py", "shop/billing/services.py");
+        let tests = "tests/test_gateway.py";
+        vec![
+            // The token's get and set race; `except Exception: return None`; `None` when
+            // every try timed out; the amount from the caller.
+            ("IDEM001", gateway, "blocker"),
+            ("ERR001", gateway, "blocker"),
+            ("ERR002", gateway, "blocker"),
+            ("PAY001", service, "blocker"),
+            // The cache's outage on the payment path; retries that miss a dropped connection
+            // and 502/503/504; a sleep after the last try; a caller that records success first.
+            ("IDEM003", gateway, "important"),
+            ("RETRY002", gateway, "important"),
+            ("RETRY001", gateway, "important"),
+            ("ERR003", service, "important"),
+            ("PAY002", service, "important"),
+            // Tests that keep neither the cache out nor the real backoff.
+            ("TEST001", tests, "important"),
+            ("TEST002", tests, "important"),
+            // The attempts' names and a log line without its traceback.
+            ("RETRY004", gateway, "nit"),
+            ("ERR004", gateway, "nit"),
+        ]
+    };
+    let restyled_async = {
+        let (psp, checkout, tests) = (
+            "svc/payments/psp.py",
+            "svc/payments/checkout.py",
+            "tests/test_psp.py",
+        );
+        vec![
+            ("IDEM001", psp, "blocker"),
+            ("ERR001", psp, "blocker"),
+            ("ERR002", psp, "blocker"),
+            ("PAY001", checkout, "blocker"),
+            ("IDEM003", psp, "important"),
+            ("RETRY002", psp, "important"),
+            ("RETRY001", psp, "important"),
+            ("ERR003", checkout, "important"),
+            // `mark_paid(order, payment["id"])` before the status is looked at.
+            ("PAY002", checkout, "important"),
+            ("TEST001", tests, "important"),
+            ("TEST002", tests, "important"),
+        ]
+    };
+    for (dir, mut expected) in [
+        ("seed-restyled", restyled),
+        ("seed-restyled-async", restyled_async),
+    ] {
+        expected.sort();
+        let diff = read(&format!("{dir}/pr.diff"));
+        let repo = repo_settings(&fixture(&format!("{dir}/head")));
+        for (mode, settings) in [("diff-only", Settings::diff_only()), ("repository", repo)] {
+            let review = review(&diff, &settings);
+            let mut found: Vec<(&str, &str, &str)> = review
+                .findings
+                .iter()
+                .map(|f| (f.rule, f.path.as_str(), f.severity.as_str()))
+                .collect();
+            found.sort();
+            assert_eq!(found, expected, "{dir} ({mode})");
+            assert_eq!(
+                review.decision(),
+                Decision::RequestChanges,
+                "{dir} ({mode})"
+            );
+        }
     }
 }
 
