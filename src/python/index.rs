@@ -790,8 +790,10 @@ mod tests {
                     "{} in {src:.60}",
                     n.kind()
                 );
+                // By named kind, as the index files them: the keyword `await` is a leaf of
+                // the same name as the `await` expression.
                 assert!(
-                    !kinds::INDEXED.contains(&n.kind()),
+                    !(n.is_named() && kinds::INDEXED.contains(&n.kind())),
                     "{} in {src:.60}",
                     n.kind()
                 );
