@@ -31,14 +31,15 @@ pub fn once_per_file(findings: Vec<Finding>) -> Vec<Finding> {
     }
     for (_, mut same) in groups {
         same.sort_by(|a, b| (a.lines, &a.key).cmp(&(b.lines, &b.key)));
-        let mut rest = same.split_off(1);
-        let Some(mut first) = same.pop() else {
+        let mut same = same.into_iter();
+        let Some(mut first) = same.next() else {
             continue;
         };
-        if !rest.is_empty() {
-            first.arg("same_file", rest.len().to_string());
+        let others = same.len();
+        if others > 0 {
+            first.arg("same_file", others.to_string());
             first.note("same_file");
-            for other in rest.drain(..).take(MAX_CITED) {
+            for other in same.take(MAX_CITED) {
                 let name = other
                     .args
                     .iter()

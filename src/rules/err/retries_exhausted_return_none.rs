@@ -4,6 +4,7 @@ use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::review::Severity;
+use crate::rules::http::Lib;
 use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
 
 pub(crate) static RULE: Rule = Rule {
@@ -209,7 +210,7 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
         .and_then(|f| f.function(&qualname))
         .is_some_and(|f| !f.may_return_none() && f.none_returns.is_empty());
     let loop_line = syntax::lines(lp).0;
-    let (autoretry_error, transport_error) = transport_errors(cx.facts);
+    let (autoretry_error, transport_error) = transport_errors(cx, attempt);
     let finding = cx
         .report_lines(&RULE, exhausted.lines, exhausted.key)
         .arg("function", qualname.clone())
@@ -445,22 +446,18 @@ fn still_none(ret: Node<'_>, lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, 
     any
 }
 
-/// The base error of the HTTP library the file imports, as a task's `autoretry_for` names it,
-/// and the transport error a domain exception may subclass to keep that retry: the message and
-/// the fix speak the library the code uses (httpx when it imports none of the three).
-fn transport_errors(facts: Option<&facts::FileFacts>) -> (&'static str, &'static str) {
-    let imports = |root: &str| {
-        facts.is_some_and(|f: &facts::FileFacts| {
-            f.imports
-                .iter()
-                .any(|i| i.target.split('.').next() == Some(root))
-        })
-    };
-    if !imports("httpx") && imports("requests") {
-        ("requests.RequestException", "requests.ConnectionError")
-    } else if !imports("httpx") && imports("aiohttp") {
-        ("aiohttp.ClientError", "aiohttp.ClientConnectionError")
-    } else {
-        ("httpx.HTTPError", "httpx.TransportError")
+/// The base error of the HTTP library the retried request uses (`http::http_calls`, the family's
+/// own reading of calls and clients), as a task's `autoretry_for` names it, and the transport
+/// error a domain exception may subclass to keep that retry: the message and the fix speak the
+/// library the code uses (httpx's names when no request in `attempt` says which).
+fn transport_errors<'t>(cx: &Ctx<'t>, attempt: Node<'_>) -> (&'static str, &'static str) {
+    let lib = crate::rules::http::http_calls(cx)
+        .into_iter()
+        .find(|c| !c.constructor && syntax::contains(attempt, c.node))
+        .map(|c| c.lib);
+    match lib {
+        Some(Lib::Requests) => ("requests.RequestException", "requests.ConnectionError"),
+        Some(Lib::Aiohttp) => ("aiohttp.ClientError", "aiohttp.ClientConnectionError"),
+        _ => ("httpx.HTTPError", "httpx.TransportError"),
     }
 }
