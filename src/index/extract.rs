@@ -1,6 +1,8 @@
 //! The small owned facts the project index keeps of one module; the tree is dropped as soon as
 //! they are read.
 
+use std::sync::Arc;
+
 use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, ParsedFile, kinds, syntax};
@@ -44,6 +46,8 @@ pub struct Def {
     pub lines: (u32, u32),
     pub decorators: Vec<Decorator>,
     pub is_async: bool,
+    /// `FunctionFacts::ends_in`: the calls it ends in when it never returns otherwise.
+    pub ends_in: Option<Arc<[syntax::Tail]>>,
     /// For a test function of a test module: what may mock things for it, lowercased (its
     /// decorators, parameters and patch calls; the module's fixtures are in
     /// `ModuleFacts::fixtures`), bounded.
@@ -144,7 +148,12 @@ pub fn extract(path: &str, file: &ParsedFile) -> ModuleFacts {
 pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>) -> ModuleFacts {
     let (idx, src) = (file.index(), file.text());
     let module = module_of(path);
-    let imports = facts::imports(idx, src, facts::DottedImport::Binding);
+    let mut imports = facts::imports(idx, src, facts::DottedImport::Binding);
+    for import in &mut imports {
+        if let Some(absolute) = absolute_import(path, &module, &import.target) {
+            import.target = absolute;
+        }
+    }
     let is_test = facts::is_test_path(path);
     // Fixtures anywhere in a test module can patch for its tests (autouse or by parameter).
     let fixtures = if is_test {
@@ -160,13 +169,21 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
         .iter()
         .enumerate()
         .map(|(i, &f)| {
-            let (name, qualname, lines, is_async) = match known_functions.and_then(|k| k.get(i)) {
-                Some(k) => (k.name.clone(), k.qualname.clone(), k.lines, k.is_async),
+            let known = known_functions.and_then(|k| k.get(i));
+            let (name, qualname, lines, is_async, ends_in) = match known {
+                Some(k) => (
+                    k.name.clone(),
+                    k.qualname.clone(),
+                    k.lines,
+                    k.is_async,
+                    k.ends_in.clone(),
+                ),
                 None => (
                     syntax::function_name(f, src).to_string(),
                     facts::qualname(f, idx, src),
                     syntax::lines(f),
                     syntax::is_async(f),
+                    ends_in(f, idx, src),
                 ),
             };
             debug_assert_eq!(qualname, facts::qualname(f, idx, src));
@@ -177,6 +194,7 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
                 lines,
                 decorators: decorators(f, idx, src),
                 is_async,
+                ends_in,
                 mocks,
             }
         })
@@ -259,6 +277,41 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
     calls.shrink_to_fit();
     out.calls = calls;
     out
+}
+
+/// A relative import's target made absolute, as the index looks modules up: in
+/// `app/psp/__init__.py` or `app/psp/client.py`, `from .errors import E` (`.errors.E`) is
+/// `app.psp.errors.E`, and `from . import errors` (`..errors`) is `app.psp.errors`. `None` for
+/// an absolute import, or one that climbs above the repository's top.
+fn absolute_import(path: &str, module: &str, target: &str) -> Option<String> {
+    let rest = target.trim_start_matches('.');
+    let dots = target.len() - rest.len();
+    if dots == 0 {
+        return None;
+    }
+    // `facts::imports` writes `from M import x` as `M.x`: a module of dots alone gains one.
+    let levels = if rest.contains('.') { dots } else { dots - 1 };
+    let package_levels = if path.ends_with("__init__.py") {
+        levels - 1
+    } else {
+        levels
+    };
+    let mut base: Vec<&str> = module.split('.').filter(|p| !p.is_empty()).collect();
+    let kept = base.len().checked_sub(package_levels)?;
+    base.truncate(kept);
+    base.push(rest);
+    Some(base.join("."))
+}
+
+/// `Def::ends_in` of a function the review has no facts of.
+fn ends_in(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Option<Arc<[syntax::Tail]>> {
+    let tails = syntax::tail_calls(func.field("body")?, src);
+    facts::ends_in(func, src, tails, || {
+        idx.within(func, kinds::RETURN_STATEMENT).iter().any(|r| {
+            idx.enclosing(*r, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| f.id() == func.id())
+        })
+    })
 }
 
 /// The module a callee comes from: `svc.pay` with `from app import svc` → `app.svc`;
@@ -421,6 +474,29 @@ mod tests {
     fn facts(path: &str, src: &str) -> ModuleFacts {
         let file = ParsedFile::parse(src.to_string()).expect("parses");
         extract(path, &file)
+    }
+
+    #[test]
+    fn relative_imports_are_read_from_the_importing_module() {
+        let text = "from .errors import PspErrors\nfrom . import client\nfrom ..core.cache import redis as r\nfrom .. import settings\nimport json\n";
+        let package = facts("app/psp/__init__.py", text);
+        assert_eq!(
+            package.import_target("PspErrors"),
+            Some("app.psp.errors.PspErrors")
+        );
+        assert_eq!(package.import_target("client"), Some("app.psp.client"));
+        assert_eq!(package.import_target("r"), Some("app.core.cache.redis"));
+        assert_eq!(package.import_target("settings"), Some("app.settings"));
+        assert_eq!(package.import_target("json"), Some("json"));
+        let module = facts("app/psp/gateway.py", text);
+        assert_eq!(
+            module.import_target("PspErrors"),
+            Some("app.psp.errors.PspErrors")
+        );
+        assert_eq!(module.import_target("r"), Some("app.core.cache.redis"));
+        // Above the repository's top: left as written.
+        let top = facts("gateway.py", "from ..x import y\n");
+        assert_eq!(top.import_target("y"), Some("..x.y"));
     }
 
     #[test]

@@ -402,6 +402,75 @@ impl ProjectIndex {
         }
     }
 
+    /// Whether a call of `callee` in file `path` never returns: the function the file's
+    /// imports name (`fail`, `Errors.throw`, `errors.throw`, through re-exports) raises on
+    /// every path, or ends in calls of its own module's functions that never return.
+    pub fn never_returns(&self, path: &str, callee: &str, awaited: bool) -> bool {
+        let Some(here) = self.file(path) else {
+            return false;
+        };
+        let full = match callee.split_once('.') {
+            None => match here.import_target(callee) {
+                Some(target) => target.to_string(),
+                None => format!("{}.{callee}", here.module),
+            },
+            Some((first, rest)) => match here.import_target(first) {
+                Some(base) => format!("{base}.{rest}"),
+                None => return false,
+            },
+        };
+        self.definition(&full).is_some_and(|(module, def)| {
+            self.def_never_returns(module, def, awaited, crate::rules::MAX_RAISE_HOPS)
+        })
+    }
+
+    /// The function a dotted name stands for (`app.errors.Errors.throw`): the longest prefix
+    /// that is an indexed module, and the rest a function of it, or of what it imports.
+    fn definition(&self, full: &str) -> Option<(&ModuleFacts, &Def)> {
+        let mut full = full.to_string();
+        for _ in 0..=MAX_IMPORT_HOPS {
+            let (module, qualname) = full
+                .match_indices('.')
+                .rev()
+                .find_map(|(at, _)| Some((self.module(full.get(..at)?)?, full.get(at + 1..)?)))?;
+            if let Some(def) = module.def(qualname) {
+                return Some((module, def));
+            }
+            // A re-export: `from .providers import Errors` in the package's `__init__`.
+            let (first, rest) = qualname.split_once('.').unwrap_or((qualname, ""));
+            let target = module.import_target(first)?;
+            full = if rest.is_empty() {
+                target.to_string()
+            } else {
+                format!("{target}.{rest}")
+            };
+        }
+        None
+    }
+
+    fn def_never_returns(
+        &self,
+        module: &ModuleFacts,
+        def: &Def,
+        awaited: bool,
+        hops: usize,
+    ) -> bool {
+        (awaited || !def.is_async)
+            && def.ends_in.as_ref().is_some_and(|tails| {
+                tails.iter().all(|t| {
+                    // A helper it ends in is looked for in its own module, by name.
+                    let mut named = module
+                        .functions
+                        .iter()
+                        .filter(|d| d.name == t.name)
+                        .peekable();
+                    hops > 0
+                        && named.peek().is_some()
+                        && named.all(|d| self.def_never_returns(module, d, t.awaited, hops - 1))
+                })
+            })
+    }
+
     /// A number a module spells as a literal or as a module constant (`30`, `LIMIT`,
     /// `5 * 60`).
     pub fn number(&self, module: &ModuleFacts, text: &str) -> Option<f64> {

@@ -20,6 +20,7 @@ pub const NONE: &str = "none";
 pub const TRUE: &str = "true";
 pub const FALSE: &str = "false";
 pub const TUPLE: &str = "tuple";
+pub const EXPRESSION_LIST: &str = "expression_list";
 pub const LIST: &str = "list";
 pub const DICTIONARY: &str = "dictionary";
 pub const PAIR: &str = "pair";

@@ -245,70 +245,163 @@ pub fn statements(block: Node<'_>) -> Vec<Node<'_>> {
 }
 
 /// Whether control can leave `block` by its end: its last statement does not return, raise,
-/// continue or break, nor is it an `if` whose every branch does, a `with` whose body does (one
-/// that may swallow the error, `suppress(...)`, aside), or a `try` whose body and handlers all
-/// do. Other compound statements are assumed to complete.
+/// continue or break (or call `sys.exit`), nor is it an `if` whose every branch does, a `with`
+/// whose body does (one that may swallow the error, `suppress(...)`, aside), or a `try` whose
+/// body and handlers all do. Other compound statements are assumed to complete.
 pub fn block_falls_through(block: Node<'_>, src: &str) -> bool {
+    block_falls_through_unless(block, src, &mut |_| false)
+}
+
+/// Like `block_falls_through`, where a statement that is a call (`fail(...)`, `await
+/// self.abort(...)`) ends its path when `ends` says the call never returns: a helper that
+/// always raises, which only the caller's view of the change can tell.
+pub fn block_falls_through_unless(
+    block: Node<'_>,
+    src: &str,
+    ends: &mut dyn FnMut(TailCall<'_>) -> bool,
+) -> bool {
     statements(block)
         .last()
-        .is_none_or(|last| falls_through(*last, src))
+        .is_none_or(|last| falls_through(*last, src, ends))
+}
+
+/// A statement that is only a call, as `block_falls_through_unless` asks about it.
+#[derive(Clone, Copy)]
+pub struct TailCall<'t> {
+    pub call: Node<'t>,
+    /// `await fail(...)`: an `async def` that raises only raises when awaited.
+    pub awaited: bool,
+}
+
+/// The call a statement consists of, awaited or not.
+fn tail_call(stmt: Node<'_>) -> Option<TailCall<'_>> {
+    if stmt.kind() != kinds::EXPRESSION_STATEMENT || stmt.named_child_count() != 1 {
+        return None;
+    }
+    let expr = stmt.named_child(0)?;
+    match expr.kind() {
+        kinds::CALL => Some(TailCall {
+            call: expr,
+            awaited: false,
+        }),
+        kinds::AWAIT => expr
+            .named_child(0)
+            .filter(|c| c.kind() == kinds::CALL)
+            .map(|call| TailCall {
+                call,
+                awaited: true,
+            }),
+        _ => None,
+    }
+}
+
+/// The process ends here: what any Python reader knows never returns.
+fn exits(call: Node<'_>, src: &str) -> bool {
+    matches!(
+        callee(call, src),
+        "sys.exit" | "os._exit" | "pytest.fail" | "pytest.skip" | "pytest.exit"
+    )
 }
 
 /// The block of a clause (`else:`, `finally:`) falls through.
-fn clause_falls_through(clause: Node<'_>, src: &str) -> bool {
+fn clause_falls_through(
+    clause: Node<'_>,
+    src: &str,
+    ends: &mut dyn FnMut(TailCall<'_>) -> bool,
+) -> bool {
     super::named_children(clause)
         .into_iter()
         .rfind(|c| c.kind() == kinds::BLOCK)
-        .is_none_or(|b| block_falls_through(b, src))
+        .is_none_or(|b| block_falls_through_unless(b, src, ends))
 }
 
-fn falls_through(stmt: Node<'_>, src: &str) -> bool {
-    let block = |node: Option<Node<'_>>| node.is_none_or(|b| block_falls_through(b, src));
+fn falls_through(stmt: Node<'_>, src: &str, ends: &mut dyn FnMut(TailCall<'_>) -> bool) -> bool {
+    let block = |node: Option<Node<'_>>, ends: &mut dyn FnMut(TailCall<'_>) -> bool| {
+        node.is_none_or(|b| block_falls_through_unless(b, src, ends))
+    };
     match stmt.kind() {
         kinds::RETURN_STATEMENT
         | kinds::RAISE_STATEMENT
         | kinds::CONTINUE_STATEMENT
         | kinds::BREAK_STATEMENT => false,
+        kinds::EXPRESSION_STATEMENT => {
+            tail_call(stmt).is_none_or(|tail| !(exits(tail.call, src) || ends(tail)))
+        }
         kinds::IF_STATEMENT => {
             let mut cursor = stmt.walk();
             let branches: Vec<Node<'_>> = stmt
                 .children_by_field_name("alternative", &mut cursor)
                 .collect();
             let has_else = branches.iter().any(|b| b.kind() == kinds::ELSE_CLAUSE);
-            !has_else
-                || block(stmt.child_by_field_name("consequence"))
-                || branches.iter().any(|b| {
-                    let body = match b.kind() {
-                        kinds::ELSE_CLAUSE => b.child_by_field_name("body"),
-                        _ => b.child_by_field_name("consequence"),
-                    };
-                    block(body)
-                })
+            if !has_else {
+                return true;
+            }
+            // Every branch is asked, so that `ends` hears of every call that ends one.
+            let mut any = block(stmt.child_by_field_name("consequence"), ends);
+            for b in &branches {
+                let body = match b.kind() {
+                    kinds::ELSE_CLAUSE => b.child_by_field_name("body"),
+                    _ => b.child_by_field_name("consequence"),
+                };
+                any |= block(body, ends);
+            }
+            any
         }
         kinds::WITH_STATEMENT => {
             let suppresses = super::named_children(stmt)
                 .iter()
                 .filter(|c| c.kind() != kinds::BLOCK)
                 .any(|c| text(*c, src).contains("suppress"));
-            suppresses || block(stmt.child_by_field_name("body"))
+            suppresses || block(stmt.child_by_field_name("body"), ends)
         }
         kinds::TRY_STATEMENT => {
             let parts = super::named_children(stmt);
             let part = |kind: &str| parts.iter().find(|p| p.kind() == kind).copied();
-            if part(kinds::FINALLY_CLAUSE).is_some_and(|f| !clause_falls_through(f, src)) {
+            if part(kinds::FINALLY_CLAUSE).is_some_and(|f| !clause_falls_through(f, src, ends)) {
                 return false;
             }
-            let normal = block(stmt.child_by_field_name("body"))
-                && part(kinds::ELSE_CLAUSE).is_none_or(|e| clause_falls_through(e, src));
-            normal
-                || parts
-                    .iter()
-                    .filter(|p| p.kind() == kinds::EXCEPT_CLAUSE)
-                    .any(|c| except_body(*c).is_none_or(|b| block_falls_through(b, src)))
+            let mut any = block(stmt.child_by_field_name("body"), ends)
+                && part(kinds::ELSE_CLAUSE).is_none_or(|e| clause_falls_through(e, src, ends));
+            for c in parts.iter().filter(|p| p.kind() == kinds::EXCEPT_CLAUSE) {
+                any |= except_body(*c).is_none_or(|b| block_falls_through_unless(b, src, ends));
+            }
+            any
         }
         _ => true,
     }
 }
+
+/// A call that ends a path of a function's body (`tail_calls`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tail {
+    /// The callee's last name (`fail` for `self.fail(...)`).
+    pub name: String,
+    pub awaited: bool,
+}
+
+/// The calls that end the paths of a function's body that do not raise, when every other
+/// path raises: `Some([])` for a body that always raises, `Some([fail])` for one that ends by
+/// calling `fail(...)` (it never returns if `fail` never does), `None` when a path can end
+/// otherwise. The body's own `return`s are the caller's to rule out.
+pub fn tail_calls(body: Node<'_>, src: &str) -> Option<Vec<Tail>> {
+    let mut tails: Vec<Tail> = Vec::new();
+    let falls = block_falls_through_unless(body, src, &mut |tail| {
+        let name = callee_name(tail.call, src);
+        if name.is_empty() {
+            return false;
+        }
+        let tail = Tail {
+            name: name.to_string(),
+            awaited: tail.awaited,
+        };
+        if !tails.contains(&tail) {
+            tails.push(tail);
+        }
+        true
+    });
+    (!falls).then_some(tails)
+}
+
 /// The value of a `return` statement; `None` for a bare `return`.
 pub fn return_value(ret: Node<'_>) -> Option<Node<'_>> {
     ret.named_child(0).filter(|n| n.kind() != kinds::COMMENT)
@@ -445,6 +538,78 @@ mod tests {
     fn with_file<R>(src: &str, f: impl FnOnce(&ParsedFile) -> R) -> R {
         let file = ParsedFile::parse(src.to_string()).expect("grammar loads (every parse test)");
         f(&file)
+    }
+
+    /// `tail_calls` of each function of `src`, in order, the awaited ones written `await f`.
+    fn tails_of(src: &str) -> Vec<Option<Vec<String>>> {
+        with_file(src, |file| {
+            file.index()
+                .all(kinds::FUNCTION_DEFINITION)
+                .iter()
+                .map(|f| {
+                    let tails = f.field("body").and_then(|b| tail_calls(b, src))?;
+                    Some(
+                        tails
+                            .iter()
+                            .map(|t| match t.awaited {
+                                true => format!("await {}", t.name),
+                                false => t.name.clone(),
+                            })
+                            .collect(),
+                    )
+                })
+                .collect()
+        })
+    }
+
+    #[test]
+    fn tail_calls_are_the_calls_that_end_a_body_that_otherwise_raises() {
+        let src = "\
+def always():
+    raise E()
+
+def through(msg):
+    log(msg)
+    Errors.throw(msg)
+
+async def branches(exc):
+    if exc.code == 404:
+        gone()
+    elif exc.code == 409:
+        raise Conflict()
+    else:
+        await self.fail(exc)
+
+def may_return(exc):
+    if exc:
+        fail(exc)
+
+def assigns(x):
+    fail(x)
+    y = x
+
+def exits():
+    sys.exit(2)
+
+def guarded():
+    try:
+        send()
+    except OSError:
+        fail()
+";
+        let some = |names: &[&str]| Some(names.iter().map(|n| n.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            tails_of(src),
+            [
+                some(&[]),
+                some(&["throw"]),
+                some(&["gone", "await fail"]),
+                None,
+                None,
+                some(&[]),
+                some(&["send", "fail"]),
+            ]
+        );
     }
 
     #[test]

@@ -118,6 +118,10 @@ pub struct ChangeSet {
     reach: reach::ReachTables,
 }
 
+/// How many calls deep `never_returns` follows helpers that end by calling another
+/// (`throw_api_error` → `throw_with_message` → `raise`).
+pub const MAX_RAISE_HOPS: usize = 4;
+
 #[derive(Debug, Default)]
 struct Names {
     /// Each function name of the side, numbered: reachability tables are indexed by it.
@@ -224,6 +228,28 @@ impl ChangeSet {
     ) -> impl Iterator<Item = (&'a FileFacts, &'a FunctionFacts)> {
         self.definitions(side, name)
             .map(|(_, file, func)| (file, func))
+    }
+
+    /// Whether a call of `name` never returns: the change defines functions of that name, and
+    /// each raises on every path or ends in calls that never return, followed a few calls
+    /// deep (a cycle, or a chain longer than that, is taken to return). `awaited`: an `async
+    /// def` only raises when its call is awaited.
+    pub fn never_returns(&self, side: Side, name: &str, awaited: bool) -> bool {
+        self.never_returns_within(side, name, awaited, MAX_RAISE_HOPS)
+    }
+
+    fn never_returns_within(&self, side: Side, name: &str, awaited: bool, hops: usize) -> bool {
+        let mut defs = self.functions_named(side, name).peekable();
+        defs.peek().is_some()
+            && defs.all(|(_, f)| {
+                (awaited || !f.is_async)
+                    && f.ends_in.as_ref().is_some_and(|tails| {
+                        tails.iter().all(|t| {
+                            hops > 0
+                                && self.never_returns_within(side, &t.name, t.awaited, hops - 1)
+                        })
+                    })
+            })
     }
 
     /// Calls of `name` anywhere in the change, on one side.
@@ -453,6 +479,25 @@ impl<'a> Ctx<'a> {
                 .is_none()
     }
 
+    /// Whether `tail`, a statement that is only a call, never returns: a helper of the change
+    /// that always raises, or, when the change defines none of that name, the function the
+    /// file's imports name in the repository.
+    pub fn never_returns(&self, tail: syntax::TailCall<'_>) -> bool {
+        let text = syntax::call_text(tail.call, self.src());
+        if self
+            .change
+            .functions_named(self.side, text.name)
+            .next()
+            .is_some()
+        {
+            return self
+                .change
+                .never_returns(self.side, text.name, tail.awaited);
+        }
+        self.project()
+            .is_some_and(|p| p.never_returns(self.path, text.callee, tail.awaited))
+    }
+
     /// Whether new-side lines `first..=last` hold an added line.
     pub fn touches_added(&self, first: u32, last: u32) -> bool {
         self.versions.lines.touches_added(first, last)
@@ -573,4 +618,72 @@ pub fn catalogue_digest() -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// A change of one file whose functions are `(name, async, ends_in)`, `ends_in` as the
+    /// names of the calls the function ends in (`await f` for an awaited one), `None` for a
+    /// function that can return.
+    fn change(functions: &[(&str, bool, Option<&[&str]>)]) -> ChangeSet {
+        let function = |&(name, is_async, ends_in): &(&str, bool, Option<&[&str]>)| FunctionFacts {
+            name: name.to_string(),
+            qualname: name.to_string(),
+            is_async,
+            ends_in: ends_in.map(|tails| {
+                tails
+                    .iter()
+                    .map(|t| syntax::Tail {
+                        name: t.trim_start_matches("await ").to_string(),
+                        awaited: t.starts_with("await "),
+                    })
+                    .collect::<Arc<[_]>>()
+            }),
+            ..FunctionFacts::default()
+        };
+        ChangeSet::new(vec![FileChange {
+            path: "app/errors.py".into(),
+            old: None,
+            new: Some(FileFacts {
+                functions: functions.iter().map(function).collect(),
+                ..FileFacts::default()
+            }),
+        }])
+    }
+
+    #[test]
+    fn a_call_never_returns_when_every_function_of_its_name_raises_on_every_path() {
+        let change = change(&[
+            ("throw", false, Some(&[])),
+            ("throw_mapped", false, Some(&["log", "throw"])),
+            ("log", false, None),
+            ("throw_logged", false, Some(&["throw"])),
+            ("fail", true, Some(&[])),
+            ("fail_later", false, Some(&["fail"])),
+            ("fail_awaited", true, Some(&["await fail"])),
+            ("ping", false, Some(&["pong"])),
+            ("pong", false, Some(&["ping"])),
+            ("get", false, Some(&[])),
+            ("get", false, None),
+        ]);
+        let never = |name: &str, awaited: bool| change.never_returns(Side::New, name, awaited);
+        assert!(never("throw", false));
+        assert!(never("throw_logged", false));
+        // One of its endings is a call that returns.
+        assert!(!never("throw_mapped", false));
+        // An `async def` raises only when awaited.
+        assert!(!never("fail", false));
+        assert!(never("fail", true));
+        assert!(!never("fail_later", false));
+        assert!(never("fail_awaited", true));
+        // A cycle never proves anything, and one `get` of two returns.
+        assert!(!never("ping", false));
+        assert!(!never("get", false));
+        // Nothing of that name in the change.
+        assert!(!never("absent", false));
+        assert!(!change.never_returns(Side::Old, "throw", false));
+    }
 }

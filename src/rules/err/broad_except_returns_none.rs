@@ -53,12 +53,16 @@ fn check(cx: &mut Ctx<'_>) {
             // Nothing says a result was expected: a `-> None` helper may well swallow.
             continue;
         }
+        if ends_in_a_raising_helper(cx, clause, func, idx) {
+            continue;
+        }
         let only_by_purpose = annotation.is_none() && caller.is_none();
         let on_path = cx.on_payment_path(function.as_ref());
         let before_is_clean = cx
             .other_facts
             .and_then(|f| f.function(&qualname))
             .is_some_and(|f| !f.may_return_none() && f.none_returns.is_empty());
+        let unawaited = unawaited_raising_helper(cx, clause);
         let finding = cx
             .report(&RULE, clause)
             .arg("caught", caught)
@@ -78,6 +82,9 @@ fn check(cx: &mut Ctx<'_>) {
         }
         if let Some(annotation) = annotation {
             finding.arg("annotation", annotation).note("annotation");
+        }
+        if let Some(helper) = unawaited {
+            finding.arg("helper", helper).note("not_awaited");
         }
         if let Some(caller) = caller {
             caller.cite(finding);
@@ -160,6 +167,40 @@ fn suppresses_to_none<'t>(
         .field("body")
         .and_then(|b| syntax::statements(b).last().copied())?;
     (last.id() == with.id()).then(|| (func, format!("`with {}`", syntax::normalized(call, src))))
+}
+
+/// A handler with no `return` that ends by calling a helper that always raises
+/// (`ErrorProvider.throw_api_error(str(e))`): what it catches goes on as another exception,
+/// not as `None`. Only the change or the repository can say what the helper does, so the
+/// gate, which sees one file, lets such a handler through and the check asks here.
+fn ends_in_a_raising_helper(
+    cx: &Ctx<'_>,
+    clause: Node<'_>,
+    func: Node<'_>,
+    idx: &NodeIndex<'_>,
+) -> bool {
+    let Some(body) = syntax::except_body(clause) else {
+        return false;
+    };
+    let returns = idx.within(clause, kinds::RETURN_STATEMENT).iter().any(|r| {
+        idx.enclosing(*r, kinds::FUNCTION_DEFINITION)
+            .is_some_and(|f| f.id() == func.id())
+    });
+    !returns && !syntax::block_falls_through_unless(body, cx.src(), &mut |t| cx.never_returns(t))
+}
+
+/// The handler's last statement calls an `async def` helper that would raise, without `await`:
+/// the call only makes a coroutine, and the handler falls through to `None`.
+fn unawaited_raising_helper(cx: &Ctx<'_>, clause: Node<'_>) -> Option<String> {
+    let last = syntax::except_body(clause).and_then(|b| syntax::statements(b).last().copied())?;
+    let call = last
+        .named_child(0)
+        .filter(|c| last.kind() == kinds::EXPRESSION_STATEMENT && c.kind() == kinds::CALL)?;
+    cx.never_returns(syntax::TailCall {
+        call,
+        awaited: true,
+    })
+    .then(|| syntax::callee(call, cx.src()).to_string())
 }
 
 /// Whether the handler gives the caller `None`: an explicit `return`/`return None` in it, or a

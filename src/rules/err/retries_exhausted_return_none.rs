@@ -193,10 +193,13 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     } else {
         lp
     };
+    // A value returned from the loop, or after it (`break` on success, then `return
+    // response.json()`): the attempts were meant to produce it.
     let returns_in_loop = idx
-        .within(attempt, kinds::RETURN_STATEMENT)
+        .within(func, kinds::RETURN_STATEMENT)
         .iter()
-        .any(|r| super::owned_by(*r, func, idx) && !syntax::returns_none(*r));
+        .filter(|r| r.start_byte() >= attempt.start_byte())
+        .any(|r| super::owned_by(*r, func, idx) && !gives_none(*r));
     // `-> Optional[...]` declares the `None`; only a caller that ignores it makes it a bug.
     let declares_none = declared.is_some() && annotation.is_none();
     let expects_result = annotation.is_some() || (returns_in_loop && !declares_none);
@@ -359,20 +362,36 @@ fn exhausted_exit(
             match next.kind() {
                 kinds::RAISE_STATEMENT => return None,
                 kinds::RETURN_STATEMENT
-                    if syntax::returns_none(*next) || still_none(*next, lp, func, idx, src) =>
+                    if gives_none(*next) || still_none(*next, lp, func, idx, src) =>
                 {
                     let first = after.first().or(here.first()).copied().unwrap_or(*next);
                     let mut exhausted =
                         Exhausted::at_return(first, *next, "return-after-retries", src);
-                    if !syntax::returns_none(*next) {
+                    if !gives_none(*next) {
                         exhausted.how = Some("still_none");
+                    } else if !syntax::returns_none(*next) {
+                        exhausted.how = Some("tuple");
                     }
                     return Some(exhausted);
+                }
+                // `if response is None: return None, None`: where the attempts ran out.
+                kinds::IF_STATEMENT => {
+                    if let Some(ret) = none_when_unset(*next, lp, func, idx, src) {
+                        let mut exhausted =
+                            Exhausted::at_return(*next, ret, "return-after-retries", src);
+                        if !syntax::returns_none(ret) {
+                            exhausted.how = Some("tuple");
+                        }
+                        return Some(exhausted);
+                    }
+                    if !idx.within(*next, kinds::RAISE_STATEMENT).is_empty() {
+                        return None;
+                    }
                 }
                 kinds::RETURN_STATEMENT => return None,
                 // `if last_exc: raise ...`: whether the `return None` is reachable is not ours
                 // to guess.
-                kinds::IF_STATEMENT | kinds::WITH_STATEMENT | kinds::TRY_STATEMENT
+                kinds::WITH_STATEMENT | kinds::TRY_STATEMENT
                     if !idx.within(*next, kinds::RAISE_STATEMENT).is_empty() =>
                 {
                     return None;
@@ -410,13 +429,64 @@ fn exhausted_exit(
     })
 }
 
+/// `return None`, a bare `return`, or `return None, None`: nothing a caller can use.
+fn gives_none(ret: Node<'_>) -> bool {
+    syntax::returns_none(ret)
+        || syntax::return_value(ret).is_some_and(|v| {
+            matches!(v.kind(), kinds::EXPRESSION_LIST | kinds::TUPLE)
+                && crate::python::named_children(v)
+                    .iter()
+                    .all(|e| e.kind() == kinds::NONE)
+        })
+}
+
+/// `if result is None:` (or `if not result:`) right after the loop, on a name that is still
+/// `None` once every attempt failed, whose body gives the caller nothing: that return.
+fn none_when_unset<'t>(
+    stmt: Node<'t>,
+    lp: Node<'_>,
+    func: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &str,
+) -> Option<Node<'t>> {
+    let cond = stmt.field("condition")?;
+    let tested = match cond.kind() {
+        kinds::NOT_OPERATOR => cond.field("argument")?,
+        kinds::COMPARISON_OPERATOR => {
+            let parts = crate::python::named_children(cond);
+            let none = parts.get(1).is_some_and(|n| n.kind() == kinds::NONE);
+            let is = syntax::text(cond, src).split_whitespace().nth(1) == Some("is");
+            (parts.len() == 2 && none && is).then(|| parts.first().copied())??
+        }
+        _ => return None,
+    };
+    if tested.kind() != kinds::IDENTIFIER {
+        return None;
+    }
+    let ret = stmt
+        .field("consequence")
+        .and_then(|b| syntax::statements(b).last().copied())
+        .filter(|r| r.kind() == kinds::RETURN_STATEMENT && gives_none(*r))?;
+    unset_when_exhausted(syntax::text(tested, src), lp, func, idx, src).then_some(ret)
+}
+
 /// `return result` after the loop, where `result = None` before it and only a successful
 /// attempt sets it: once every attempt failed, it is still `None`.
 fn still_none(ret: Node<'_>, lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
     let Some(value) = syntax::return_value(ret).filter(|v| v.kind() == kinds::IDENTIFIER) else {
         return false;
     };
-    let name = syntax::text(value, src);
+    unset_when_exhausted(syntax::text(value, src), lp, func, idx, src)
+}
+
+/// `name` is `None` before the loop and set only by an attempt that succeeded.
+fn unset_when_exhausted(
+    name: &str,
+    lp: Node<'_>,
+    func: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &str,
+) -> bool {
     let before = idx.assigned_before(Some(func), name, lp.start_byte(), src);
     if before.is_none_or(|b| b.kind() != kinds::NONE) {
         return false;

@@ -42,6 +42,11 @@ pub struct FunctionFacts {
     /// Some `return` gives a value other than `None`.
     pub returns_value: bool,
     pub raises: bool,
+    /// The function never returns if these calls never do: it has no `return`, and every path
+    /// through its body raises or ends in one of them (none: it always raises, or is annotated
+    /// `NoReturn`). `None` when it can return. `raise_api_error(...)` at the end of an
+    /// `except` is then no way out of the function (`ChangeSet::never_returns`).
+    pub ends_in: Option<Arc<[syntax::Tail]>>,
     /// Exception types its own `except` clauses catch, as written (`httpx.ReadTimeout`);
     /// `BaseException` for a bare `except:`.
     pub caught: Arc<[String]>,
@@ -479,9 +484,14 @@ fn function_facts(
     caught.sort();
     caught.dedup();
     facts.caught = caught.into();
-    facts.falls_off_end = func
-        .field("body")
-        .is_some_and(|b| syntax::block_falls_through(b, src));
+    let tails = func.field("body").map(|b| syntax::tail_calls(b, src));
+    // Calls are taken to return here, as everywhere a function's own facts are read.
+    facts.falls_off_end = tails
+        .as_ref()
+        .is_some_and(|t| t.as_ref().is_none_or(|t| !t.is_empty()));
+    facts.ends_in = ends_in(func, src, tails.flatten(), || {
+        facts.returns_value || !facts.none_returns.is_empty()
+    });
     let helper = file.is_test && !facts.name.starts_with("test");
     let mut mocks = String::new();
     let mut callees: Vec<&str> = Vec::new();
@@ -570,6 +580,25 @@ const CACHE_METHODS: &[&str] = &[
 ];
 
 /// `cache` for `self.cache`: what a receiver is named by.
+/// `FunctionFacts::ends_in` of `func`, from the calls that end its body's paths
+/// (`syntax::tail_calls`); `returns`: whether it has a `return` of its own.
+pub(crate) fn ends_in(
+    func: Node<'_>,
+    src: &str,
+    tails: Option<Vec<syntax::Tail>>,
+    returns: impl FnOnce() -> bool,
+) -> Option<Arc<[syntax::Tail]>> {
+    if returns() {
+        return None;
+    }
+    let no_return = syntax::return_annotation(func, src)
+        .is_some_and(|a| matches!(last_name(a.trim()), "NoReturn" | "Never"));
+    if no_return {
+        return Some(Arc::from([]));
+    }
+    tails.map(Arc::from)
+}
+
 pub(crate) fn last_name(receiver: &str) -> &str {
     receiver.rsplit('.').next().unwrap_or(receiver)
 }

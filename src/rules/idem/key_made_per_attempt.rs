@@ -83,6 +83,10 @@ fn report(
         syntax::callee_name(fresh, src),
         "time" | "time_ns" | "now" | "utcnow"
     );
+    // `idempotency_key or uuid4()`: made anew only when the caller gave none.
+    let fallback_from = fallback_choice(fresh, made)
+        .and_then(|choice| choice.named_child(0))
+        .map(|from| syntax::normalized(from, src));
     let fresh = syntax::normalized(fresh, src);
     let qualname = cx
         .index()
@@ -106,6 +110,9 @@ fn report(
             finding.arg("retried_by", by.clone()).note("retried");
         }
         (None, None) => {}
+    }
+    if let Some(from) = fallback_from {
+        finding.arg("fallback_from", from).note("fallback");
     }
     if clock {
         finding.note("clock");
@@ -182,7 +189,8 @@ fn made_in<'t>(
 ) -> Option<(Node<'t>, Node<'t>)> {
     let inside = |n: Node<'_>| syntax::contains(attempt.body, n);
     if let Some(call) = fresh_call(value, idx, src) {
-        return (inside(value) && !is_fallback(call, value)).then_some((value, call));
+        let kept = stable_fallback(idx, attempt, call, value, key_name(site, src), src);
+        return (inside(value) && !kept).then_some((value, call));
     }
     let assignments = idx.within(attempt.func, kinds::ASSIGNMENT);
     for name in identifiers(syntax::text(value, src)) {
@@ -207,7 +215,7 @@ fn made_in<'t>(
             continue;
         };
         if inside(*assignment)
-            && !is_fallback(call, right)
+            && !stable_fallback(idx, attempt, call, right, Some(name), src)
             && !only_when_missing(idx, *assignment, attempt.body, name, src)
         {
             return Some((*assignment, call));
@@ -229,22 +237,63 @@ fn fresh_call<'t>(node: Node<'t>, idx: &NodeIndex<'t>, src: &str) -> Option<Node
         .find(fresh)
 }
 
+/// The name an assignment site gives the key (`idempotency_key = ...`), which a fallback to a
+/// fresh value may keep for the next attempt.
+fn key_name<'s>(site: Node<'_>, src: &'s str) -> Option<&'s str> {
+    (site.kind() == kinds::ASSIGNMENT)
+        .then(|| site.field("left"))
+        .flatten()
+        .filter(|l| l.kind() == kinds::IDENTIFIER)
+        .map(|l| syntax::text(l, src))
+}
+
 /// `stored or str(uuid4())`, `key if key else uuid4()`: a new value only where there is none
-/// yet, which is the stored key's business (IDEM001 looks at how it is stored).
-fn is_fallback(call: Node<'_>, top: Node<'_>) -> bool {
+/// yet. It stays the same over the attempts when what it falls back from is kept: assigned
+/// back (`key = key or uuid4()`), or read anew in each attempt (`cached or uuid4()`, which is
+/// the stored key's business: IDEM001 looks at how it is stored). A parameter or a name set
+/// before the loop and never kept (`headers["Idempotency-Key"] = idempotency_key or
+/// str(uuid4())`) is still missing on the next attempt, which then sends another key.
+fn stable_fallback(
+    idx: &NodeIndex<'_>,
+    attempt: &Attempt<'_>,
+    call: Node<'_>,
+    top: Node<'_>,
+    assigned_to: Option<&str>,
+    src: &str,
+) -> bool {
+    let Some(choice) = fallback_choice(call, top) else {
+        return false;
+    };
+    // What the choice falls back from: the left of `or`, the value of `x if x else ...`.
+    let Some(from) = choice.named_child(0) else {
+        return true;
+    };
+    if from.kind() != kinds::IDENTIFIER {
+        return true;
+    }
+    let name = syntax::text(from, src);
+    assigned_to == Some(name)
+        || idx.within(attempt.body, kinds::ASSIGNMENT).iter().any(|a| {
+            a.field("left")
+                .is_some_and(|l| syntax::text(l, src) == name)
+        })
+}
+
+/// The `or` or conditional expression between `call` and `top` that makes it a fallback.
+fn fallback_choice<'t>(call: Node<'t>, top: Node<'t>) -> Option<Node<'t>> {
     let mut at = Some(call);
     while let Some(node) = at.filter(|n| n.id() != top.id()) {
         at = node.parent();
-        if at.is_some_and(|p| {
+        if let Some(p) = at.filter(|p| {
             matches!(
                 p.kind(),
                 kinds::BOOLEAN_OPERATOR | kinds::CONDITIONAL_EXPRESSION
             )
         }) {
-            return true;
+            return Some(p);
         }
     }
-    false
+    None
 }
 
 /// `if key is None: key = uuid4()` (or `if not key:`), inside the retried stretch: the key is
