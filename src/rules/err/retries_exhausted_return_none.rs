@@ -349,6 +349,24 @@ fn exhausted_exit(
     idx: &NodeIndex<'_>,
     src: &str,
 ) -> Option<Exhausted> {
+    // `for ...: ... break` then `else: return None`: the `else` runs only when no attempt
+    // broke out.
+    let otherwise = lp.field("alternative").and_then(|e| e.field("body"));
+    let statements = otherwise.map(syntax::statements).unwrap_or_default();
+    if let Some(ret) = statements
+        .iter()
+        .find(|s| s.kind() == kinds::RETURN_STATEMENT)
+    {
+        if !gives_none(*ret) {
+            return None;
+        }
+        let first = statements.first().copied().unwrap_or(*ret);
+        let mut exhausted = Exhausted::at_return(first, *ret, "return-after-retries", src);
+        if !syntax::returns_none(*ret) {
+            exhausted.how = Some("tuple");
+        }
+        return Some(exhausted);
+    }
     let mut stmt = lp;
     let mut block = lp.parent().filter(|p| p.kind() == kinds::BLOCK)?;
     let mut after: Vec<Node<'_>> = Vec::new();

@@ -243,14 +243,18 @@ fn is_payment_word(word: &str) -> bool {
     )
 }
 
-const PAYMENT_SDKS: &[&str] = &[
+/// Payment SDKs, by their top-level package: their module-level calls go to the gateway
+/// (`stripe.PaymentIntent.create`, `Payment.create` of `yookassa`).
+pub(crate) const PAYMENT_SDKS: &[&str] = &[
     "stripe",
     "braintree",
     "adyen",
+    "Adyen",
     "paypalrestsdk",
     "yookassa",
     "checkout_sdk",
     "square",
+    "squareup",
     "mollie",
     "razorpay",
     "paddle",
@@ -263,6 +267,18 @@ const PAYMENT_SDKS: &[&str] = &[
     "authorizenet",
     "liqpay",
 ];
+
+impl FileFacts {
+    /// Whether a dotted callee (`stripe.Refund.create`, `Payment.create`) is a payment SDK's,
+    /// by the import of its first name.
+    pub(crate) fn calls_payment_sdk(&self, callee: &str) -> bool {
+        let Some((root, _)) = callee.split_once('.') else {
+            return false;
+        };
+        let target = self.import_target(root).unwrap_or(root);
+        PAYMENT_SDKS.contains(&target.split('.').next().unwrap_or(target))
+    }
+}
 
 /// Whether a path is a test file (`tests/…`, `test_*.py`, `*_test.py`, `conftest.py`).
 pub fn is_test_path(path: &str) -> bool {

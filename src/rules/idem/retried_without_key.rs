@@ -41,23 +41,6 @@ const BEFORE_SENDING: &[&str] = &[
     "PoolTimeout",
 ];
 
-/// Payment SDKs whose module-level calls go to the gateway (`stripe.PaymentIntent.create`).
-const SDKS: &[&str] = &[
-    "stripe",
-    "braintree",
-    "Adyen",
-    "adyen",
-    "yookassa",
-    "paypalrestsdk",
-    "square",
-    "squareup",
-    "razorpay",
-    "mollie",
-    "checkout_sdk",
-    "gocardless_pro",
-    "paddle",
-];
-
 /// Every finding is a payment request, over HTTP or through a payment SDK the file imports, in
 /// a function that neither is a test nor names an idempotency key.
 fn gate(s: &Scan<'_>) -> bool {
@@ -65,7 +48,7 @@ fn gate(s: &Scan<'_>) -> bool {
         s.facts
             .imports
             .iter()
-            .any(|i| SDKS.contains(&i.target.split('.').next().unwrap_or_default()))
+            .any(|i| facts::PAYMENT_SDKS.contains(&i.target.split('.').next().unwrap_or_default()))
     };
     // Retried whole: a retrying decorator, or Celery's `self.retry`.
     let retried = || {
@@ -405,10 +388,7 @@ fn method_arg<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
 
 fn from_sdk(cx: &Ctx<'_>, call: Node<'_>) -> bool {
     let callee = syntax::callee(call, cx.src());
-    let root = callee.split('.').next().unwrap_or(callee);
-    let target = cx.facts.and_then(|f| f.import_target(root)).unwrap_or(root);
-    let target_root = target.split('.').next().unwrap_or(target);
-    callee.contains('.') && SDKS.contains(&target_root)
+    cx.facts.is_some_and(|f| f.calls_payment_sdk(callee))
 }
 
 /// Whether the request carries an idempotency key: `Some(false)` only when everything it sends

@@ -242,6 +242,20 @@ fn moved_arguments(
             pairs.push((*was, value));
         }
     }
+    // Money inside a dict argument, matched by its keys: `Payment.create({"amount": {"value":
+    // str(order.total), ...}})`, `mollie.payments.create({"amount": {"value": f"{total:.2f}"}})`.
+    let old_dicts = dict_args(before, old.src);
+    for (at, dict) in dict_args(call, new.src) {
+        let Some(&(_, was_dict)) = old_dicts.iter().find(|(a, _)| *a == at) else {
+            continue;
+        };
+        let was_leaves = money_leaves(was_dict, old.src, vocab);
+        for (path, value) in money_leaves(dict, new.src, vocab) {
+            if let Some(&(_, was)) = was_leaves.iter().find(|(p, _)| *p == path) {
+                pairs.push((was, value));
+            }
+        }
+    }
     let mut out = Vec::new();
     for (was, value) in pairs {
         let (was_text, value_text) = (
@@ -276,6 +290,49 @@ fn moved_arguments(
                 via: Some(value_text),
                 line: syntax::lines(value_set).0,
             });
+        }
+    }
+    out
+}
+
+/// The dict literals a call passes, each with where: its position (`#0`) or keyword.
+fn dict_args<'t>(call: Node<'t>, src: &str) -> Vec<(String, Node<'t>)> {
+    let positional = syntax::positional_args(call)
+        .into_iter()
+        .enumerate()
+        .filter(|(_, a)| a.kind() == kinds::DICTIONARY)
+        .map(|(i, a)| (format!("#{i}"), a));
+    let keywords = syntax::keyword_args(call, src)
+        .into_iter()
+        .filter(|(_, v)| v.kind() == kinds::DICTIONARY)
+        .map(|(k, v)| (k.to_string(), v));
+    positional.chain(keywords).collect()
+}
+
+/// How deep `money_leaves` looks into nested dicts.
+const MAX_DICT_DEPTH: usize = 4;
+
+/// The values of a dict literal under a money key, or under a dict that is one
+/// (`{"amount": {"value": ..., "currency": ...}}`), each with its path of keys.
+fn money_leaves<'t>(dict: Node<'t>, src: &str, vocab: &Vocabulary) -> Vec<(String, Node<'t>)> {
+    let mut out = Vec::new();
+    let mut pending = vec![(dict, String::new(), false, 0)];
+    while let Some((node, path, money, depth)) = pending.pop() {
+        for pair in crate::python::named_children(node) {
+            let (Some(k), Some(v)) = (pair.field("key"), pair.field("value")) else {
+                continue;
+            };
+            if pair.kind() != kinds::PAIR || k.kind() != kinds::STRING {
+                continue;
+            }
+            let key = syntax::text(k, src).trim_matches(['"', '\'']);
+            let path = format!("{path}.{key}");
+            let money = money || vocab.is_money_argument(key);
+            if v.kind() == kinds::DICTIONARY && depth < MAX_DICT_DEPTH {
+                pending.push((v, path, money, depth + 1));
+            } else if money {
+                out.push((path, v));
+            }
         }
     }
     out

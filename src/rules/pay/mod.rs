@@ -132,10 +132,24 @@ pub(crate) fn entity_object<'s>(attribute: Node<'_>, src: &'s str) -> Option<&'s
     Some(object.rsplit('.').next().unwrap_or(object))
 }
 
-/// `int(x)`, `Decimal(x)`, `str(x)`: the value they convert.
+/// `int(x)`, `Decimal(x)`, `str(x)`, `f"{x:.2f}"`: the value they convert.
 pub(crate) fn unwrap_conversion<'t>(node: Node<'t>, src: &str) -> Node<'t> {
     let mut node = node;
     for _ in 0..3 {
+        // `f"{order.total:.2f}"`: one value, formatted.
+        if node.kind() == kinds::STRING {
+            let parts = crate::python::named_children(node);
+            let mut values = parts.iter().filter(|p| p.kind() == "interpolation");
+            let text = parts.iter().any(|p| p.kind() == "string_content");
+            match (values.next(), values.next(), text) {
+                (Some(value), None, false) => match value.field("expression") {
+                    Some(inner) => node = inner,
+                    None => break,
+                },
+                _ => break,
+            }
+            continue;
+        }
         if node.kind() != kinds::CALL {
             break;
         }

@@ -172,7 +172,7 @@ fn report(
         finding
             .severity(crate::review::Severity::Blocker)
             .note("persisted");
-    } else if why == "status_unchecked"
+    } else if matches!(why, "status_unchecked" | "sdk_status_unchecked")
         && let Some(save) = save_after(stmt, block, src)
     {
         // Saved before the answer is read: the row says paid whatever the gateway said.
@@ -355,6 +355,13 @@ fn unchecked_call_before<'t>(
         .any(|(_, f)| f.may_return_none())
     {
         "unchecked"
+    } else if binding.is_some()
+        && cx
+            .facts
+            .is_some_and(|f| f.calls_payment_sdk(syntax::callee(call, src)))
+    {
+        // The SDK's object for a payment it made, which says whether the money moved.
+        "sdk_status_unchecked"
     } else {
         return None;
     };
