@@ -287,6 +287,8 @@ pub(crate) fn push_named<V>(map: &mut HashMap<String, Vec<V>>, name: &str, value
 pub struct Memo {
     /// Names bound to a cache client the code made itself (`idem::client_aliases`).
     pub(crate) cache_clients: std::cell::OnceCell<Vec<(String, bool)>>,
+    /// Whether some parameter is annotated as an HTTP client (`http::http_calls`).
+    pub(crate) client_parameters: std::cell::OnceCell<bool>,
 }
 
 /// What a check that needs nothing beyond one file side reads of it. Both a rule's `Ctx` and a

@@ -198,6 +198,16 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
         return Vec::new();
     };
     let clients = clients(cx);
+    // Clients handed in are looked for only where some parameter is annotated as one.
+    let injected = *cx.memo().client_parameters.get_or_init(|| {
+        idx.all(kinds::FUNCTION_DEFINITION).iter().any(|f| {
+            f.field("parameters").is_some_and(|params| {
+                syntax::annotated_parameters(params, cx.src())
+                    .iter()
+                    .any(|(_, a)| names_client_type(syntax::text(*a, cx.src())))
+            })
+        })
+    });
     let mut out = Vec::new();
     for &call in idx.all(kinds::CALL) {
         let syntax::CallText {
@@ -222,6 +232,10 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
             })
         {
             Some((client.lib, false, client.timeout))
+        } else if let Some(lib) = injected.then(|| injected_client(cx, call)).flatten() {
+            // Handed in: its defaults are set out of sight, and taken to bound the call
+            // (`requests.Session` has none to set).
+            Some((lib, false, true))
         } else {
             lib_of(dynamic.unwrap_or(callee), cx)
                 .filter(|l| matches!(l, Lib::Httpx | Lib::Requests))
@@ -332,6 +346,12 @@ pub(crate) fn injected_client<'a>(cx: &impl Local<'a>, call: Node<'_>) -> Option
         }
         _ => None,
     }
+}
+
+/// Whether an annotation's text may name a client type (`Session`, `httpx.AsyncClient`,
+/// `Optional[ClientSession]`): the cheap test before `parameter_client` reads it.
+fn names_client_type(annotation: &str) -> bool {
+    annotation.contains("Session") || annotation.contains("Client")
 }
 
 /// The library of `func`'s parameter `name` when its annotation names a client type.
