@@ -274,7 +274,7 @@ pub struct TailCall<'t> {
 }
 
 /// The call a statement consists of, awaited or not.
-fn tail_call(stmt: Node<'_>) -> Option<TailCall<'_>> {
+pub fn tail_call(stmt: Node<'_>) -> Option<TailCall<'_>> {
     if stmt.kind() != kinds::EXPRESSION_STATEMENT || stmt.named_child_count() != 1 {
         return None;
     }

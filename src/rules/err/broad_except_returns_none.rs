@@ -53,7 +53,9 @@ fn check(cx: &mut Ctx<'_>) {
             // Nothing says a result was expected: a `-> None` helper may well swallow.
             continue;
         }
-        if ends_in_a_raising_helper(cx, clause, func, idx) {
+        let raises_on = clause.kind() == kinds::EXCEPT_CLAUSE
+            && !handler_returns_none(clause, func, idx, src, &mut |t| cx.never_returns(t));
+        if raises_on {
             continue;
         }
         let only_by_purpose = annotation.is_none() && caller.is_none();
@@ -129,7 +131,7 @@ fn swallowing_except<'t>(clause: Node<'t>, idx: &NodeIndex<'t>, src: &str) -> Op
         return None;
     }
     idx.enclosing(clause, kinds::FUNCTION_DEFINITION)
-        .filter(|func| handler_returns_none(clause, *func, idx, src))
+        .filter(|func| handler_returns_none(clause, *func, idx, src, &mut |_| false))
 }
 
 /// Whether the file can call `suppress` at all: it imports `contextlib` or from it.
@@ -169,43 +171,29 @@ fn suppresses_to_none<'t>(
     (last.id() == with.id()).then(|| (func, format!("`with {}`", syntax::normalized(call, src))))
 }
 
-/// A handler with no `return` that ends by calling a helper that always raises
-/// (`ErrorProvider.throw_api_error(str(e))`): what it catches goes on as another exception,
-/// not as `None`. Only the change or the repository can say what the helper does, so the
-/// gate, which sees one file, lets such a handler through and the check asks here.
-fn ends_in_a_raising_helper(
-    cx: &Ctx<'_>,
-    clause: Node<'_>,
-    func: Node<'_>,
-    idx: &NodeIndex<'_>,
-) -> bool {
-    let Some(body) = syntax::except_body(clause) else {
-        return false;
-    };
-    let returns = idx.within(clause, kinds::RETURN_STATEMENT).iter().any(|r| {
-        idx.enclosing(*r, kinds::FUNCTION_DEFINITION)
-            .is_some_and(|f| f.id() == func.id())
-    });
-    !returns && !syntax::block_falls_through_unless(body, cx.src(), &mut |t| cx.never_returns(t))
-}
-
 /// The handler's last statement calls an `async def` helper that would raise, without `await`:
 /// the call only makes a coroutine, and the handler falls through to `None`.
 fn unawaited_raising_helper(cx: &Ctx<'_>, clause: Node<'_>) -> Option<String> {
     let last = syntax::except_body(clause).and_then(|b| syntax::statements(b).last().copied())?;
-    let call = last
-        .named_child(0)
-        .filter(|c| last.kind() == kinds::EXPRESSION_STATEMENT && c.kind() == kinds::CALL)?;
+    let tail = syntax::tail_call(last).filter(|t| !t.awaited)?;
     cx.never_returns(syntax::TailCall {
-        call,
         awaited: true,
+        ..tail
     })
-    .then(|| syntax::callee(call, cx.src()).to_string())
+    .then(|| syntax::callee(tail.call, cx.src()).to_string())
 }
 
 /// Whether the handler gives the caller `None`: an explicit `return`/`return None` in it, or a
-/// handler that runs off the end of the function.
-fn handler_returns_none(clause: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+/// handler that runs off the end of the function. A handler that ends by calling a helper
+/// `ends` says never returns (`ErrorProvider.throw_api_error(str(e))`) does not: the gate, which
+/// sees one file, says none does, and the check asks the change and the repository.
+fn handler_returns_none(
+    clause: Node<'_>,
+    func: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &str,
+    ends: &mut dyn FnMut(syntax::TailCall<'_>) -> bool,
+) -> bool {
     let own_returns = idx
         .within(clause, kinds::RETURN_STATEMENT)
         .iter()
@@ -226,6 +214,6 @@ fn handler_returns_none(clause: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, s
     let try_stmt = clause.parent();
     let func_body = func.field("body");
     let last = func_body.and_then(|b| syntax::statements(b).last().copied());
-    syntax::block_falls_through(body, src)
-        && try_stmt.zip(last).is_some_and(|(t, l)| t.id() == l.id())
+    try_stmt.zip(last).is_some_and(|(t, l)| t.id() == l.id())
+        && syntax::block_falls_through_unless(body, src, ends)
 }

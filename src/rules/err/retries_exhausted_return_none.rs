@@ -30,7 +30,8 @@ impl Exhausted {
             lines: (syntax::lines(first).0, syntax::lines(ret).1),
             falls_off: false,
             key: format!("{key} {}", syntax::normalized(ret, src)),
-            how: None,
+            // `return None, None` says how the `None` comes about; `return None` needs no note.
+            how: (!syntax::returns_none(ret) && gives_none(ret)).then_some("tuple"),
         }
     }
 }
@@ -361,11 +362,12 @@ fn exhausted_exit(
             return None;
         }
         let first = statements.first().copied().unwrap_or(*ret);
-        let mut exhausted = Exhausted::at_return(first, *ret, "return-after-retries", src);
-        if !syntax::returns_none(*ret) {
-            exhausted.how = Some("tuple");
-        }
-        return Some(exhausted);
+        return Some(Exhausted::at_return(
+            first,
+            *ret,
+            "return-after-retries",
+            src,
+        ));
     }
     let mut stmt = lp;
     let mut block = lp.parent().filter(|p| p.kind() == kinds::BLOCK)?;
@@ -387,20 +389,18 @@ fn exhausted_exit(
                         Exhausted::at_return(first, *next, "return-after-retries", src);
                     if !gives_none(*next) {
                         exhausted.how = Some("still_none");
-                    } else if !syntax::returns_none(*next) {
-                        exhausted.how = Some("tuple");
                     }
                     return Some(exhausted);
                 }
                 // `if response is None: return None, None`: where the attempts ran out.
                 kinds::IF_STATEMENT => {
                     if let Some(ret) = none_when_unset(*next, lp, func, idx, src) {
-                        let mut exhausted =
-                            Exhausted::at_return(*next, ret, "return-after-retries", src);
-                        if !syntax::returns_none(ret) {
-                            exhausted.how = Some("tuple");
-                        }
-                        return Some(exhausted);
+                        return Some(Exhausted::at_return(
+                            *next,
+                            ret,
+                            "return-after-retries",
+                            src,
+                        ));
                     }
                     if !idx.within(*next, kinds::RAISE_STATEMENT).is_empty() {
                         return None;
