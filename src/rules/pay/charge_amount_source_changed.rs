@@ -63,15 +63,24 @@ fn gate(s: &Scan<'_>) -> bool {
         })
 }
 
-/// The name an assignment gives a money value (`amount = ...`), if it does.
+/// The name an assignment gives a money value: `amount = ...`, or a dict with money in it
+/// (`payload = {"amount": {"value": ...}}`, passed on as `create(payload)` or `**payload`).
 fn money_local<'s>(assignment: Node<'_>, src: &'s str, vocab: &Vocabulary) -> Option<&'s str> {
     let left = assignment.field("left")?;
+    if left.kind() != kinds::IDENTIFIER {
+        return None;
+    }
     let name = syntax::text(left, src);
-    (left.kind() == kinds::IDENTIFIER && vocab.is_money_argument(name)).then_some(name)
+    let holds_money = || {
+        assignment.field("right").is_some_and(|r| {
+            r.kind() == kinds::DICTIONARY && !money_leaves(r, src, vocab).is_empty()
+        })
+    };
+    (vocab.is_money_argument(name) || holds_money()).then_some(name)
 }
 
-/// The calls to weigh: those on added lines, and those after an added `amount = ...` in the
-/// same function that pass that name on.
+/// The calls to weigh: those on added lines, and those after an added `amount = ...` (or
+/// `payload = {"amount": ...}`) in the same function that pass that name on.
 fn candidate_calls<'t>(cx: &Ctx<'_>, idx: &NodeIndex<'t>, src: &str) -> Vec<Node<'t>> {
     let mut out: Vec<Node<'t>> = idx
         .all(kinds::CALL)
@@ -97,7 +106,11 @@ fn candidate_calls<'t>(cx: &Ctx<'_>, idx: &NodeIndex<'t>, src: &str) -> Vec<Node
             call.start_byte() > assignment.end_byte()
                 && call.field("arguments").is_some_and(|args| {
                     crate::python::named_children(args).iter().any(|arg| {
-                        let value = arg.field("value").unwrap_or(*arg);
+                        let value = if arg.kind() == kinds::DICTIONARY_SPLAT {
+                            arg.named_child(0).unwrap_or(*arg)
+                        } else {
+                            arg.field("value").unwrap_or(*arg)
+                        };
                         value.kind() == kinds::IDENTIFIER && syntax::text(value, src) == name
                     })
                 })
@@ -244,20 +257,34 @@ fn moved_arguments(
     }
     // Money inside a dict argument, matched by its keys: `Payment.create({"amount": {"value":
     // str(order.total), ...}})`, `mollie.payments.create({"amount": {"value": f"{total:.2f}"}})`.
-    let old_dicts = dict_args(before, old.src);
-    for (at, dict) in dict_args(call, new.src) {
-        let Some(&(_, was_dict)) = old_dicts.iter().find(|(a, _)| *a == at) else {
+    let mut through: Vec<(Node<'_>, String)> = Vec::new();
+    let old_dicts = dict_args(before, old);
+    for DictArg { at, dict, local } in dict_args(call, new) {
+        let Some(was_dict) = old_dicts.iter().find(|d| d.at == at).map(|d| d.dict) else {
             continue;
         };
         let was_leaves = money_leaves(was_dict, old.src, vocab);
         for (path, value) in money_leaves(dict, new.src, vocab) {
             if let Some(&(_, was)) = was_leaves.iter().find(|(p, _)| *p == path) {
                 pairs.push((was, value));
+                if let Some(local) = local {
+                    // `payload["amount"]["value"]`: where in what the call passes it sits.
+                    let keys: String = path
+                        .split('.')
+                        .skip(1)
+                        .map(|k| format!("[\"{k}\"]"))
+                        .collect();
+                    through.push((value, format!("{local}{keys}")));
+                }
             }
         }
     }
     let mut out = Vec::new();
     for (was, value) in pairs {
+        let in_local = through
+            .iter()
+            .find(|(v, _)| v.id() == value.id())
+            .map(|(_, name)| name.clone());
         let (was_text, value_text) = (
             syntax::normalized(was, old.src),
             syntax::normalized(value, new.src),
@@ -267,7 +294,7 @@ fn moved_arguments(
                 out.push(Moved {
                     old: was_text,
                     new: value_text,
-                    via: None,
+                    via: in_local,
                     line: syntax::lines(value).1,
                 });
             }
@@ -295,18 +322,47 @@ fn moved_arguments(
     out
 }
 
-/// The dict literals a call passes, each with where: its position (`#0`) or keyword.
-fn dict_args<'t>(call: Node<'t>, src: &str) -> Vec<(String, Node<'t>)> {
-    let positional = syntax::positional_args(call)
-        .into_iter()
-        .enumerate()
-        .filter(|(_, a)| a.kind() == kinds::DICTIONARY)
-        .map(|(i, a)| (format!("#{i}"), a));
-    let keywords = syntax::keyword_args(call, src)
-        .into_iter()
-        .filter(|(_, v)| v.kind() == kinds::DICTIONARY)
-        .map(|(k, v)| (k.to_string(), v));
-    positional.chain(keywords).collect()
+/// The dicts a call passes, each with where: its position (`#0`), keyword or `**`. A dict
+/// literal, or a name the function last set to one before the call (`payload = {...}`, then
+/// `Payment.create(payload)`, `requests.post(url, json=payload)`, `create(**params)`).
+fn dict_args<'t>(call: Node<'t>, side: Side<'t>) -> Vec<DictArg<'t>> {
+    let dict = |at: String, arg: Node<'t>| match arg.kind() {
+        kinds::DICTIONARY => Some(DictArg {
+            at,
+            dict: arg,
+            local: None,
+        }),
+        kinds::IDENTIFIER => local_value(arg, call, side)
+            .filter(|v| v.kind() == kinds::DICTIONARY)
+            .map(|dict| DictArg {
+                at,
+                dict,
+                local: Some(syntax::text(arg, side.src)),
+            }),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    for (i, arg) in syntax::positional_args(call).into_iter().enumerate() {
+        let found = if arg.kind() == kinds::DICTIONARY_SPLAT {
+            arg.named_child(0).and_then(|a| dict("**".to_string(), a))
+        } else {
+            dict(format!("#{i}"), arg)
+        };
+        out.extend(found);
+    }
+    for (k, v) in syntax::keyword_args(call, side.src) {
+        out.extend(dict(k.to_string(), v));
+    }
+    out
+}
+
+/// A dict a call passes (see `dict_args`).
+struct DictArg<'t> {
+    /// Its position (`#0`), keyword or `**`.
+    at: String,
+    dict: Node<'t>,
+    /// The local it was set to, when the call passes a name.
+    local: Option<&'t str>,
 }
 
 /// How deep `money_leaves` looks into nested dicts.

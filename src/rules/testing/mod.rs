@@ -25,6 +25,109 @@ pub struct TestFn<'t> {
     /// The diff does not show the `def` line (it was re-created from a hunk header), so the
     /// decorators and the start of the body are unknown.
     pub partial: bool,
+    /// Whether an ordinary test run runs it (never `Runs::Never`: such tests are left out).
+    pub runs: Runs,
+}
+
+/// Whether an ordinary test run runs a test, by what its decorators, its classes' and a
+/// `pytestmark` say.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub enum Runs {
+    Always,
+    /// Only when asked for: a marker of live tests (`@pytest.mark.integration`), or a skip
+    /// unless the environment holds credentials (`skipUnless(os.environ.get("STRIPE_KEY"))`).
+    /// Such a test talks to a real service on purpose.
+    OnRequest,
+    /// `@pytest.mark.skip`, `@unittest.skip(...)`: whatever it would reach, it does not.
+    Never,
+}
+
+/// Markers that set live tests apart, to be run on request (`pytest -m integration`).
+const LIVE_MARKERS: &[&str] = &[
+    "integration",
+    "integration_test",
+    "live",
+    "e2e",
+    "sandbox",
+    "external",
+    "network",
+    "online",
+];
+
+/// Words of a skip's condition that say it waits for a live service's credentials or a switch
+/// in the environment.
+const OPT_IN_WORDS: &[&str] = &[
+    "environ",
+    "getenv",
+    "env.",
+    "env(",
+    "env[",
+    "live",
+    "sandbox",
+    "integration",
+    "api_key",
+    "apikey",
+    "secret",
+    "credential",
+    "token",
+];
+
+/// What one decorator (or a `pytestmark` value) says of running the test; any case, `@` or not.
+pub fn runs_by(decorator: &str) -> Runs {
+    let text = decorator
+        .trim()
+        .trim_start_matches('@')
+        .to_ascii_lowercase();
+    let callee = text.split('(').next().unwrap_or("").trim();
+    let last = callee.rsplit('.').next().unwrap_or(callee);
+    match last {
+        "skip" => Runs::Never,
+        "skipif" | "skipunless" if OPT_IN_WORDS.iter().any(|w| text.contains(w)) => Runs::OnRequest,
+        marker if callee.contains("mark.") && LIVE_MARKERS.contains(&marker) => Runs::OnRequest,
+        _ => Runs::Always,
+    }
+}
+
+/// `runs_by` over a test's decorators, its classes' and the `pytestmark` of its module and
+/// classes: the strictest wins.
+fn declared_runs(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Runs {
+    let mut runs = Runs::Always;
+    let mut outer = Some(func);
+    while let Some(node) = outer {
+        if let Some(parent) = idx.decorated(node) {
+            for d in syntax::decorators(parent) {
+                runs = runs.max(runs_by(syntax::text(d, src)));
+            }
+        }
+        outer = idx.enclosing(node, kinds::CLASS_DEFINITION);
+    }
+    for assignment in idx.all(kinds::ASSIGNMENT) {
+        let Some(left) = assignment.field("left") else {
+            continue;
+        };
+        if syntax::text(left, src) != "pytestmark" {
+            continue;
+        }
+        // Module level, or the test's own class.
+        let scope = idx
+            .enclosing(*assignment, kinds::FUNCTION_DEFINITION)
+            .or_else(|| idx.enclosing(*assignment, kinds::CLASS_DEFINITION));
+        if scope.is_some_and(|c| !syntax::contains(c, func)) {
+            continue;
+        }
+        let Some(value) = assignment.field("right") else {
+            continue;
+        };
+        let marks = if value.kind() == kinds::LIST || value.kind() == kinds::TUPLE {
+            crate::python::named_children(value)
+        } else {
+            vec![value]
+        };
+        for mark in marks {
+            runs = runs.max(runs_by(syntax::text(mark, src)));
+        }
+    }
+    runs
 }
 
 /// The test functions of this side of the file.
@@ -48,12 +151,17 @@ pub fn tests_of<'t>(cx: &Ctx<'t>) -> Vec<TestFn<'t>> {
                 .get(qualname.as_str())
                 .copied()
                 .filter(|f| f.is_test)?;
+            let runs = declared_runs(node, idx, src);
+            if runs == Runs::Never {
+                return None;
+            }
             let outer = idx.decorated(node).unwrap_or(node);
             Some(TestFn {
                 node,
                 outer,
                 partial: synthetic.contains(&f.lines.0),
                 facts: f.clone(),
+                runs,
             })
         })
         .collect()
@@ -591,4 +699,40 @@ fn constructed<'s>(value: Node<'_>, src: &'s str) -> Option<&'s str> {
 fn class_named(text: &str) -> Option<&str> {
     let last = text.rsplit('.').next()?;
     (!last.is_empty() && last.chars().all(|c| c.is_alphanumeric() || c == '_')).then_some(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Runs, runs_by};
+
+    #[test]
+    fn skips_and_live_markers_say_how_a_test_runs() {
+        for never in [
+            "@pytest.mark.skip",
+            "@pytest.mark.skip(reason=\"needs a sandbox order\")",
+            "@unittest.skip(\"flaky\")",
+            "@skip(\"later\")",
+        ] {
+            assert_eq!(runs_by(never), Runs::Never, "{never}");
+        }
+        for on_request in [
+            "@pytest.mark.integration",
+            "pytest.mark.live",
+            "@pytest.mark.skipif(not os.environ.get(\"STRIPE_KEY\"), reason=\"no key\")",
+            "@unittest.skipUnless(os.getenv(\"RUN_LIVE\"), \"live only\")",
+            "@unittest.skipIf(settings.PAYPAL_SECRET is None, \"no secret\")",
+        ] {
+            assert_eq!(runs_by(on_request), Runs::OnRequest, "{on_request}");
+        }
+        for always in [
+            "@pytest.mark.skipif(sys.platform == \"win32\", reason=\"no fork\")",
+            "@pytest.mark.asyncio",
+            "@pytest.mark.django_db",
+            "@patch(\"shop.gateway.requests.post\")",
+            "@integration_helper",
+            "@pytest.mark.parametrize(\"live\", [True, False])",
+        ] {
+            assert_eq!(runs_by(always), Runs::Always, "{always}");
+        }
+    }
 }

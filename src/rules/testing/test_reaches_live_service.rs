@@ -1,6 +1,6 @@
 //! TEST001 test-reaches-live-service: a test whose code under test, after this change, reaches
 //! Redis/a cache or an HTTP service that the test does not mock.
-use super::{FileMocks, Mocks, TestFn, callees_under_test, tests_of};
+use super::{FileMocks, Mocks, Runs, TestFn, callees_under_test, runs_by, tests_of};
 use crate::python::syntax;
 use crate::rules::facts::{FileFacts, FunctionFacts};
 use crate::rules::reach::{self, Reach, Trait};
@@ -101,7 +101,8 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     }
     let file_mocks = FileMocks::of(cx);
-    for test in tests_of(cx) {
+    // A live test on request (`@pytest.mark.integration`) reaches the service on purpose.
+    for test in tests_of(cx).into_iter().filter(|t| t.runs == Runs::Always) {
         let mocks = Mocks::of(cx, &test, &file_mocks);
         let callees = callees_under_test(cx, &test);
         let found = [Service::Cache, Service::Http]
@@ -172,7 +173,7 @@ fn tests_outside_the_change(cx: &mut Ctx<'_>) {
         let module = project
             .file(cx.path)
             .map_or_else(|| crate::index::module_of(cx.path), |m| m.module.clone());
-        let client = client_of(service, r.file);
+        let client = client_of(service, &r);
         let tokens = service.tokens(r.file);
         let mut tests: Vec<(&str, u32, &str)> = project
             .calls_of(&func.name)
@@ -182,7 +183,15 @@ fn tests_outside_the_change(cx: &mut Ctx<'_>) {
             })
             .filter_map(|(m, call)| {
                 let def = m.def(&call.function)?;
-                let mocks = format!("{}\n{}", def.mocks.as_deref()?, m.fixtures);
+                let own = def.mocks.as_deref()?;
+                // Its decorators are lines of what may mock it (one line each, when short).
+                if own
+                    .lines()
+                    .any(|l| l.starts_with('@') && runs_by(l) != Runs::Always)
+                {
+                    return None;
+                }
+                let mocks = format!("{own}\n{}", m.fixtures);
                 let replaced = replaced_names(service, &r).any(|n| super::replaces(&mocks, n));
                 let covered = tokens
                     .iter()
@@ -227,24 +236,41 @@ fn tests_outside_the_change(cx: &mut Ctx<'_>) {
     }
 }
 
-fn client_of(service: Service, file: &FileFacts) -> String {
+/// The client the reached function talks through: for HTTP, the library its own calls name
+/// (`requests.post`, `httpx.AsyncClient(...)`), else the first the file imports.
+fn client_of(service: Service, r: &Reach<'_>) -> String {
+    const LIBRARIES: &[&str] = &["httpx", "requests", "aiohttp"];
+    let file = r.file;
     match service {
         Service::Cache => cache_clients(file)
             .into_iter()
             .next()
             .unwrap_or_else(|| "cache".to_string()),
-        Service::Http => file
-            .imports
-            .iter()
-            .map(|i| i.target.as_str())
-            .find(|t| ["httpx", "requests", "aiohttp"].contains(t))
+        Service::Http => {
+            let library = |local: &str| {
+                file.import_target(local)
+                    .map(|t| t.split('.').next().unwrap_or(t))
+                    .filter(|t| LIBRARIES.contains(t))
+            };
+            let own = file
+                .calls
+                .iter()
+                .filter(|c| *c.function == *r.function.qualname)
+                .find_map(|c| library(c.callee.split('.').next().unwrap_or_default()));
+            own.or_else(|| {
+                file.imports
+                    .iter()
+                    .map(|i| i.target.as_str())
+                    .find(|t| LIBRARIES.contains(t))
+            })
             .unwrap_or("http")
-            .to_string(),
+            .to_string()
+        }
     }
 }
 
 fn report(cx: &mut Ctx<'_>, test: &TestFn<'_>, service: Service, r: &Reach<'_>) {
-    let client = client_of(service, r.file);
+    let client = client_of(service, &r);
     let callee = r.path.first().cloned().unwrap_or_default();
     // The service is part of the key: a test that already reached unmocked HTTP before the
     // change is still news when it now reaches Redis too. The test's name, not its text: one
