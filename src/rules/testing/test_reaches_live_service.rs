@@ -270,7 +270,7 @@ fn client_of(service: Service, r: &Reach<'_>) -> String {
 }
 
 fn report(cx: &mut Ctx<'_>, test: &TestFn<'_>, service: Service, r: &Reach<'_>) {
-    let client = client_of(service, &r);
+    let client = client_of(service, r);
     let callee = r.path.first().cloned().unwrap_or_default();
     // The service is part of the key: a test that already reached unmocked HTTP before the
     // change is still news when it now reaches Redis too. The test's name, not its text: one
