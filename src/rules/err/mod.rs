@@ -153,11 +153,40 @@ pub(crate) fn is_retry_loop(lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, s
             return false;
         }
     }
+    if lp.kind() == kinds::WHILE_STATEMENT && steps_along_a_chain(lp, idx, src) {
+        return false;
+    }
     idx.within(lp, kinds::TRY_STATEMENT)
         .iter()
         .filter(|t| owned_by(**t, func, idx))
         .filter(|t| innermost_loop(**t, idx).is_some_and(|l| l.id() == lp.id()))
         .any(|t| wraps_call(*t, idx) && some_handler_goes_round(*t, idx, src))
+}
+
+/// A `while` that walks a chain rather than trying again: a name its condition reads is moved
+/// on from itself (`while category: ... category = category.parent`, `node = node["next"]`).
+/// Each round looks at something else; running out is the end of the chain, not of attempts.
+fn steps_along_a_chain(lp: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    let Some(condition) = lp.field("condition") else {
+        return false;
+    };
+    let read = syntax::text(condition, src);
+    let words: Vec<&str> = read
+        .split(|c: char| !c.is_alphanumeric() && c != '_')
+        .filter(|w| !w.is_empty())
+        .collect();
+    idx.within(lp, kinds::ASSIGNMENT).iter().any(|a| {
+        let (Some(left), Some(right)) = (a.field("left"), a.field("right")) else {
+            return false;
+        };
+        let name = syntax::text(left, src);
+        left.kind() == kinds::IDENTIFIER
+            && words.contains(&name)
+            && matches!(right.kind(), kinds::ATTRIBUTE | kinds::SUBSCRIPT)
+            && syntax::text(right, src)
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(['.', '[']))
+    })
 }
 
 /// The innermost loop around `node`.

@@ -280,14 +280,15 @@ impl FileFacts {
     }
 }
 
-/// Whether a path is a test file (`tests/…`, `test_*.py`, `*_test.py`, `conftest.py`).
+/// Whether a path is a test file (`tests/…`, `test_*.py`, `*_test.py`, `conftest.py`, and a
+/// Django app's `tests.py`).
 pub fn is_test_path(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     path.split('/')
         .any(|part| part == "tests" || part == "test")
         || name.starts_with("test_")
         || name.ends_with("_test.py")
-        || name == "conftest.py"
+        || matches!(name, "conftest.py" | "tests.py")
 }
 
 fn module_of(path: &str) -> String {
@@ -888,11 +889,57 @@ fn calls_no_function_of_the_change(parts: &syntax::CallText<'_>) -> bool {
         "extra",
         "metadata",
     ];
+    // Django's ORM (`User.objects.filter(...)`, `Order.objects.filter(...).first()`): the
+    // change's own `filter` or `get` is not what runs.
+    if QUERYSET.contains(&parts.name)
+        && parts.receiver.is_some_and(|r| {
+            r.split('.')
+                .any(|s| s == "objects" || s == "_default_manager" || s.starts_with("objects("))
+        })
+    {
+        return true;
+    }
     let Some(receiver) = parts.receiver.filter(|_| METHODS.contains(&parts.name)) else {
         return false;
     };
     receiver.ends_with(".json()") || MAPPINGS.contains(&last_name(receiver))
 }
+
+/// Django's `QuerySet` methods, which a custom manager inherits rather than redefines.
+const QUERYSET: &[&str] = &[
+    "all",
+    "filter",
+    "exclude",
+    "get",
+    "create",
+    "get_or_create",
+    "update_or_create",
+    "first",
+    "last",
+    "count",
+    "exists",
+    "select_related",
+    "prefetch_related",
+    "select_for_update",
+    "order_by",
+    "values",
+    "values_list",
+    "annotate",
+    "aggregate",
+    "bulk_create",
+    "bulk_update",
+    "update",
+    "delete",
+    "only",
+    "defer",
+    "none",
+    "in_bulk",
+    "iterator",
+    "distinct",
+    "using",
+    "latest",
+    "earliest",
+];
 
 pub fn classify_call(call: Node<'_>, src: &str, file: &FileFacts, vocab: &Vocabulary) -> Target {
     classify(&syntax::call_text(call, src), file, vocab)
@@ -1272,6 +1319,9 @@ mod tests {
     fn test_paths() {
         assert!(is_test_path("tests/test_payments.py"));
         assert!(is_test_path("app/payments/client_test.py"));
+        assert!(is_test_path("shop/cart/tests.py"));
+        assert!(is_test_path("conftest.py"));
         assert!(!is_test_path("app/payments/testing_utils.py"));
+        assert!(!is_test_path("app/payments/contests.py"));
     }
 }
