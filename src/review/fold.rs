@@ -1,6 +1,7 @@
 //! Points a reviewer makes once per file. Some rules find the same problem in every test of a
-//! file (an integration suite whose tests all reach the gateway unmocked): one comment at the
-//! first, naming the others, says it; twenty identical comments bury the rest of the review.
+//! file (an integration suite whose tests all reach the gateway unmocked) or every call of a
+//! client module (no endpoint passes a timeout): one comment at the first, naming the others,
+//! says it; twenty identical comments bury the rest of the review.
 //! A rule asks for it by giving the finding its `point`.
 //!
 //! Done after the old version's findings are taken out and suppressions applied, so that what is
@@ -15,7 +16,7 @@ const MAX_CITED: usize = 5;
 
 /// Folds the line findings that make one `point` in one file (same rule, path and point) into
 /// the first of them, which then cites the others (`evidence_same_file`, with the other test's
-/// name or function as `test_name`) and says how many there are (`same_file`). Findings with no
+/// name, its function or its call as `test_name`) and says how many there are (`same_file`). Findings with no
 /// point, or about a whole file, are left as they are.
 pub fn once_per_file(findings: Vec<Finding>) -> Vec<Finding> {
     let mut groups: BTreeMap<(&'static str, String, &'static str), Vec<Finding>> = BTreeMap::new();
@@ -40,11 +41,18 @@ pub fn once_per_file(findings: Vec<Finding>) -> Vec<Finding> {
             first.arg("same_file", others.to_string());
             first.note("same_file");
             for other in same.take(MAX_CITED) {
-                let name = other
-                    .args
-                    .iter()
-                    .find(|(k, _)| *k == "test")
-                    .map_or_else(|| other.function.clone(), |(_, v)| v.clone());
+                // The test, else the function, else (at module level) the call itself.
+                let arg = |name: &str| {
+                    other
+                        .args
+                        .iter()
+                        .find(|(k, _)| *k == name)
+                        .map(|(_, v)| v.clone())
+                };
+                let name = arg("test")
+                    .or_else(|| (!other.function.is_empty()).then(|| other.function.clone()))
+                    .or_else(|| arg("call"))
+                    .unwrap_or_default();
                 let line = other.lines.map_or(0, |(start, _)| start);
                 first.evidence(
                     &other.path,

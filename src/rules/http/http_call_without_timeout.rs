@@ -38,9 +38,13 @@ fn check(cx: &mut Ctx<'_>) {
             Lib::Urllib => "urllib",
             _ => "requests",
         };
-        cx.report_lines(&RULE, lines, callee.clone())
+        let finding = cx
+            .report_lines(&RULE, lines, callee.clone())
             .arg("call", callee)
             .note(note);
+        // A client module whose every endpoint lacks the timeout is one point, said once per
+        // file: the fix is one helper or session setting, not a comment per call.
+        finding.point = Some(note);
     }
 }
 
