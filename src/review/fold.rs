@@ -16,8 +16,8 @@ const MAX_CITED: usize = 5;
 
 /// Folds the line findings that make one `point` in one file (same rule, path and point) into
 /// the first of them, which then cites the others (`evidence_same_file`, with the other test's
-/// name, its function or its call as `test_name`) and says how many there are (`same_file`). Findings with no
-/// point, or about a whole file, are left as they are.
+/// name, its function or its call as `test_name`) and says how many there are (`same_file`).
+/// Findings with no point, or about a whole file, are left as they are.
 pub fn once_per_file(findings: Vec<Finding>) -> Vec<Finding> {
     let mut groups: BTreeMap<(&'static str, String, &'static str), Vec<Finding>> = BTreeMap::new();
     let mut out = Vec::with_capacity(findings.len());

@@ -237,13 +237,14 @@ fn moved_arguments(
     old: Side<'_>,
     vocab: &Vocabulary,
 ) -> Vec<Moved> {
-    let mut pairs: Vec<(Node<'_>, Node<'_>)> = Vec::new();
+    // The old value, the new one, and the local dict the new one goes through.
+    let mut pairs: Vec<(Node<'_>, Node<'_>, Option<String>)> = Vec::new();
     for (name, value) in syntax::keyword_args(call, new.src) {
         if !vocab.is_money_argument(name) {
             continue;
         }
         if let Some(was) = syntax::keyword_arg(before, name, old.src) {
-            pairs.push((was, value));
+            pairs.push((was, value, None));
         }
     }
     let old_positional = syntax::positional_args(before);
@@ -252,12 +253,11 @@ fn moved_arguments(
             .field("attribute")
             .is_some_and(|a| vocab.is_money_argument(syntax::text(a, old.src)));
         if was_money {
-            pairs.push((*was, value));
+            pairs.push((*was, value, None));
         }
     }
     // Money inside a dict argument, matched by its keys: `Payment.create({"amount": {"value":
     // str(order.total), ...}})`, `mollie.payments.create({"amount": {"value": f"{total:.2f}"}})`.
-    let mut through: Vec<(Node<'_>, String)> = Vec::new();
     let old_dicts = dict_args(before, old);
     for DictArg { at, dict, local } in dict_args(call, new) {
         let Some(was_dict) = old_dicts.iter().find(|d| d.at == at).map(|d| d.dict) else {
@@ -266,25 +266,21 @@ fn moved_arguments(
         let was_leaves = money_leaves(was_dict, old.src, vocab);
         for (path, value) in money_leaves(dict, new.src, vocab) {
             if let Some(&(_, was)) = was_leaves.iter().find(|(p, _)| *p == path) {
-                pairs.push((was, value));
-                if let Some(local) = local {
-                    // `payload["amount"]["value"]`: where in what the call passes it sits.
+                // `payload["amount"]["value"]`: where in what the call passes it sits.
+                let via = local.map(|local| {
                     let keys: String = path
                         .split('.')
                         .skip(1)
                         .map(|k| format!("[\"{k}\"]"))
                         .collect();
-                    through.push((value, format!("{local}{keys}")));
-                }
+                    format!("{local}{keys}")
+                });
+                pairs.push((was, value, via));
             }
         }
     }
     let mut out = Vec::new();
-    for (was, value) in pairs {
-        let in_local = through
-            .iter()
-            .find(|(v, _)| v.id() == value.id())
-            .map(|(_, name)| name.clone());
+    for (was, value, in_local) in pairs {
         let (was_text, value_text) = (
             syntax::normalized(was, old.src),
             syntax::normalized(value, new.src),
