@@ -88,9 +88,44 @@ pub fn runs_by(decorator: &str) -> Runs {
     }
 }
 
-/// `runs_by` over a test's decorators, its classes' and the `pytestmark` of its module and
-/// classes: the strictest wins.
-fn declared_runs(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Runs {
+/// What each `pytestmark` of a file says, with the class (or function) it sits in; `None` for
+/// the module's. Read once per file, not once per test: a test module holds hundreds of tests.
+fn pytestmarks<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Option<Node<'t>>, Runs)> {
+    let mut out = Vec::new();
+    for &assignment in idx.all(kinds::ASSIGNMENT) {
+        let (Some(left), Some(value)) = (assignment.field("left"), assignment.field("right"))
+        else {
+            continue;
+        };
+        if syntax::text(left, src) != "pytestmark" {
+            continue;
+        }
+        let scope = idx
+            .enclosing(assignment, kinds::FUNCTION_DEFINITION)
+            .or_else(|| idx.enclosing(assignment, kinds::CLASS_DEFINITION));
+        let marks = if value.kind() == kinds::LIST || value.kind() == kinds::TUPLE {
+            crate::python::named_children(value)
+        } else {
+            vec![value]
+        };
+        let runs = marks
+            .iter()
+            .map(|m| runs_by(syntax::text(*m, src)))
+            .max()
+            .unwrap_or(Runs::Always);
+        out.push((scope, runs));
+    }
+    out
+}
+
+/// `runs_by` over a test's decorators, its classes' and the `pytestmark`s around it (of its
+/// module and classes): the strictest wins.
+fn declared_runs(
+    func: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &str,
+    marks: &[(Option<Node<'_>>, Runs)],
+) -> Runs {
     let mut runs = Runs::Always;
     let mut outer = Some(func);
     while let Some(node) = outer {
@@ -101,33 +136,10 @@ fn declared_runs(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Runs {
         }
         outer = idx.enclosing(node, kinds::CLASS_DEFINITION);
     }
-    for assignment in idx.all(kinds::ASSIGNMENT) {
-        let Some(left) = assignment.field("left") else {
-            continue;
-        };
-        if syntax::text(left, src) != "pytestmark" {
-            continue;
-        }
-        // Module level, or the test's own class.
-        let scope = idx
-            .enclosing(*assignment, kinds::FUNCTION_DEFINITION)
-            .or_else(|| idx.enclosing(*assignment, kinds::CLASS_DEFINITION));
-        if scope.is_some_and(|c| !syntax::contains(c, func)) {
-            continue;
-        }
-        let Some(value) = assignment.field("right") else {
-            continue;
-        };
-        let marks = if value.kind() == kinds::LIST || value.kind() == kinds::TUPLE {
-            crate::python::named_children(value)
-        } else {
-            vec![value]
-        };
-        for mark in marks {
-            runs = runs.max(runs_by(syntax::text(mark, src)));
-        }
-    }
-    runs
+    marks
+        .iter()
+        .filter(|(scope, _)| scope.is_none_or(|c| syntax::contains(c, func)))
+        .fold(runs, |runs, (_, mark)| runs.max(*mark))
 }
 
 /// The test functions of this side of the file.
@@ -143,6 +155,7 @@ pub fn tests_of<'t>(cx: &Ctx<'t>) -> Vec<TestFn<'t>> {
     .map(|v| v.synthetic.clone())
     .unwrap_or_default();
     let by_qualname = facts.functions_by_qualname();
+    let marks = pytestmarks(idx, src);
     idx.all(kinds::FUNCTION_DEFINITION)
         .iter()
         .filter_map(|&node| {
@@ -151,7 +164,7 @@ pub fn tests_of<'t>(cx: &Ctx<'t>) -> Vec<TestFn<'t>> {
                 .get(qualname.as_str())
                 .copied()
                 .filter(|f| f.is_test)?;
-            let runs = declared_runs(node, idx, src);
+            let runs = declared_runs(node, idx, src, &marks);
             if runs == Runs::Never {
                 return None;
             }
