@@ -134,7 +134,8 @@ impl ChangeSet {
     /// Like `reach`, where the answer must not hang on which of several functions of one name
     /// a call meant: from the functions named `name` (those whose qualified name is in
     /// `methods`, where the caller knows the class), every one of them must reach a function
-    /// with `t`, and so must every function of each name on the way. In a payment library each
+    /// with `t`, and so must every function of each name on the way that is surely called
+    /// (`FunctionFacts::loose` are not: `event.get(...)` may be a dict's). In a payment library each
     /// provider has its `get_form`, `capture` and `save`; that one of them sends a request
     /// says nothing of what a test calling another provider's does.
     pub fn reach_surely(
@@ -167,12 +168,12 @@ impl ChangeSet {
             let (mut file, mut function) = *starts.first()?;
             let mut left = depth;
             while !(t.holds)(function) {
-                let next = function
-                    .callees
-                    .iter()
-                    .find(|c| left > 0 && sure.name(c, left - 1))?;
+                let next = sure_callees(function).find(|c| left > 0 && sure.name(c, left - 1))?;
                 left -= 1;
-                (file, function) = sure.definitions(next).next()?;
+                // Every function of the name reaches it; the one beside the caller is the one
+                // the caller most likely means, and the library the finding names is its.
+                let beside = sure.definitions(next).find(|(f, _)| f.path == file.path);
+                (file, function) = beside.or_else(|| sure.definitions(next).next())?;
                 path.push(next.clone());
             }
             Some(Reach {
@@ -343,8 +344,17 @@ impl<'c> Sure<'c, '_> {
 
     fn function(&mut self, function: &FunctionFacts, depth: usize) -> bool {
         (self.t.holds)(function)
-            || (depth > 0 && function.callees.iter().any(|c| self.name(c, depth - 1)))
+            || (depth > 0 && sure_callees(function).any(|c| self.name(c, depth - 1)))
     }
+}
+
+/// The names a function calls that are surely calls of a function of that name: not those it
+/// only calls as a method of what may be a dict or a string (`FunctionFacts::loose`).
+fn sure_callees(function: &FunctionFacts) -> impl Iterator<Item = &String> {
+    function
+        .callees
+        .iter()
+        .filter(|c| function.loose.binary_search(c).is_err())
 }
 
 #[cfg(test)]
@@ -398,7 +408,7 @@ mod tests {
     fn change() -> impl Strategy<Value = ChangeSet> {
         let function = (
             0..NAMES.len(),
-            proptest::collection::vec(0..NAMES.len(), 0..4),
+            proptest::collection::vec((0..NAMES.len(), any::<bool>()), 0..4),
             any::<bool>(),
         );
         let file = (proptest::collection::vec(function, 0..5), any::<bool>());
@@ -414,12 +424,26 @@ mod tests {
                         is_test,
                         functions: functions
                             .into_iter()
-                            .map(|(name, callees, cache)| FunctionFacts {
-                                name: NAMES[name].to_string(),
-                                qualname: NAMES[name].to_string(),
-                                callees: callees.iter().map(|&c| NAMES[c].to_string()).collect(),
-                                cache,
-                                ..FunctionFacts::default()
+                            .map(|(name, calls, cache)| {
+                                // A name is loose when every call of it is (`facts`).
+                                let names = |loose: bool| -> BTreeSet<String> {
+                                    calls
+                                        .iter()
+                                        .filter(|&&(_, l)| l == loose)
+                                        .map(|&(c, _)| NAMES[c].to_string())
+                                        .collect()
+                                };
+                                let sure = names(false);
+                                let all: BTreeSet<String> =
+                                    sure.union(&names(true)).cloned().collect();
+                                FunctionFacts {
+                                    name: NAMES[name].to_string(),
+                                    qualname: NAMES[name].to_string(),
+                                    loose: all.difference(&sure).cloned().collect(),
+                                    callees: all.into_iter().collect(),
+                                    cache,
+                                    ..FunctionFacts::default()
+                                }
                             })
                             .collect(),
                         ..FileFacts::default()
@@ -442,7 +466,13 @@ mod tests {
     }
 
     fn every_fn(change: &ChangeSet, f: &FunctionFacts, depth: usize) -> bool {
-        f.cache || (depth > 0 && f.callees.iter().any(|c| every(change, c, depth - 1)))
+        let sure = |c: &&String| !f.loose.contains(c);
+        f.cache
+            || (depth > 0
+                && f.callees
+                    .iter()
+                    .filter(sure)
+                    .any(|c| every(change, c, depth - 1)))
     }
 
     proptest! {
@@ -463,7 +493,7 @@ mod tests {
                     for pair in r.path.windows(2) {
                         let calls = change
                             .functions_named(Side::New, &pair[0])
-                            .any(|(_, f)| f.callees.contains(&pair[1]));
+                            .any(|(_, f)| f.callees.contains(&pair[1]) && !f.loose.contains(&pair[1]));
                         prop_assert!(calls);
                     }
                 }

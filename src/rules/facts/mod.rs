@@ -56,6 +56,10 @@ pub struct FunctionFacts {
     pub sleeps: bool,
     /// Last names of everything it calls, sorted, without duplicates.
     pub callees: Arc<[String]>,
+    /// Those of `callees` it calls only as a method of a value that may be a dict, a list, a
+    /// string or a queryset (`event.get("type")`, `products.filter(...)`), sorted: the change's
+    /// `get` may be what runs, or may not, so no walk that must be sure goes through them.
+    pub loose: Box<[String]>,
     pub decorators: Arc<[String]>,
     pub is_test: bool,
     /// [test family] The function's code names an idempotency key (an `Idempotency-Key` header,
@@ -512,6 +516,7 @@ fn function_facts(
     let helper = file.is_test && !facts.name.starts_with("test");
     let mut mocks = String::new();
     let mut callees: Vec<&str> = Vec::new();
+    let mut loose: Vec<&str> = Vec::new();
     for call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
         let parts = idx.call_text(*call, src);
         if helper && MOCK_MAKERS.contains(&parts.name) {
@@ -525,12 +530,23 @@ fn function_facts(
             Target::Sleep => facts.sleeps = true,
             Target::Other => {}
         }
-        if !calls_no_function_of_the_change(&parts) {
+        if calls_no_function_of_the_change(&parts) {
+            continue;
+        }
+        if may_be_a_builtins_method(&parts, file) {
+            loose.push(parts.name);
+        } else {
             callees.push(parts.name);
         }
     }
     callees.sort_unstable();
     callees.dedup();
+    loose.sort_unstable();
+    loose.dedup();
+    loose.retain(|name| callees.binary_search(name).is_err());
+    facts.loose = loose.iter().map(|s| s.to_string()).collect();
+    callees.extend(loose);
+    callees.sort_unstable();
     facts.callees = callees.into_iter().map(str::to_string).collect();
     if !mocks.is_empty() {
         facts.mocks = Some(mocks.into());
@@ -906,6 +922,137 @@ fn calls_no_function_of_the_change(parts: &syntax::CallText<'_>) -> bool {
     receiver.ends_with(".json()") || MAPPINGS.contains(&last_name(receiver))
 }
 
+/// Whether the call may be a method of a dict, a list, a string or a queryset rather than of
+/// a class of the change: a name those types have, on a value that is none of `self`, a class,
+/// a module the file imports, or an object named for a client (`self.api.get(...)`). In
+/// django-payments, `form.cleaned_data.get(...)`, `session.get("id")` and `event.get("type")`
+/// were each taken for PayPal's `get`, which sends a request, and every test of the dummy
+/// provider, of Stripe's and of a form field "reached" PayPal's API.
+fn may_be_a_builtins_method(parts: &syntax::CallText<'_>, file: &FileFacts) -> bool {
+    const BUILTINS: &[&str] = &[
+        // dict
+        "get",
+        "pop",
+        "popitem",
+        "setdefault",
+        "items",
+        "keys",
+        "values",
+        "update",
+        "copy",
+        // list and set
+        "append",
+        "extend",
+        "insert",
+        "index",
+        "sort",
+        "reverse",
+        "add",
+        "discard",
+        "union",
+        "intersection",
+        "difference",
+        // str and bytes
+        "format",
+        "join",
+        "split",
+        "rsplit",
+        "strip",
+        "lstrip",
+        "rstrip",
+        "replace",
+        "encode",
+        "decode",
+        "lower",
+        "upper",
+        "startswith",
+        "endswith",
+        "splitlines",
+        "partition",
+        // Django's QuerySet, on a queryset in a variable (on a manager: `QUERYSET`)
+        "filter",
+        "exclude",
+        "all",
+        "first",
+        "last",
+        "exists",
+        "order_by",
+        "values_list",
+        "select_related",
+        "prefetch_related",
+        "annotate",
+        "aggregate",
+        "distinct",
+    ];
+    /// What an object of the change that sends requests or keeps state is called.
+    const CLIENTS: &[&str] = &[
+        "client",
+        "api",
+        "gateway",
+        "service",
+        "provider",
+        "backend",
+        "http",
+        "conn",
+        "adapter",
+        "repo",
+        "store",
+        "storage",
+        "cache",
+        "redis",
+        "sdk",
+        "processor",
+        "transport",
+        "manager",
+    ];
+    let Some(receiver) = parts.receiver else {
+        return false;
+    };
+    if !BUILTINS.contains(&parts.name) {
+        return false;
+    }
+    if matches!(receiver, "self" | "cls" | "super()") {
+        return false;
+    }
+    // A call's or a subscript's result is judged by what was called or subscripted:
+    // `ApiClient(key).get(...)`, `self.providers[name].get(...)`, but `payload["data"].get(...)`.
+    let mut base = receiver;
+    while let Some(inner) = without_trailing_group(base) {
+        base = inner;
+    }
+    let last = last_name(base);
+    if last.is_empty() {
+        return true;
+    }
+    if last.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return false;
+    }
+    let lower = last.to_ascii_lowercase();
+    if CLIENTS.iter().any(|c| lower.contains(c)) {
+        return false;
+    }
+    let module = base == receiver && !base.contains('.') && file.import_target(base).is_some();
+    !module
+}
+
+/// `text` without its last bracketed group (`f(a)` → `f`, `x[k]` → `x`), if it ends in one.
+fn without_trailing_group(text: &str) -> Option<&str> {
+    let close = text.bytes().last().filter(|b| matches!(b, b')' | b']'))?;
+    let open = if close == b')' { b'(' } else { b'[' };
+    let mut depth = 0usize;
+    for (i, b) in text.bytes().enumerate().rev() {
+        if b == close {
+            depth += 1;
+        } else if b == open {
+            depth = depth.saturating_sub(1);
+            if depth == 0 {
+                return text.get(..i);
+            }
+        }
+    }
+    None
+}
+
 /// Django's `QuerySet` methods, which a custom manager inherits rather than redefines.
 const QUERYSET: &[&str] = &[
     "all",
@@ -1216,6 +1363,66 @@ mod tests {
         assert!(payment("from app.billing.client import create_charge\n"));
         assert!(payment("from app.payments.models import Refund\n"));
         assert!(payment("import stripe\n"));
+    }
+
+    #[test]
+    fn methods_a_dict_or_a_string_has_are_loose_on_values_that_may_be_one() {
+        let source = "import billing\n\nclass Provider:\n    def process(self, request, event, form):\n        a = event.get(\"type\")\n        b = form.cleaned_data.get(\"amount\")\n        c = payload[\"data\"].get(\"id\")\n        d = self.client.preference().get(pid)\n        e = \", \".join(parts)\n        f = products.filter(active=True)\n        ids.append(a)\n        g = self.get(pid)\n        h = self.api.get(pid)\n        i = ApiClient(key).get(pid)\n        j = self.providers[name].get(pid)\n        k = billing.get(pid)\n        m = Transaction.get(pid)\n        n = self.make_client().update(pid)\n        order.refresh(a, b)\n";
+        let f = facts("app/provider.py", source);
+        let process = f.function("Provider.process").expect("process has facts");
+        // `join` on a literal calls nothing of the change at all.
+        assert!(!process.callees.iter().any(|c| c == "join"));
+        for name in ["append", "filter"] {
+            assert!(process.loose.iter().any(|c| c == name), "{name} is loose");
+        }
+        // `get` is also called on `self`, a client, a class and a module: surely a call of it.
+        for name in ["get", "update", "refresh"] {
+            assert!(
+                process.callees.iter().any(|c| c == name),
+                "{name} is called"
+            );
+            assert!(!process.loose.iter().any(|c| c == name), "{name} is sure");
+        }
+        let one = |line: &str| {
+            let src = format!("import billing\n\ndef f(self, event, payload, key):\n    {line}\n");
+            let f = facts("app/f.py", &src);
+            let func = f.function("f").expect("f has facts");
+            (func.callees.to_vec(), func.loose.to_vec())
+        };
+        // Whether the line's last call, the method it names, is loose.
+        let loose = |line: &str| {
+            let (callees, loose) = one(line);
+            let name = line.rsplit_once('(').and_then(|(l, _)| l.rsplit_once('.'));
+            let name = name.map(|(_, n)| n.to_string()).expect("a method call");
+            assert!(callees.contains(&name), "{line}: {callees:?}");
+            loose.contains(&name)
+        };
+        for line in [
+            "event.get(\"type\")",
+            "payload[\"data\"].get(\"id\")",
+            "self.client.preference().get(key)",
+            "self.attrs.get(key)",
+            "products.filter(active=True)",
+        ] {
+            assert!(loose(line), "{line} may be a dict's or a queryset's");
+        }
+        for line in [
+            "self.get(key)",
+            "super().get(key)",
+            "self.api.get(key)",
+            "self.gateway.update(key)",
+            "ApiClient(key).get(\"/charges\")",
+            "self.providers[key].get(key)",
+            "self.make_client().update(key)",
+            "billing.get(key)",
+            "Transaction.filter(key)",
+            "event.refresh(key)",
+        ] {
+            assert!(
+                !loose(line),
+                "{line} is surely a call of the change's function"
+            );
+        }
     }
 
     #[test]

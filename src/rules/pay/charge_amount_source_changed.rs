@@ -53,7 +53,9 @@ fn gate(s: &Scan<'_>) -> bool {
         let (first, last) = syntax::lines(call);
         // Lines first: few calls are on added lines, and naming a call costs more.
         s.lines.touches_added(first, last)
-            && (s.facts.payment_module || super::is_payment_call(call, src, s.vocab))
+            && (s.facts.payment_module
+                || super::is_payment_call(call, src, s.vocab)
+                || money_update(call, src, s.vocab).is_some())
     });
     touched_call
         || idx.all(kinds::ASSIGNMENT).iter().any(|&a| {
@@ -65,22 +67,66 @@ fn gate(s: &Scan<'_>) -> bool {
 
 /// The name an assignment gives a money value: `amount = ...`, or a dict with money in it
 /// (`payload = {"amount": {"value": ...}}`, passed on as `create(payload)` or `**payload`).
+/// A key set on its own counts too: `params["amount"] = ...`, `params = dict(amount=...)`.
 fn money_local<'s>(assignment: Node<'_>, src: &'s str, vocab: &Vocabulary) -> Option<&'s str> {
     let left = assignment.field("left")?;
+    if left.kind() == kinds::SUBSCRIPT {
+        let (root, path) = key_path(left, src)?;
+        let right = assignment.field("right")?;
+        let money = path.split('.').any(|k| vocab.is_money_argument(k));
+        let holds_money = || !leaves_under(right, &path, money, src, vocab).is_empty();
+        return (money || holds_money()).then_some(root);
+    }
     if left.kind() != kinds::IDENTIFIER {
         return None;
     }
     let name = syntax::text(left, src);
     let holds_money = || {
-        assignment.field("right").is_some_and(|r| {
-            r.kind() == kinds::DICTIONARY && !money_leaves(r, src, vocab).is_empty()
-        })
+        assignment
+            .field("right")
+            .is_some_and(|r| dict_leaves(r, src, vocab).is_some_and(|leaves| !leaves.is_empty()))
     };
     (vocab.is_money_argument(name) || holds_money()).then_some(name)
 }
 
+/// The dict a call `params.update(amount=..., ...)` or `params.update({"amount": ...})` puts
+/// money in: `params`.
+fn money_update<'s>(call: Node<'_>, src: &'s str, vocab: &Vocabulary) -> Option<&'s str> {
+    let callee = call.field("function")?;
+    if callee.kind() != kinds::ATTRIBUTE
+        || callee.field("attribute").map(|a| syntax::text(a, src)) != Some("update")
+    {
+        return None;
+    }
+    let object = callee
+        .field("object")
+        .filter(|o| o.kind() == kinds::IDENTIFIER)?;
+    let leaves = dict_leaves_of_call(call, "", src, vocab);
+    (!leaves.is_empty()).then(|| syntax::text(object, src))
+}
+
+/// `params` and `.amount.value` for `params["amount"]["value"]`: a name subscripted by string
+/// keys only.
+fn key_path<'s>(subscript: Node<'_>, src: &'s str) -> Option<(&'s str, String)> {
+    let mut keys = Vec::new();
+    let mut node = subscript;
+    while node.kind() == kinds::SUBSCRIPT {
+        let key = node
+            .field("subscript")
+            .filter(|k| k.kind() == kinds::STRING)?;
+        keys.push(syntax::text(key, src).trim_matches(['"', '\'']));
+        node = node.field("value")?;
+    }
+    if node.kind() != kinds::IDENTIFIER {
+        return None;
+    }
+    let path: String = keys.iter().rev().map(|k| format!(".{k}")).collect();
+    Some((syntax::text(node, src), path))
+}
+
 /// The calls to weigh: those on added lines, and those after an added `amount = ...` (or
-/// `payload = {"amount": ...}`) in the same function that pass that name on.
+/// `payload = {"amount": ...}`, `payload["amount"] = ...`, `payload.update(amount=...)`) in the
+/// same function that pass that name on.
 fn candidate_calls<'t>(cx: &Ctx<'_>, idx: &NodeIndex<'t>, src: &str) -> Vec<Node<'t>> {
     let mut out: Vec<Node<'t>> = idx
         .all(kinds::CALL)
@@ -91,14 +137,17 @@ fn candidate_calls<'t>(cx: &Ctx<'_>, idx: &NodeIndex<'t>, src: &str) -> Vec<Node
             cx.touches_added(first, last)
         })
         .collect();
-    for &assignment in idx.all(kinds::ASSIGNMENT) {
-        let (first, last) = syntax::lines(assignment);
-        if !cx.touches_added(first, last) {
-            continue;
-        }
-        let Some(name) = money_local(assignment, src, cx.vocab) else {
-            continue;
-        };
+    let touched = |n: &&Node<'t>| {
+        let (first, last) = syntax::lines(**n);
+        cx.touches_added(first, last)
+    };
+    let assignments = idx.all(kinds::ASSIGNMENT).iter().filter(touched);
+    let sets = assignments.filter_map(|&a| Some((a, money_local(a, src, cx.vocab)?)));
+    let updates = out
+        .iter()
+        .filter_map(|&c| Some((c, money_update(c, src, cx.vocab)?)))
+        .collect::<Vec<_>>();
+    for (assignment, name) in sets.chain(updates) {
         let Some(func) = idx.enclosing(assignment, kinds::FUNCTION_DEFINITION) else {
             continue;
         };
@@ -258,13 +307,12 @@ fn moved_arguments(
     }
     // Money inside a dict argument, matched by its keys: `Payment.create({"amount": {"value":
     // str(order.total), ...}})`, `mollie.payments.create({"amount": {"value": f"{total:.2f}"}})`.
-    let old_dicts = dict_args(before, old);
-    for DictArg { at, dict, local } in dict_args(call, new) {
-        let Some(was_dict) = old_dicts.iter().find(|d| d.at == at).map(|d| d.dict) else {
+    let old_dicts = dict_args(before, old, vocab);
+    for DictArg { at, leaves, local } in dict_args(call, new, vocab) {
+        let Some(was_leaves) = old_dicts.iter().find(|d| d.at == at).map(|d| &d.leaves) else {
             continue;
         };
-        let was_leaves = money_leaves(was_dict, old.src, vocab);
-        for (path, value) in money_leaves(dict, new.src, vocab) {
+        for (path, value) in leaves {
             if let Some(&(_, was)) = was_leaves.iter().find(|(p, _)| *p == path) {
                 // `payload["amount"]["value"]`: where in what the call passes it sits.
                 let via = local.map(|local| {
@@ -321,21 +369,24 @@ fn moved_arguments(
 /// The dicts a call passes, each with where: its position (`#0`), keyword or `**`. A dict
 /// literal, or a name the function last set to one before the call (`payload = {...}`, then
 /// `Payment.create(payload)`, `requests.post(url, json=payload)`, `create(**params)`).
-fn dict_args<'t>(call: Node<'t>, side: Side<'t>) -> Vec<DictArg<'t>> {
-    let dict = |at: String, arg: Node<'t>| match arg.kind() {
-        kinds::DICTIONARY => Some(DictArg {
-            at,
-            dict: arg,
-            local: None,
-        }),
-        kinds::IDENTIFIER => local_value(arg, call, side)
-            .filter(|v| v.kind() == kinds::DICTIONARY)
-            .map(|dict| DictArg {
+fn dict_args<'t>(call: Node<'t>, side: Side<'t>, vocab: &Vocabulary) -> Vec<DictArg<'t>> {
+    let dict = |at: String, arg: Node<'t>| {
+        if arg.kind() != kinds::IDENTIFIER {
+            return dict_leaves(arg, side.src, vocab).map(|leaves| DictArg {
                 at,
-                dict,
-                local: Some(syntax::text(arg, side.src)),
-            }),
-        _ => None,
+                leaves,
+                local: None,
+            });
+        }
+        let set = local_value(arg, call, side)?;
+        let mut leaves = dict_leaves(set, side.src, vocab)?;
+        let local = syntax::text(arg, side.src);
+        keys_set_after(&mut leaves, local, set.end_byte(), call, side, vocab);
+        Some(DictArg {
+            at,
+            leaves,
+            local: Some(local),
+        })
     };
     let mut out = Vec::new();
     for (i, arg) in syntax::positional_args(call).into_iter().enumerate() {
@@ -352,13 +403,134 @@ fn dict_args<'t>(call: Node<'t>, side: Side<'t>) -> Vec<DictArg<'t>> {
     out
 }
 
+/// Money values of a dict, each with its path of keys (`.amount.value`).
+type Leaves<'t> = Vec<(String, Node<'t>)>;
+
 /// A dict a call passes (see `dict_args`).
 struct DictArg<'t> {
     /// Its position (`#0`), keyword or `**`.
     at: String,
-    dict: Node<'t>,
+    /// Its money values (`money_leaves`).
+    leaves: Leaves<'t>,
     /// The local it was set to, when the call passes a name.
     local: Option<&'t str>,
+}
+
+/// The money values of a dict literal or a `dict(...)` call; `None` for anything else.
+fn dict_leaves<'t>(node: Node<'t>, src: &str, vocab: &Vocabulary) -> Option<Leaves<'t>> {
+    match node.kind() {
+        kinds::DICTIONARY => Some(money_leaves(node, src, vocab)),
+        kinds::CALL if syntax::callee(node, src) == "dict" => {
+            Some(dict_leaves_of_call(node, "", src, vocab))
+        }
+        _ => None,
+    }
+}
+
+/// The money values `dict(...)` or `x.update(...)` is given: its keywords, and the keys of a
+/// dict literal it is passed.
+fn dict_leaves_of_call<'t>(
+    call: Node<'t>,
+    prefix: &str,
+    src: &str,
+    vocab: &Vocabulary,
+) -> Leaves<'t> {
+    let mut out: Leaves<'t> = Vec::new();
+    for arg in syntax::positional_args(call) {
+        if arg.kind() == kinds::DICTIONARY {
+            out.extend(leaves_under(arg, prefix, false, src, vocab));
+        }
+    }
+    for (key, value) in syntax::keyword_args(call, src) {
+        let path = format!("{prefix}.{key}");
+        let money = vocab.is_money_argument(key);
+        out.extend(leaves_under(value, &path, money, src, vocab));
+    }
+    out
+}
+
+/// The money values of `value` put at `path`: itself when the path names money, else what a
+/// dict literal in it holds under money keys.
+fn leaves_under<'t>(
+    value: Node<'t>,
+    path: &str,
+    money: bool,
+    src: &str,
+    vocab: &Vocabulary,
+) -> Leaves<'t> {
+    if value.kind() == kinds::DICTIONARY {
+        return money_leaves_at(value, path, money, src, vocab);
+    }
+    if money {
+        return vec![(path.to_string(), value)];
+    }
+    Vec::new()
+}
+
+/// Keys the function sets on `local` between its assignment (ending at `from`) and the call,
+/// over what the assignment put there: `params["amount"] = ...`, `params.update(amount=...)`.
+fn keys_set_after<'t>(
+    leaves: &mut Leaves<'t>,
+    local: &str,
+    from: usize,
+    call: Node<'_>,
+    side: Side<'t>,
+    vocab: &Vocabulary,
+) {
+    let Some(func) = side.idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
+        return;
+    };
+    let between = |n: &Node<'_>| n.start_byte() >= from && n.end_byte() <= call.start_byte();
+    // Each write: where it is, the paths it sets, the money it puts there.
+    let mut writes: Vec<(usize, Vec<String>, Leaves<'t>)> = Vec::new();
+    for &assignment in side
+        .idx
+        .within(func, kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| between(a))
+    {
+        let (Some(left), Some(right)) = (assignment.field("left"), assignment.field("right"))
+        else {
+            continue;
+        };
+        if left.kind() != kinds::SUBSCRIPT {
+            continue;
+        }
+        let Some((root, path)) = key_path(left, side.src) else {
+            continue;
+        };
+        if root != local {
+            continue;
+        }
+        let money = path.split('.').any(|k| vocab.is_money_argument(k));
+        let set = leaves_under(right, &path, money, side.src, vocab);
+        writes.push((assignment.start_byte(), vec![path], set));
+    }
+    for &update in side
+        .idx
+        .within(func, kinds::CALL)
+        .iter()
+        .filter(|c| between(c))
+    {
+        if money_update(update, side.src, vocab) != Some(local) {
+            continue;
+        }
+        let set = dict_leaves_of_call(update, "", side.src, vocab);
+        let paths = set.iter().map(|(p, _)| p.clone()).collect();
+        writes.push((update.start_byte(), paths, set));
+    }
+    writes.sort_by_key(|w| w.0);
+    for (_, paths, set) in writes {
+        // A key set again replaces what was under it.
+        leaves.retain(|(p, _)| {
+            !paths.iter().any(|w| {
+                p == w
+                    || p.strip_prefix(w.as_str())
+                        .is_some_and(|r| r.starts_with('.'))
+            })
+        });
+        leaves.extend(set);
+    }
 }
 
 /// How deep `money_leaves` looks into nested dicts.
@@ -366,9 +538,20 @@ const MAX_DICT_DEPTH: usize = 4;
 
 /// The values of a dict literal under a money key, or under a dict that is one
 /// (`{"amount": {"value": ..., "currency": ...}}`), each with its path of keys.
-fn money_leaves<'t>(dict: Node<'t>, src: &str, vocab: &Vocabulary) -> Vec<(String, Node<'t>)> {
+fn money_leaves<'t>(dict: Node<'t>, src: &str, vocab: &Vocabulary) -> Leaves<'t> {
+    money_leaves_at(dict, "", false, src, vocab)
+}
+
+/// `money_leaves` of a dict put at `path`, under money already when `money`.
+fn money_leaves_at<'t>(
+    dict: Node<'t>,
+    path: &str,
+    money: bool,
+    src: &str,
+    vocab: &Vocabulary,
+) -> Leaves<'t> {
     let mut out = Vec::new();
-    let mut pending = vec![(dict, String::new(), false, 0)];
+    let mut pending = vec![(dict, path.to_string(), money, 0)];
     while let Some((node, path, money, depth)) = pending.pop() {
         for pair in crate::python::named_children(node) {
             let (Some(k), Some(v)) = (pair.field("key"), pair.field("value")) else {

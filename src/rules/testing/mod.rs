@@ -432,7 +432,8 @@ impl Callee {
     }
 }
 
-/// What the test calls that the change defines outside tests; when the diff hides the test's
+/// What the test surely calls (not `event.get(...)`: `FunctionFacts::loose`) that the change
+/// defines outside tests; when the diff hides the test's
 /// body, the function it is named after (`test_create_charge_success` → `create_charge`).
 pub fn callees_under_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Callee> {
     let defined = |name: &str| {
@@ -444,6 +445,7 @@ pub fn callees_under_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Callee> {
         .facts
         .callees
         .iter()
+        .filter(|c| test.facts.loose.binary_search(c).is_err())
         .filter(|c| !MOCKERS.contains(&c.as_str()) && defined(c))
         .map(|name| Callee {
             methods: methods_called(cx, test, name),
