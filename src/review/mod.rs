@@ -627,9 +627,14 @@ fn expected_size(patch: &FilePatch, workspace: &source::Workspace) -> u64 {
 /// Whether the old version can have had `finding`: an old finding takes a new one back only in
 /// the same function, and a function the old version does not have (one the change added) can
 /// hold none. Most findings of a large change are in such code, and then the old tree is not
-/// needed at all.
+/// needed at all. A finding placed by a function's bare name (TEST001's, on a test that may
+/// have moved out of a class) may have been in any function of that name.
 fn may_have_been(finding: &Finding, old: Option<&facts::FileFacts>) -> bool {
-    finding.function.is_empty() || old.is_some_and(|o| o.function(&finding.function).is_some())
+    let named = |o: &facts::FileFacts| {
+        o.function(&finding.function).is_some()
+            || o.functions.iter().any(|f| f.name == finding.function)
+    };
+    finding.function.is_empty() || old.is_some_and(named)
 }
 
 /// The findings of the new version that the old one did not have: compared by rule, enclosing

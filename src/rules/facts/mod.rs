@@ -516,7 +516,11 @@ fn function_facts(
     let helper = file.is_test && !facts.name.starts_with("test");
     let mut mocks = String::new();
     let mut callees: Vec<&str> = Vec::new();
-    let mut loose: Vec<&str> = Vec::new();
+    // Names the function binds to HTTP clients it makes, read at its first call of a verb on
+    // a name `classify` does not know.
+    let mut made_clients: Option<Vec<&str>> = None;
+    // Calls of names a builtin's method has, and whether each is on what may be a builtin.
+    let mut builtin_named: Vec<(&str, bool)> = Vec::new();
     for call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
         let parts = idx.call_text(*call, src);
         if helper && MOCK_MAKERS.contains(&parts.name) {
@@ -528,25 +532,39 @@ fn function_facts(
             Target::Cache => facts.cache = true,
             Target::Payment => facts.payment = true,
             Target::Sleep => facts.sleeps = true,
-            Target::Other => {}
+            Target::Other => {
+                if let Some(receiver) = parts.receiver
+                    && !facts.http
+                    && HTTP_VERBS.contains(&parts.name)
+                {
+                    let made =
+                        made_clients.get_or_insert_with(|| clients_made_in(func, idx, src, file));
+                    facts.http = made.contains(&receiver);
+                }
+            }
         }
         if calls_no_function_of_the_change(&parts) {
             continue;
         }
-        if may_be_a_builtins_method(&parts, file) {
-            loose.push(parts.name);
-        } else {
-            callees.push(parts.name);
+        callees.push(parts.name);
+        if let Some(receiver) = parts.receiver
+            && a_builtins_method(parts.name)
+        {
+            builtin_named.push((parts.name, may_be_a_builtin(receiver, file)));
         }
     }
     callees.sort_unstable();
     callees.dedup();
-    loose.sort_unstable();
-    loose.dedup();
-    loose.retain(|name| callees.binary_search(name).is_err());
-    facts.loose = loose.iter().map(|s| s.to_string()).collect();
-    callees.extend(loose);
-    callees.sort_unstable();
+    if builtin_named.iter().any(|&(_, loose)| loose) {
+        // A name is loose when no call of it is sure: `(name, false)` sorts first.
+        builtin_named.sort_unstable();
+        builtin_named.dedup_by_key(|&mut (name, _)| name);
+        facts.loose = builtin_named
+            .iter()
+            .filter(|&&(_, loose)| loose)
+            .map(|&(name, _)| name.to_string())
+            .collect();
+    }
     facts.callees = callees.into_iter().map(str::to_string).collect();
     if !mocks.is_empty() {
         facts.mocks = Some(mocks.into());
@@ -922,95 +940,72 @@ fn calls_no_function_of_the_change(parts: &syntax::CallText<'_>) -> bool {
     receiver.ends_with(".json()") || MAPPINGS.contains(&last_name(receiver))
 }
 
-/// Whether the call may be a method of a dict, a list, a string or a queryset rather than of
-/// a class of the change: a name those types have, on a value that is none of `self`, a class,
-/// a module the file imports, or an object named for a client (`self.api.get(...)`). In
-/// django-payments, `form.cleaned_data.get(...)`, `session.get("id")` and `event.get("type")`
-/// were each taken for PayPal's `get`, which sends a request, and every test of the dummy
-/// provider, of Stripe's and of a form field "reached" PayPal's API.
-fn may_be_a_builtins_method(parts: &syntax::CallText<'_>, file: &FileFacts) -> bool {
-    const BUILTINS: &[&str] = &[
-        // dict
-        "get",
-        "pop",
-        "popitem",
-        "setdefault",
-        "items",
-        "keys",
-        "values",
-        "update",
-        "copy",
-        // list and set
-        "append",
-        "extend",
-        "insert",
-        "index",
-        "sort",
-        "reverse",
-        "add",
-        "discard",
-        "union",
-        "intersection",
-        "difference",
-        // str and bytes
-        "format",
-        "join",
-        "split",
-        "rsplit",
-        "strip",
-        "lstrip",
-        "rstrip",
-        "replace",
-        "encode",
-        "decode",
-        "lower",
-        "upper",
-        "startswith",
-        "endswith",
-        "splitlines",
-        "partition",
-        // Django's QuerySet, on a queryset in a variable (on a manager: `QUERYSET`)
-        "filter",
-        "exclude",
-        "all",
-        "first",
-        "last",
-        "exists",
-        "order_by",
-        "values_list",
-        "select_related",
-        "prefetch_related",
-        "annotate",
-        "aggregate",
-        "distinct",
-    ];
-    /// What an object of the change that sends requests or keeps state is called.
-    const CLIENTS: &[&str] = &[
-        "client",
-        "api",
-        "gateway",
-        "service",
-        "provider",
-        "backend",
-        "http",
-        "conn",
-        "adapter",
-        "repo",
-        "store",
-        "storage",
-        "cache",
-        "redis",
-        "sdk",
-        "processor",
-        "transport",
-        "manager",
-    ];
-    let Some(receiver) = parts.receiver else {
-        return false;
+/// Names a function binds to an HTTP client it makes itself: `async with httpx.AsyncClient(...)
+/// as client`, `session = requests.Session()`. `client.get(...)` is a request on those, though
+/// by its name alone it may as well be a cache's read.
+fn clients_made_in<'s>(
+    func: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &'s str,
+    file: &FileFacts,
+) -> Vec<&'s str> {
+    let makes = |value: Node<'_>| {
+        let value = crate::rules::idem::strip_await(value);
+        value.kind() == kinds::CALL && {
+            let parts = syntax::call_text(value, src);
+            crate::rules::http::lib_of_callee(parts.callee, Some(file))
+                .is_some_and(|lib| lib.client_class(parts.name))
+        }
     };
-    if !BUILTINS.contains(&parts.name) {
-        return false;
+    let mut out = Vec::new();
+    for &with in idx.within(func, kinds::WITH_STATEMENT) {
+        for (value, alias) in crate::rules::http::with_items(with) {
+            // The alias is a pattern target: a name, or a tuple or attribute we leave alone.
+            let name = syntax::text(alias, src);
+            if name.bytes().all(|b| b == b'_' || b.is_ascii_alphanumeric()) && makes(value) {
+                out.push(name);
+            }
+        }
     }
+    for &assignment in idx.within(func, kinds::ASSIGNMENT) {
+        if let (Some(left), Some(right)) = (assignment.field("left"), assignment.field("right"))
+            && left.kind() == kinds::IDENTIFIER
+            && makes(right)
+        {
+            out.push(syntax::text(left, src));
+        }
+    }
+    out
+}
+
+/// Whether a method of this name is one a dict, a list, a string or a queryset has. Asked of
+/// every call: a `match`, which most names fail at once.
+fn a_builtins_method(name: &str) -> bool {
+    matches!(
+        name,
+        // dict
+        "get" | "pop" | "popitem" | "setdefault" | "items" | "keys" | "values" | "update" | "copy"
+        // list and set
+        | "append" | "extend" | "insert" | "index" | "sort" | "reverse" | "add" | "discard"
+        | "union" | "intersection" | "difference"
+        // str and bytes
+        | "format" | "join" | "split" | "rsplit" | "strip" | "lstrip" | "rstrip" | "replace"
+        | "encode" | "decode" | "lower" | "upper" | "startswith" | "endswith" | "splitlines"
+        | "partition"
+        // Django's QuerySet, on a queryset in a variable (on a manager: `QUERYSET`)
+        | "filter" | "exclude" | "all" | "first" | "last" | "exists" | "order_by"
+        | "values_list" | "select_related" | "prefetch_related" | "annotate" | "aggregate"
+        | "distinct"
+    )
+}
+
+/// Whether a receiver may be a dict, a list, a string or a queryset rather than an object of
+/// the change: it is none of `self`, a class, a module the file imports, or an object named for
+/// a client (`self.api`, `ApiClient(key)`, `self.providers[name]`). In django-payments,
+/// `form.cleaned_data.get(...)`, `session.get("id")` and `event.get("type")` were each taken for
+/// PayPal's `get`, which sends a request, and every test of the dummy provider, of Stripe's and
+/// of a form field "reached" PayPal's API.
+fn may_be_a_builtin(receiver: &str, file: &FileFacts) -> bool {
     if matches!(receiver, "self" | "cls" | "super()") {
         return false;
     }
@@ -1024,15 +1019,39 @@ fn may_be_a_builtins_method(parts: &syntax::CallText<'_>, file: &FileFacts) -> b
     if last.is_empty() {
         return true;
     }
-    if last.starts_with(|c: char| c.is_ascii_uppercase()) {
-        return false;
-    }
-    let lower = last.to_ascii_lowercase();
-    if CLIENTS.iter().any(|c| lower.contains(c)) {
+    if last.starts_with(|c: char| c.is_ascii_uppercase()) || named_for_a_client(last) {
         return false;
     }
     let module = base == receiver && !base.contains('.') && file.import_target(base).is_some();
     !module
+}
+
+/// Whether a name says it holds an object of the change that sends requests or keeps state
+/// (`api`, `gateway_client`, `self.payment_service`, `redis`, `repo`), in one pass over it.
+fn named_for_a_client(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    (0..bytes.len()).any(|i| {
+        let rest = bytes.get(i..).unwrap_or_default();
+        let starts = |w: &str| {
+            rest.get(..w.len())
+                .is_some_and(|r| r.eq_ignore_ascii_case(w.as_bytes()))
+        };
+        match rest.first().map(u8::to_ascii_lowercase) {
+            Some(b'a') => starts("api") || starts("adapter"),
+            Some(b'b') => starts("backend"),
+            Some(b'c') => starts("client") || starts("conn") || starts("cache"),
+            Some(b'g') => starts("gateway"),
+            Some(b'h') => starts("http"),
+            Some(b'm') => starts("manager"),
+            Some(b'p') => starts("provider") || starts("processor"),
+            Some(b'r') => starts("repo") || starts("redis"),
+            Some(b's') => {
+                starts("service") || starts("store") || starts("storage") || starts("sdk")
+            }
+            Some(b't') => starts("transport"),
+            _ => false,
+        }
+    })
 }
 
 /// `text` without its last bracketed group (`f(a)` → `f`, `x[k]` → `x`), if it ends in one.
@@ -1363,6 +1382,27 @@ mod tests {
         assert!(payment("from app.billing.client import create_charge\n"));
         assert!(payment("from app.payments.models import Refund\n"));
         assert!(payment("import stripe\n"));
+    }
+
+    #[test]
+    fn a_verb_on_a_client_the_function_makes_is_a_request() {
+        let http = |body: &str| {
+            let src = format!("import httpx\nimport requests as rq\n\nasync def f(key):\n{body}");
+            facts("app/f.py", &src)
+                .function("f")
+                .expect("f has facts")
+                .http
+        };
+        assert!(http(
+            "    async with httpx.AsyncClient(timeout=5) as client:\n        return await client.get(key)\n"
+        ));
+        assert!(http("    c = rq.Session()\n    return c.get(key)\n"));
+        // By its name alone `client.get` may be a cache's read; `session.get` already is HTTP.
+        assert!(!http("    return client.get(key)\n"));
+        assert!(!http(
+            "    async with lock_for(key) as client:\n        return await client.get(key)\n"
+        ));
+        assert!(!http("    c = rq.Session()\n    return d.get(key)\n"));
     }
 
     #[test]

@@ -37,11 +37,16 @@ const VERBS: &[&str] = &[
 /// Which library a dotted callee comes from, through the file's imports
 /// (`import requests as rq`, `from httpx import post`).
 fn lib_of<'a>(callee: &str, cx: &impl Local<'a>) -> Option<Lib> {
+    lib_of_callee(callee, cx.facts())
+}
+
+/// `lib_of`, from the file's facts (its imports) alone.
+pub(crate) fn lib_of_callee(
+    callee: &str,
+    file: Option<&crate::rules::facts::FileFacts>,
+) -> Option<Lib> {
     let root = callee.split('.').next().unwrap_or(callee);
-    let target = cx
-        .facts()
-        .and_then(|f| f.import_target(root))
-        .unwrap_or(root);
+    let target = file.and_then(|f| f.import_target(root)).unwrap_or(root);
     let target_root = target.split('.').next().unwrap_or(target);
     match target_root {
         "httpx" => Some(Lib::Httpx),
@@ -57,14 +62,20 @@ fn lib_of<'a>(callee: &str, cx: &impl Local<'a>) -> Option<Lib> {
 fn constructor<'a>(call: Node<'_>, cx: &impl Local<'a>) -> Option<Lib> {
     let syntax::CallText { callee, name, .. } = cx.call_text(call);
     let lib = lib_of(callee, cx)?;
-    let known = match lib {
-        Lib::Httpx => matches!(name, "Client" | "AsyncClient"),
-        Lib::Requests => matches!(name, "Session" | "session"),
-        // aiohttp_retry's client makes an aiohttp session from the same arguments.
-        Lib::Aiohttp => matches!(name, "ClientSession" | "RetryClient"),
-        Lib::Urllib => false,
-    };
-    known.then_some(lib)
+    lib.client_class(name).then_some(lib)
+}
+
+impl Lib {
+    /// Whether `name` is a client class of the library.
+    pub(crate) fn client_class(self, name: &str) -> bool {
+        match self {
+            Lib::Httpx => matches!(name, "Client" | "AsyncClient"),
+            Lib::Requests => matches!(name, "Session" | "session"),
+            // aiohttp_retry's client makes an aiohttp session from the same arguments.
+            Lib::Aiohttp => matches!(name, "ClientSession" | "RetryClient"),
+            Lib::Urllib => false,
+        }
+    }
 }
 
 /// A client the file builds.
@@ -156,7 +167,7 @@ fn clients<'a>(cx: &impl Local<'a>) -> Vec<Client> {
 }
 
 /// `(value, alias)` of each `with value as alias` item.
-fn with_items(with: Node<'_>) -> Vec<(Node<'_>, Node<'_>)> {
+pub(crate) fn with_items(with: Node<'_>) -> Vec<(Node<'_>, Node<'_>)> {
     let mut out = Vec::new();
     let mut cursor = with.walk();
     for clause in with.named_children(&mut cursor) {

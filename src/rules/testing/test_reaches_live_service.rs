@@ -275,14 +275,17 @@ fn report(cx: &mut Ctx<'_>, test: &TestFn<'_>, service: Service, r: &Reach<'_>) 
     // The service is part of the key: a test that already reached unmocked HTTP before the
     // change is still news when it now reaches Redis too. The test's name, not its text: one
     // the change edits (a line added to its assertions) but that reached the service before
-    // it, unmocked, is not this change's doing.
+    // it, unmocked, is not this change's doing. Its name, not its qualified name, here and as
+    // the function the finding is in: a `unittest` class's test rewritten as a pytest function
+    // (django-payments 4.0) is the same test.
     let (kind, note) = match service {
         Service::Cache => ("cache", "cache"),
         Service::Http => ("http", "http"),
     };
-    let key = format!("{kind}:{}", test.facts.qualname);
-    let finding = cx
-        .report_lines(&RULE, syntax::lines(test.outer), key)
+    let key = format!("{kind}:{}", test.facts.name);
+    let finding = cx.report_lines(&RULE, syntax::lines(test.outer), key);
+    finding.function = test.facts.name.clone();
+    let finding = finding
         .arg("test", test.facts.name.clone())
         .arg("callee", callee)
         .arg("client", client)
