@@ -411,6 +411,52 @@ fn a_test_outside_the_change_that_now_reaches_redis_is_reported_on_the_function(
 }
 
 #[test]
+fn repository_tests_marked_live_by_their_module_or_class_are_left_alone() {
+    let contract =
+        std::fs::read_to_string(fixture("seed-context/head/tests/test_charges_contract.py"))
+            .expect("contract tests");
+    let outside = |review: &Review| {
+        review
+            .findings
+            .iter()
+            .filter(|f| f.rule == "TEST001" && f.path == CLIENT)
+            .count()
+    };
+    let imports = "from unittest.mock import patch\n";
+    // The module's marks: run on request only, as its decorators would say.
+    let module = contract.replace(
+        imports,
+        &format!("{imports}\nimport pytest\n\npytestmark = [pytest.mark.integration, pytest.mark.django_db]\n"),
+    );
+    assert_ne!(module, contract);
+    let dir = variant(&[("tests/test_charges_contract.py", &module)]);
+    assert_eq!(
+        outside(&review(&seed_diff(), &repo_settings(dir.path()))),
+        0
+    );
+    // A class's: its tests only.
+    let test = "@patch(\"app.payments.client.httpx.post\")\ndef test_charge_sends_the_order(mock_post):\n    mock_post.return_value.json.return_value = {\"id\": \"ch_1\", \"status\": \"succeeded\"}\n    create_charge(\"order-9\", 100, \"RUB\")\n    assert mock_post.call_args.kwargs[\"json\"][\"order_id\"] == \"order-9\"\n";
+    let in_class = "import pytest\n\n\nclass TestLive:\n    pytestmark = pytest.mark.live\n\n    @patch(\"app.payments.client.httpx.post\")\n    def test_charge_sends_the_order(self, mock_post):\n        mock_post.return_value.json.return_value = {\"id\": \"ch_1\", \"status\": \"succeeded\"}\n        create_charge(\"order-9\", 100, \"RUB\")\n        assert mock_post.call_args.kwargs[\"json\"][\"order_id\"] == \"order-9\"\n";
+    let class = contract.replace(test, in_class);
+    assert_ne!(class, contract);
+    let dir = variant(&[("tests/test_charges_contract.py", &class)]);
+    assert_eq!(
+        outside(&review(&seed_diff(), &repo_settings(dir.path()))),
+        0
+    );
+    // A mark that says nothing of how a test runs leaves it reported.
+    let plain = contract.replace(
+        imports,
+        &format!("{imports}\nimport pytest\n\npytestmark = pytest.mark.django_db\n"),
+    );
+    let dir = variant(&[("tests/test_charges_contract.py", &plain)]);
+    assert_eq!(
+        outside(&review(&seed_diff(), &repo_settings(dir.path()))),
+        1
+    );
+}
+
+#[test]
 fn repository_context_is_identical_whatever_the_thread_count() {
     let diff = fixture("seed/pr.diff");
     let repo = fixture("seed-context/head");

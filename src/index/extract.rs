@@ -161,6 +161,11 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
     } else {
         String::new()
     };
+    let module_marks = if is_test {
+        pytestmarks(idx, src)
+    } else {
+        Vec::new()
+    };
     let defs = idx.all(kinds::FUNCTION_DEFINITION);
     let known_functions = known
         .map(|k| &k.functions[..])
@@ -187,7 +192,8 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
                 ),
             };
             debug_assert_eq!(qualname, facts::qualname(f, idx, src));
-            let mocks = (is_test && name.starts_with("test")).then(|| mock_text(idx, f, src));
+            let mocks = (is_test && name.starts_with("test"))
+                .then(|| mock_text(idx, f, src, &module_marks));
             Def {
                 name,
                 qualname,
@@ -361,11 +367,55 @@ fn fixtures_text(idx: &NodeIndex<'_>, src: &str) -> String {
     out
 }
 
-/// A test's decorators (its class's too), parameters and patch calls: where a mock of what it
-/// reaches would be written, besides the module's fixtures.
-fn mock_text(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> String {
+/// Each `pytestmark` of a file, as the class (or function) it is set in (`None`: the module's)
+/// and its marks: `pytestmark = [pytest.mark.integration, pytest.mark.django_db]`.
+pub(crate) fn pytestmarks<'t>(
+    idx: &NodeIndex<'t>,
+    src: &str,
+) -> Vec<(Option<Node<'t>>, Vec<Node<'t>>)> {
+    let mut out = Vec::new();
+    for &assignment in idx.all(kinds::ASSIGNMENT) {
+        let (Some(left), Some(value)) = (assignment.field("left"), assignment.field("right"))
+        else {
+            continue;
+        };
+        if syntax::text(left, src) != "pytestmark" {
+            continue;
+        }
+        let scope = idx
+            .enclosing(assignment, kinds::FUNCTION_DEFINITION)
+            .or_else(|| idx.enclosing(assignment, kinds::CLASS_DEFINITION));
+        let marks = if value.kind() == kinds::LIST || value.kind() == kinds::TUPLE {
+            crate::python::named_children(value)
+        } else {
+            vec![value]
+        };
+        out.push((scope, marks));
+    }
+    out
+}
+
+/// A test's decorators (its class's too, and the `pytestmark`s of its module and classes, as
+/// decorators), parameters and patch calls: where a mock of what it reaches would be written,
+/// besides the module's fixtures, and how it runs (`@pytest.mark.integration`).
+fn mock_text(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    src: &str,
+    marks: &[(Option<Node<'_>>, Vec<Node<'_>>)],
+) -> String {
     let mut out = String::new();
     let mut outer = Some(func);
+    let mark = |scope: Option<Node<'_>>, out: &mut String| {
+        let here = marks
+            .iter()
+            .filter(|(s, _)| s.map(|s| s.id()) == scope.map(|s| s.id()));
+        for m in here.flat_map(|(_, m)| m) {
+            out.push('@');
+            out.push_str(syntax::text(*m, src));
+            out.push('\n');
+        }
+    };
     while let Some(node) = outer {
         if let Some(parent) = idx.decorated(node) {
             for d in syntax::decorators(parent) {
@@ -374,7 +424,11 @@ fn mock_text(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> String {
             }
         }
         outer = idx.enclosing(node, kinds::CLASS_DEFINITION);
+        if let Some(class) = outer {
+            mark(Some(class), &mut out);
+        }
     }
+    mark(None, &mut out);
     if let Some(params) = func.field("parameters") {
         out.push_str(syntax::text(params, src));
         out.push('\n');

@@ -13,6 +13,7 @@ mod list;
 
 pub use celery::{TaskRef, exception_covers};
 pub(crate) use extract::assignment as read_assignment;
+pub(crate) use extract::pytestmarks;
 pub use extract::{
     Assignment, Call, Decorator, Def, ModuleFacts, extract, extract_reusing, module_of,
 };

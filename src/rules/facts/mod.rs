@@ -958,6 +958,14 @@ fn clients_made_in<'s>(
         }
     };
     let mut out = Vec::new();
+    // A client is made through an import of its library: most files have none to look for.
+    let imports_a_client = file.imports.iter().any(|i| {
+        let root = i.target.split('.').next().unwrap_or_default();
+        crate::rules::http::lib_of_callee(root, None).is_some()
+    });
+    if !imports_a_client {
+        return out;
+    }
     for &with in idx.within(func, kinds::WITH_STATEMENT) {
         for (value, alias) in crate::rules::http::with_items(with) {
             // The alias is a pattern target: a name, or a tuple or attribute we leave alone.

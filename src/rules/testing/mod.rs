@@ -91,31 +91,17 @@ pub fn runs_by(decorator: &str) -> Runs {
 /// What each `pytestmark` of a file says, with the class (or function) it sits in; `None` for
 /// the module's. Read once per file, not once per test: a test module holds hundreds of tests.
 fn pytestmarks<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Option<Node<'t>>, Runs)> {
-    let mut out = Vec::new();
-    for &assignment in idx.all(kinds::ASSIGNMENT) {
-        let (Some(left), Some(value)) = (assignment.field("left"), assignment.field("right"))
-        else {
-            continue;
-        };
-        if syntax::text(left, src) != "pytestmark" {
-            continue;
-        }
-        let scope = idx
-            .enclosing(assignment, kinds::FUNCTION_DEFINITION)
-            .or_else(|| idx.enclosing(assignment, kinds::CLASS_DEFINITION));
-        let marks = if value.kind() == kinds::LIST || value.kind() == kinds::TUPLE {
-            crate::python::named_children(value)
-        } else {
-            vec![value]
-        };
-        let runs = marks
-            .iter()
-            .map(|m| runs_by(syntax::text(*m, src)))
-            .max()
-            .unwrap_or(Runs::Always);
-        out.push((scope, runs));
-    }
-    out
+    crate::index::pytestmarks(idx, src)
+        .into_iter()
+        .map(|(scope, marks)| {
+            let runs = marks
+                .iter()
+                .map(|m| runs_by(syntax::text(*m, src)))
+                .max()
+                .unwrap_or(Runs::Always);
+            (scope, runs)
+        })
+        .collect()
 }
 
 /// `runs_by` over a test's decorators, its classes' and the `pytestmark`s around it (of its
