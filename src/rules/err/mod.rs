@@ -166,7 +166,19 @@ pub(crate) fn is_retry_loop(lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, s
 /// A `while` that walks a chain rather than trying again: a name its condition reads is moved
 /// on from itself (`while category: ... category = category.parent`, `node = node["next"]`).
 /// Each round looks at something else; running out is the end of the chain, not of attempts.
+/// A loop that sends a request each round is a failover (`endpoint = endpoint["fallback"]`):
+/// each round sends the payment again, somewhere else, and running out is running out of
+/// attempts.
 fn steps_along_a_chain(lp: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    let sends = idx.within(lp, kinds::CALL).iter().any(|&call| {
+        let parts = idx.call_text(call, src);
+        crate::rules::facts::http_by_name(&parts)
+            || parts.callee == "urlopen"
+            || parts.callee.ends_with(".urlopen")
+    });
+    if sends {
+        return false;
+    }
     let Some(condition) = lp.field("condition") else {
         return false;
     };

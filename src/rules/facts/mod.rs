@@ -1135,21 +1135,8 @@ fn classify(parts: &syntax::CallText<'_>, file: &FileFacts, vocab: &Vocabulary) 
         {
             return Target::Cache;
         }
-        if HTTP_VERBS.contains(&name) && !web_or_db_session(full_recv, file) {
-            let has = |word| syntax::contains_lowercase(recv, word);
-            let ends_api = recv
-                .as_bytes()
-                .get(recv.len().saturating_sub(3)..)
-                .is_some_and(|end| end.len() == 3 && end.eq_ignore_ascii_case(b"api"));
-            let root = callee.split('.').next().unwrap_or("");
-            if HTTP_MODULES.contains(&root)
-                || has("http")
-                || has("session")
-                || has("client") && name != "get"
-                || ends_api && name != "get"
-            {
-                return Target::Http;
-            }
+        if http_by_name(parts) && !web_or_db_session(full_recv, file) {
+            return Target::Http;
         }
     }
     if callee == "urlopen" || callee.ends_with(".urlopen") {
@@ -1160,6 +1147,32 @@ fn classify(parts: &syntax::CallText<'_>, file: &FileFacts, vocab: &Vocabulary) 
         return Target::Payment;
     }
     Target::Other
+}
+
+/// Whether a call on a receiver is a request by its names alone: a verb of an HTTP library
+/// (`requests.post`, `httpx.get`) or of a client named for one (`self.http.post`,
+/// `session.get`, `gateway_client.post`). `client.get` may be a cache's read, and a Flask or
+/// SQLAlchemy `session` no HTTP at all (`classify` asks the file).
+pub(crate) fn http_by_name(parts: &syntax::CallText<'_>) -> bool {
+    let Some(full_recv) = parts.receiver else {
+        return false;
+    };
+    let name = parts.name;
+    if !HTTP_VERBS.contains(&name) {
+        return false;
+    }
+    let recv = last_name(full_recv.split('(').next().unwrap_or(full_recv));
+    let has = |word| syntax::contains_lowercase(recv, word);
+    let ends_api = recv
+        .as_bytes()
+        .get(recv.len().saturating_sub(3)..)
+        .is_some_and(|end| end.len() == 3 && end.eq_ignore_ascii_case(b"api"));
+    let root = parts.callee.split('.').next().unwrap_or("");
+    HTTP_MODULES.contains(&root)
+        || has("http")
+        || has("session")
+        || has("client") && name != "get"
+        || ends_api && name != "get"
 }
 
 /// A web framework's session (`request.session.get("cart")`, Flask's `session`) or a database
