@@ -135,8 +135,8 @@ impl ChangeSet {
     /// a call meant: from the functions named `name` (those whose qualified name is in
     /// `methods`, where the caller knows the class), every one of them must reach a function
     /// with `t`, and so must every function of each name on the way that is surely called
-    /// (`FunctionFacts::loose` are not: `event.get(...)` may be a dict's). In a payment library each
-    /// provider has its `get_form`, `capture` and `save`; that one of them sends a request
+    /// (`FunctionFacts::loose` are not: `event.get(...)` may be a dict's). In a payment library
+    /// each provider has its `get_form`, `capture` and `save`; that one of them sends a request
     /// says nothing of what a test calling another provider's does.
     pub fn reach_surely(
         &self,

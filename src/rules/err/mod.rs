@@ -170,15 +170,6 @@ pub(crate) fn is_retry_loop(lp: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>, s
 /// each round sends the payment again, somewhere else, and running out is running out of
 /// attempts.
 fn steps_along_a_chain(lp: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
-    let sends = idx.within(lp, kinds::CALL).iter().any(|&call| {
-        let parts = idx.call_text(call, src);
-        crate::rules::facts::http_by_name(&parts)
-            || parts.callee == "urlopen"
-            || parts.callee.ends_with(".urlopen")
-    });
-    if sends {
-        return false;
-    }
     let Some(condition) = lp.field("condition") else {
         return false;
     };
@@ -187,7 +178,7 @@ fn steps_along_a_chain(lp: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
         .split(|c: char| !c.is_alphanumeric() && c != '_')
         .filter(|w| !w.is_empty())
         .collect();
-    idx.within(lp, kinds::ASSIGNMENT).iter().any(|a| {
+    let steps = idx.within(lp, kinds::ASSIGNMENT).iter().any(|a| {
         let (Some(left), Some(right)) = (a.field("left"), a.field("right")) else {
             return false;
         };
@@ -198,7 +189,13 @@ fn steps_along_a_chain(lp: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
             && syntax::text(right, src)
                 .strip_prefix(name)
                 .is_some_and(|rest| rest.starts_with(['.', '[']))
-    })
+    });
+    // Few loops step along anything: their calls are read only then.
+    steps
+        && !idx
+            .within(lp, kinds::CALL)
+            .iter()
+            .any(|&call| crate::rules::facts::sends_by_name(&idx.call_text(call, src)))
 }
 
 /// The innermost loop around `node`.

@@ -1139,7 +1139,7 @@ fn classify(parts: &syntax::CallText<'_>, file: &FileFacts, vocab: &Vocabulary) 
             return Target::Http;
         }
     }
-    if callee == "urlopen" || callee.ends_with(".urlopen") {
+    if is_urlopen(callee) {
         return Target::Http;
     }
     // `stripe.Charge.create(...)` as well as `charge(...)`.
@@ -1147,6 +1147,16 @@ fn classify(parts: &syntax::CallText<'_>, file: &FileFacts, vocab: &Vocabulary) 
         return Target::Payment;
     }
     Target::Other
+}
+
+/// Whether a call sends a request by its names alone (`http_by_name`, `urlopen`), with no look
+/// at the file: what a rule without the file's facts can tell.
+pub(crate) fn sends_by_name(parts: &syntax::CallText<'_>) -> bool {
+    http_by_name(parts) || is_urlopen(parts.callee)
+}
+
+fn is_urlopen(callee: &str) -> bool {
+    callee == "urlopen" || callee.ends_with(".urlopen")
 }
 
 /// Whether a call on a receiver is a request by its names alone: a verb of an HTTP library

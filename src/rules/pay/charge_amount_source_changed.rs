@@ -101,7 +101,7 @@ fn money_update<'s>(call: Node<'_>, src: &'s str, vocab: &Vocabulary) -> Option<
     let object = callee
         .field("object")
         .filter(|o| o.kind() == kinds::IDENTIFIER)?;
-    let leaves = dict_leaves_of_call(call, "", src, vocab);
+    let leaves = dict_leaves_of_call(call, src, vocab);
     (!leaves.is_empty()).then(|| syntax::text(object, src))
 }
 
@@ -421,7 +421,7 @@ fn dict_leaves<'t>(node: Node<'t>, src: &str, vocab: &Vocabulary) -> Option<Leav
     match node.kind() {
         kinds::DICTIONARY => Some(money_leaves(node, src, vocab)),
         kinds::CALL if syntax::callee(node, src) == "dict" => {
-            Some(dict_leaves_of_call(node, "", src, vocab))
+            Some(dict_leaves_of_call(node, src, vocab))
         }
         _ => None,
     }
@@ -429,20 +429,15 @@ fn dict_leaves<'t>(node: Node<'t>, src: &str, vocab: &Vocabulary) -> Option<Leav
 
 /// The money values `dict(...)` or `x.update(...)` is given: its keywords, and the keys of a
 /// dict literal it is passed.
-fn dict_leaves_of_call<'t>(
-    call: Node<'t>,
-    prefix: &str,
-    src: &str,
-    vocab: &Vocabulary,
-) -> Leaves<'t> {
+fn dict_leaves_of_call<'t>(call: Node<'t>, src: &str, vocab: &Vocabulary) -> Leaves<'t> {
     let mut out: Leaves<'t> = Vec::new();
     for arg in syntax::positional_args(call) {
         if arg.kind() == kinds::DICTIONARY {
-            out.extend(leaves_under(arg, prefix, false, src, vocab));
+            out.extend(leaves_under(arg, "", false, src, vocab));
         }
     }
     for (key, value) in syntax::keyword_args(call, src) {
-        let path = format!("{prefix}.{key}");
+        let path = format!(".{key}");
         let money = vocab.is_money_argument(key);
         out.extend(leaves_under(value, &path, money, src, vocab));
     }
@@ -515,7 +510,7 @@ fn keys_set_after<'t>(
         if money_update(update, side.src, vocab) != Some(local) {
             continue;
         }
-        let set = dict_leaves_of_call(update, "", side.src, vocab);
+        let set = dict_leaves_of_call(update, side.src, vocab);
         let paths = set.iter().map(|(p, _)| p.clone()).collect();
         writes.push((update.start_byte(), paths, set));
     }

@@ -419,8 +419,8 @@ impl Callee {
 }
 
 /// What the test surely calls (not `event.get(...)`: `FunctionFacts::loose`) that the change
-/// defines outside tests; when the diff hides the test's
-/// body, the function it is named after (`test_create_charge_success` → `create_charge`).
+/// defines outside tests; when the diff hides the test's body, the function it is named after
+/// (`test_create_charge_success` → `create_charge`).
 pub fn callees_under_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Callee> {
     let defined = |name: &str| {
         cx.change
