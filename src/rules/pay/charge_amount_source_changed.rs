@@ -511,7 +511,10 @@ fn keys_set_after<'t>(
             continue;
         }
         let set = dict_leaves_of_call(update, side.src, vocab);
-        let paths = set.iter().map(|(p, _)| p.clone()).collect();
+        // `update` replaces whole keys: `update(amount={"value": ...})` drops the old
+        // `amount`'s currency too.
+        let mut paths: Vec<String> = set.iter().map(|(p, _)| top_key(p).to_string()).collect();
+        paths.dedup();
         writes.push((update.start_byte(), paths, set));
     }
     writes.sort_by_key(|w| w.0);
@@ -526,6 +529,15 @@ fn keys_set_after<'t>(
         });
         leaves.extend(set);
     }
+}
+
+/// `.amount` of `.amount.value`.
+fn top_key(path: &str) -> &str {
+    let end = path
+        .get(1..)
+        .and_then(|rest| rest.find('.'))
+        .map_or(path.len(), |i| i + 1);
+    path.get(..end).unwrap_or(path)
 }
 
 /// How deep `money_leaves` looks into nested dicts.
