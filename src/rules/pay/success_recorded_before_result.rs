@@ -5,7 +5,7 @@
 use tree_sitter::Node;
 
 use crate::config::Vocabulary;
-use crate::python::{Fields, kinds, syntax};
+use crate::python::{self, Fields, NodeIndex, kinds, syntax};
 use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan, facts};
 
 pub(crate) static RULE: Rule = Rule {
@@ -108,6 +108,17 @@ fn recorders<'t>(cx: &impl Local<'t>) -> Vec<(Node<'t>, Node<'t>)> {
         );
         out.sort_by_key(|(n, _)| n.start_byte());
     }
+    // `cache.set(key, json.dumps({"status": "paid", ...}))`, `Payout.objects.create(...,
+    // status="paid")`: a record that says paid, written to a store in one call.
+    if names_a_success_status(src) {
+        out.extend(
+            idx.all(kinds::CALL)
+                .iter()
+                .filter(|c| stores(cx.callee_name(**c)) && stores_success(**c, idx, src))
+                .filter_map(|c| Some((*c, statement(*c)?))),
+        );
+        out.sort_by_key(|(n, _)| n.start_byte());
+    }
     if memchr::memmem::find(src.as_bytes(), b".update(").is_some() {
         out.extend(
             idx.all(kinds::CALL)
@@ -152,9 +163,19 @@ fn report(
         .unwrap_or_default();
     let recording_call =
         assign.kind() == kinds::CALL && syntax::callee_name(assign, src) != "update";
+    let stored = recording_call
+        && stores(syntax::callee_name(assign, src))
+        && !is_success_call(assign, syntax::call_text(assign, src), src, cx.vocab());
+    // A long or commented call is named, not quoted (`Payment.objects.create(...)`).
+    let written = syntax::normalized(assign, src);
+    let written = if stored && (written.len() > 80 || written.contains('#')) {
+        format!("{}(...)", syntax::callee(assign, src))
+    } else {
+        written
+    };
     let finding = cx
         .report_lines(&RULE, (first, last), key)
-        .arg("assignment", syntax::normalized(assign, src))
+        .arg("assignment", written)
         .arg("callee", syntax::callee(call, src).to_string())
         .arg(
             if recording_call {
@@ -167,11 +188,15 @@ fn report(
         .note(why);
     finding.function = function;
     // An ORM update is in the database before the next line runs: no rollback of the object
-    // undoes it.
+    // undoes it. So is a record written to a store.
     if assign.kind() == kinds::CALL && !recording_call {
         finding
             .severity(crate::review::Severity::Blocker)
             .note("persisted");
+    } else if stored {
+        finding
+            .severity(crate::review::Severity::Blocker)
+            .note("stored");
     } else if matches!(why, "status_unchecked" | "sdk_status_unchecked")
         && let Some(save) = save_after(stmt, block, src)
     {
@@ -261,6 +286,131 @@ fn is_success_call(
             .iter()
             .filter_map(|a| root(syntax::text(*a, src)))
             .any(|a| vocab.is_entity(a))
+}
+
+/// Whether the text sets a status to a success word anywhere (`"status": "paid"`,
+/// `state=PaymentState.CAPTURED`): stored records are looked for only then.
+fn names_a_success_status(src: &str) -> bool {
+    let bytes = src.as_bytes();
+    let word = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
+    [&b"status"[..], &b"state"[..]].into_iter().any(|key| {
+        memchr::memmem::find_iter(bytes, key).any(|at| {
+            let rest = bytes.get(at + key.len()..).unwrap_or(&[]);
+            let rest = rest
+                .strip_prefix(b"\"")
+                .or(rest.strip_prefix(b"'"))
+                .unwrap_or(rest);
+            let rest = rest.trim_ascii_start();
+            let Some(rest) = rest.strip_prefix(b":").or(rest.strip_prefix(b"=")) else {
+                return false;
+            };
+            let value = rest.trim_ascii_start();
+            let len = value.iter().take_while(|b| word(b) || **b == b'.').count();
+            let value = value
+                .get(..len)
+                .filter(|v| !v.is_empty())
+                .or_else(|| {
+                    let quoted = value.get(1..)?;
+                    let len = quoted.iter().take_while(|b| word(b)).count();
+                    quoted.get(..len)
+                })
+                .unwrap_or(&[]);
+            let last = value.rsplit(|b| *b == b'.').next().unwrap_or(value);
+            std::str::from_utf8(&last.to_ascii_lowercase()).is_ok_and(|w| SUCCESS.contains(&w))
+        })
+    })
+}
+
+/// A call that writes what it is given to a store at once: a cache's or a key-value store's
+/// write, a document store's insert, an ORM's create.
+fn stores(name: &str) -> bool {
+    matches!(
+        name,
+        "set"
+            | "setex"
+            | "hset"
+            | "hmset"
+            | "mset"
+            | "create"
+            | "bulk_create"
+            | "get_or_create"
+            | "update_or_create"
+            | "insert"
+            | "insert_one"
+            | "insert_many"
+            | "update_one"
+            | "replace_one"
+            | "upsert"
+            | "put"
+            | "put_item"
+    ) || ["save_", "store_", "persist_", "insert_"]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
+/// Whether a storing call is given a record that says the money moved: `status="paid"` among
+/// its keywords, or a dict with such a pair among its arguments, written out (`{...}`,
+/// `dict(...)`), wrapped (`json.dumps(record)`), or bound to a name earlier in the function.
+fn stores_success(call: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    let Some(args) = call.field("arguments") else {
+        return false;
+    };
+    let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION);
+    let mut pending = python::named_children(args);
+    // A few levels are enough for `set(k, json.dumps({"record": {...}}))`.
+    let mut budget = 64;
+    while let Some(node) = pending.pop() {
+        budget -= 1;
+        if budget == 0 {
+            break;
+        }
+        match node.kind() {
+            kinds::KEYWORD_ARGUMENT | kinds::PAIR => {
+                let (key, value) = if node.kind() == kinds::PAIR {
+                    (node.field("key"), node.field("value"))
+                } else {
+                    (node.field("name"), node.field("value"))
+                };
+                let (Some(key), Some(value)) = (key, value) else {
+                    continue;
+                };
+                let key = syntax::text(key, src)
+                    .trim_matches(|c| c == '"' || c == '\'')
+                    .to_ascii_lowercase();
+                if records_success(&key, value, src) {
+                    return true;
+                }
+                pending.push(value);
+            }
+            kinds::DICTIONARY => pending.extend(python::named_children(node)),
+            kinds::CALL => {
+                if let Some(inner) = node.field("arguments") {
+                    pending.extend(python::named_children(inner));
+                }
+            }
+            kinds::IDENTIFIER => {
+                let name = syntax::text(node, src);
+                let bound = func
+                    .map(|f| idx.within(f, kinds::ASSIGNMENT))
+                    .unwrap_or_default()
+                    .iter()
+                    .rev()
+                    .filter(|a| a.end_byte() <= call.start_byte())
+                    .find(|a| {
+                        a.field("left")
+                            .is_some_and(|l| syntax::text(l, src) == name)
+                    })
+                    .and_then(|a| a.field("right"));
+                if let Some(value) =
+                    bound.filter(|v| matches!(v.kind(), kinds::DICTIONARY | kinds::CALL))
+                {
+                    pending.push(value);
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 /// `Order.objects.filter(pk=pk).update(status="paid")`, `payments.update(is_paid=True)` on an
@@ -356,9 +506,9 @@ fn unchecked_call_before<'t>(
     {
         "unchecked"
     } else if binding.is_some()
-        && cx
-            .facts
-            .is_some_and(|f| f.calls_payment_sdk(syntax::callee(call, src)))
+        && cx.facts.is_some_and(|f| {
+            f.calls_payment_sdk(syntax::callee(call, src)) || wraps_payment_sdk(cx, f, callee)
+        })
     {
         // The SDK's object for a payment it made, which says whether the money moved.
         "sdk_status_unchecked"
@@ -406,6 +556,31 @@ fn unchecked_call_before<'t>(
         }
     }
     (!checked).then_some((call, why))
+}
+
+/// Whether a function of the file named `name` hands back what a payment SDK made: `return
+/// stripe.PaymentIntent.create(...)` in a helper that a decorator retries.
+fn wraps_payment_sdk(cx: &Ctx<'_>, file: &facts::FileFacts, name: &str) -> bool {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return false;
+    };
+    idx.all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .filter(|f| syntax::function_name(**f, src) == name)
+        .any(|func| {
+            idx.within(*func, kinds::RETURN_STATEMENT).iter().any(|r| {
+                syntax::return_value(*r)
+                    .map(|v| {
+                        if v.kind() == kinds::AWAIT {
+                            v.named_child(0).unwrap_or(v)
+                        } else {
+                            v
+                        }
+                    })
+                    .filter(|v| v.kind() == kinds::CALL)
+                    .is_some_and(|c| file.calls_payment_sdk(syntax::callee(c, src)))
+            })
+        })
 }
 
 /// Whether `name` is an argument of a call in `text`: `f(resp)`, `f(x, resp)`, `f(resp=resp)`.
