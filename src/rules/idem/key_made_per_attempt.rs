@@ -69,6 +69,19 @@ fn check(cx: &mut Ctx<'_>) {
     }
 }
 
+/// Whether some retried stretch of `func` sends a key made anew on each attempt: what IDEM004
+/// reports there, for the rules that ask whether every attempt sends one key.
+pub(crate) fn key_varies_in(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
+    attempts::attempts(idx, src)
+        .iter()
+        .filter(|a| a.func.id() == func.id())
+        .any(|attempt| {
+            key_sites(idx, attempt.body, src)
+                .into_iter()
+                .any(|site| made_in(idx, attempt, site.at, site.value, src).is_some())
+        })
+}
+
 /// `made`: where the key is made (its value, or the assignment of the name it is read from);
 /// `fresh`: the call in it that gives a new value each time.
 fn report(
@@ -83,11 +96,24 @@ fn report(
         syntax::callee_name(fresh, src),
         "time" | "time_ns" | "now" | "utcnow"
     );
+    let counted = fresh.kind() != kinds::CALL;
     // `idempotency_key or uuid4()`: made anew only when the caller gave none.
     let fallback_from = fallback_choice(fresh, made)
         .and_then(|choice| choice.named_child(0))
         .map(|from| syntax::normalized(from, src));
-    let fresh = syntax::normalized(fresh, src);
+    let counter = counted.then(|| syntax::normalized(fresh, src));
+    // A key built from the counter is shown whole (`f"{key}-{attempt}"`), the counter named
+    // in its note.
+    let fresh = if counted {
+        let value = if made.kind() == kinds::ASSIGNMENT {
+            made.field("right").unwrap_or(made)
+        } else {
+            made
+        };
+        syntax::normalized(value, src)
+    } else {
+        syntax::normalized(fresh, src)
+    };
     let qualname = cx
         .index()
         .map(|idx| facts::qualname(attempt.func, idx, src))
@@ -116,6 +142,9 @@ fn report(
     }
     if clock {
         finding.note("clock");
+    }
+    if let Some(counter) = counter {
+        finding.arg("counter", counter).note("counter");
     }
 }
 
@@ -188,6 +217,10 @@ fn made_in<'t>(
     src: &str,
 ) -> Option<(Node<'t>, Node<'t>)> {
     let inside = |n: Node<'_>| syntax::contains(attempt.body, n);
+    let counters = counters(idx, attempt, src);
+    if let Some(counter) = counter_read(value, &counters, src).filter(|_| inside(value)) {
+        return Some((value, counter));
+    }
     if let Some(call) = fresh_call(value, idx, src) {
         let kept = stable_fallback(idx, attempt, call, value, key_name(site, src), src);
         return (inside(value) && !kept).then_some((value, call));
@@ -211,6 +244,9 @@ fn made_in<'t>(
         let Some(right) = assignment.field("right") else {
             continue;
         };
+        if let Some(counter) = counter_read(right, &counters, src).filter(|_| inside(*assignment)) {
+            return Some((*assignment, counter));
+        }
         let Some(call) = fresh_call(right, idx, src) else {
             continue;
         };
@@ -219,6 +255,54 @@ fn made_in<'t>(
             && !only_when_missing(idx, *assignment, attempt.body, name, src)
         {
             return Some((*assignment, call));
+        }
+    }
+    None
+}
+
+/// What counts the attempts of a retry loop: its `for` variable (`for attempt in
+/// range(...)`) and the names its body counts up (`attempt += 1`); for a Celery task run again
+/// whole, `self.request.retries`.
+fn counters<'s>(idx: &NodeIndex<'_>, attempt: &Attempt<'_>, src: &'s str) -> Vec<&'s str> {
+    let mut out = Vec::new();
+    if attempt.loop_line.is_none() {
+        if attempt.retried_by.is_some() {
+            out.push("self.request.retries");
+        }
+        return out;
+    }
+    let Some(lp) = attempt.body.parent() else {
+        return out;
+    };
+    if let Some(target) = lp
+        .field("left")
+        .filter(|l| lp.kind() == kinds::FOR_STATEMENT && l.kind() == kinds::IDENTIFIER)
+    {
+        out.push(syntax::text(target, src));
+    }
+    for a in idx.within(attempt.body, kinds::AUGMENTED_ASSIGNMENT) {
+        if let Some(left) = a.field("left").filter(|l| l.kind() == kinds::IDENTIFIER) {
+            out.push(syntax::text(left, src));
+        }
+    }
+    out
+}
+
+/// A name of `counters` that `node` reads (`f"{key}-{attempt}"`): a key built from the attempt
+/// number is another key on every attempt.
+fn counter_read<'t>(node: Node<'t>, counters: &[&str], src: &str) -> Option<Node<'t>> {
+    if counters.is_empty() {
+        return None;
+    }
+    let mut pending = vec![node];
+    while let Some(n) = pending.pop() {
+        match n.kind() {
+            kinds::IDENTIFIER | kinds::ATTRIBUTE if counters.contains(&syntax::text(n, src)) => {
+                return Some(n);
+            }
+            // `len(attempts)`, `lambda attempt: ...`: not the counter's value.
+            kinds::LAMBDA => {}
+            _ => pending.extend(crate::python::named_children(n)),
         }
     }
     None

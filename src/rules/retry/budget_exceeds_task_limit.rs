@@ -50,7 +50,8 @@ fn check(cx: &mut Ctx<'_>) {
         let on_path = cx.on_payment_path(function.as_ref());
         let deterministic = function
             .as_ref()
-            .is_some_and(|f| idem::key_is_deterministic(cx, f));
+            .is_some_and(|f| idem::key_is_deterministic(cx, f))
+            && !idem::key_made_per_attempt::key_varies_in(idx, l.func, src);
         let line = syntax::lines(l.node).0;
         let limit_text = super::eval::seconds(limit);
         let key = format!(

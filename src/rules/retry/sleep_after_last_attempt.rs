@@ -251,6 +251,15 @@ fn timeout_seconds(env: &Env<'_, '_>, value: Node<'_>) -> Option<f64> {
             };
             Some(read + connect)
         }
+        // `timeout=DEFAULT_TIMEOUT` with `DEFAULT_TIMEOUT = (3.05, 15)` at module level.
+        kinds::IDENTIFIER => env.eval(value).or_else(|| {
+            let constant = eval::module_constant(env.idx, syntax::text(value, env.src), env.src)?;
+            matches!(
+                constant.kind(),
+                kinds::TUPLE | kinds::PARENTHESIZED_EXPRESSION | kinds::CALL
+            )
+            .then(|| timeout_seconds(env, constant))?
+        }),
         _ => env.eval(value),
     }
 }
