@@ -367,8 +367,71 @@ fn falls_through(stmt: Node<'_>, src: &str, ends: &mut dyn FnMut(TailCall<'_>) -
             }
             any
         }
+        kinds::FOR_STATEMENT | kinds::WHILE_STATEMENT => loop_falls_through(stmt, src, ends),
         _ => true,
     }
+}
+
+/// A loop ends its path when nothing `break`s out of it and it cannot run out: a `while True:`,
+/// a loop whose `else:` does not fall through, or a `for` over a `range(...)` that raises on
+/// its last round (`if attempt == MAX_ATTEMPTS: raise`), the shape of a retry that gives up by
+/// raising.
+fn loop_falls_through(lp: Node<'_>, src: &str, ends: &mut dyn FnMut(TailCall<'_>) -> bool) -> bool {
+    let Some(body) = lp.child_by_field_name("body") else {
+        return true;
+    };
+    let mut breaks = false;
+    let mut last_round_raises = false;
+    let target = lp
+        .child_by_field_name("left")
+        .filter(|t| t.kind() == kinds::IDENTIFIER)
+        .map(|t| text(t, src));
+    let over_range = lp.kind() == kinds::FOR_STATEMENT
+        && lp
+            .child_by_field_name("right")
+            .is_some_and(|r| text(r, src).starts_with("range("));
+    let forever = lp.kind() == kinds::WHILE_STATEMENT
+        && lp
+            .child_by_field_name("condition")
+            .is_some_and(|c| matches!(text(c, src), "True" | "1"));
+    let alternative = lp.child_by_field_name("alternative");
+    // Most loops can run out whatever their body does: their body is not read.
+    if !(over_range || forever || alternative.is_some()) {
+        return true;
+    }
+    // The loop's own statements, not those of loops or functions inside it.
+    let mut pending = vec![body];
+    while let Some(node) = pending.pop() {
+        match node.kind() {
+            kinds::BREAK_STATEMENT => breaks = true,
+            kinds::FOR_STATEMENT
+            | kinds::WHILE_STATEMENT
+            | kinds::FUNCTION_DEFINITION
+            | kinds::CLASS_DEFINITION
+            | kinds::LAMBDA => continue,
+            kinds::IF_STATEMENT if over_range && !last_round_raises => {
+                let on_last_round = node.child_by_field_name("condition").is_some_and(|c| {
+                    let cond = text(c, src);
+                    (cond.contains("==") || cond.contains(">="))
+                        && target.is_some_and(|t| {
+                            cond.split(|c: char| !c.is_alphanumeric() && c != '_')
+                                .any(|w| w == t)
+                        })
+                });
+                last_round_raises = on_last_round
+                    && node
+                        .child_by_field_name("consequence")
+                        .is_some_and(|b| !block_falls_through_unless(b, src, ends));
+            }
+            _ => {}
+        }
+        pending.extend(super::named_children(node));
+    }
+    if breaks {
+        return true;
+    }
+    let else_ends = alternative.is_some_and(|e| !clause_falls_through(e, src, ends));
+    !(forever || else_ends || last_round_raises)
 }
 
 /// A call that ends a path of a function's body (`tail_calls`).

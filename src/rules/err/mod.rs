@@ -99,12 +99,18 @@ pub(crate) fn newly_caught(new: &FunctionFacts, old: Option<&FunctionFacts>) -> 
         .collect()
 }
 
-/// Words that name an attempt counter or a retry budget.
+/// Words that name an attempt counter or a retry budget; not a kind of error or answer that may
+/// be retried (`RETRYABLE_STATUSES`), which says nothing of how many times it was.
 fn names_attempts(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
-    ["attempt", "retr", "tries", "backoff"]
-        .iter()
-        .any(|w| lower.contains(w))
+    lower
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .filter(|w| !(w.contains("retryable") || w.contains("retriable")))
+        .any(|w| {
+            ["attempt", "retr", "tries", "backoff"]
+                .iter()
+                .any(|a| w.contains(a))
+        })
 }
 
 /// Words that name a backoff delay (`for delay in DELAYS:`).

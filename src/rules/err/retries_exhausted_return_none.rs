@@ -204,15 +204,17 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     // `-> Optional[...]` declares the `None`; only a caller that ignores it makes it a bug.
     let declares_none = declared.is_some() && annotation.is_none();
     let expects_result = annotation.is_some() || (returns_in_loop && !declares_none);
-    if !expects_result && caller.is_none() {
-        return;
-    }
     let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
     let on_path = cx.on_payment_path(function.as_ref());
     let raised_before = cx
         .other_facts
         .and_then(|f| f.function(&qualname))
         .is_some_and(|f| !f.may_return_none() && f.none_returns.is_empty());
+    // `-> Payment | None` added with the retries: the `None` is declared, but on a payment
+    // path it now stands for "the outcome is unknown" where the function used to raise.
+    if !expects_result && caller.is_none() && !(raised_before && on_path) {
+        return;
+    }
     let loop_line = syntax::lines(lp).0;
     let (autoretry_error, transport_error) = transport_errors(cx, attempt);
     let finding = cx
