@@ -208,23 +208,54 @@ impl FileMocks {
             .borrow_mut()
             .entry(class.start_byte())
             .or_insert_with(|| {
-                let mut texts: Vec<String> = idx
-                    .decorated(class)
-                    .map(|parent| syntax::decorators(parent).into_iter().map(lower).collect())
-                    .unwrap_or_default();
-                texts.extend(
-                    idx.within(class, kinds::FUNCTION_DEFINITION)
-                        .iter()
-                        .filter(|f| {
-                            let name = syntax::function_name(**f, src).to_ascii_lowercase();
-                            name.starts_with("setup") || name.starts_with("asyncsetup")
-                        })
-                        .map(|f| lower(*f)),
-                );
+                let mut texts: Vec<String> = Vec::new();
+                // The class and the base classes the file defines: a `setUp` is most often
+                // inherited from the suite's own base class.
+                for class in lineage(class, idx, src) {
+                    texts.extend(
+                        idx.decorated(class)
+                            .map(|parent| syntax::decorators(parent).into_iter().map(lower))
+                            .into_iter()
+                            .flatten(),
+                    );
+                    texts.extend(
+                        idx.within(class, kinds::FUNCTION_DEFINITION)
+                            .iter()
+                            .filter(|f| {
+                                let name = syntax::function_name(**f, src).to_ascii_lowercase();
+                                name.starts_with("setup") || name.starts_with("asyncsetup")
+                            })
+                            .map(|f| lower(*f)),
+                    );
+                }
                 texts.into()
             })
             .clone()
     }
+}
+
+/// `class`, then the base classes of it that the file defines, nearest first (a few levels).
+fn lineage<'t>(class: Node<'t>, idx: &NodeIndex<'t>, src: &str) -> Vec<Node<'t>> {
+    let mut out = vec![class];
+    let mut at = 0;
+    while let Some(&current) = out.get(at).filter(|_| out.len() < 8) {
+        at += 1;
+        let Some(bases) = current.field("superclasses") else {
+            continue;
+        };
+        for base in crate::python::named_children(bases) {
+            let name = syntax::text(base, src);
+            let defined = idx.all(kinds::CLASS_DEFINITION).iter().find(|c| {
+                c.field("name")
+                    .is_some_and(|n| syntax::text(n, src) == name)
+                    && !out.iter().any(|o| o.id() == c.id())
+            });
+            if let Some(defined) = defined {
+                out.push(*defined);
+            }
+        }
+    }
+    out
 }
 
 impl<'m> Mocks<'m> {
@@ -248,7 +279,14 @@ impl<'m> Mocks<'m> {
         texts.extend(
             idx.within(test.node, kinds::CALL)
                 .iter()
-                .filter(|c| MOCKERS.contains(&syntax::callee_name(**c, src)))
+                .filter(|c| {
+                    let name = syntax::callee_name(**c, src);
+                    MOCKERS.contains(&name)
+                        // A stand-in for a class the test hands the code
+                        // (`transport=mock.Mock(spec=HttpTransport)`).
+                        || matches!(name, "Mock" | "MagicMock" | "AsyncMock" | "create_autospec")
+                            && syntax::text(**c, src).contains("spec")
+                })
                 .map(|c| lower(*c)),
         );
         // Helpers of test files the test calls, with what they mock
@@ -301,11 +339,44 @@ impl<'m> Mocks<'m> {
 }
 
 impl Mocks<'_> {
+    /// Whether a function on the path to the service belongs to a class the test stands a mock
+    /// in for: `mock.Mock(spec=AcmePayClient)` in `setUp`, `create_autospec(HttpTransport)`.
+    /// The object the code is handed is the mock, whatever the real class would reach.
+    pub fn spec_a_class_on(&self, cx: &Ctx<'_>, path: &[String]) -> bool {
+        let specs: Vec<&str> = self.texts().flat_map(|t| spec_classes(t)).collect();
+        !specs.is_empty()
+            && path.iter().any(|name| {
+                cx.change.functions_named(cx.side, name).any(|(_, f)| {
+                    f.qualname
+                        .rsplit_once('.')
+                        .map(|(class, _)| class.rsplit('.').next().unwrap_or(class))
+                        .is_some_and(|class| specs.iter().any(|s| class.eq_ignore_ascii_case(s)))
+                })
+            })
+    }
+
     /// Whether a patch target ends with `name` (`"app.payments.service.create_charge"`,
     /// `patch.object(client, "create_charge")`): the function itself is replaced.
     pub fn replace_function(&self, name: &str) -> bool {
         self.texts().any(|t| replaces(t, name))
     }
+}
+
+/// The classes a mock's text (lowercase) makes stand-ins for: `spec=X`, `spec_set=X`,
+/// `create_autospec(X)`, the last name of each.
+fn spec_classes(text: &str) -> impl Iterator<Item = &str> {
+    ["spec=", "spec_set=", "create_autospec("]
+        .into_iter()
+        .flat_map(move |marker| text.match_indices(marker).map(move |(at, m)| at + m.len()))
+        .filter_map(move |start| {
+            let rest = text.get(start..)?.trim_start();
+            let len = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+                .unwrap_or(rest.len());
+            let name = rest.get(..len)?;
+            let last = name.rsplit('.').next().unwrap_or(name);
+            (!last.is_empty() && last != "none" && last != "true").then_some(last)
+        })
 }
 
 /// Whether a mock's text (lowercase) names `name` as its whole patch target or its last part.

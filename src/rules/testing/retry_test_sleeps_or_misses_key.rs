@@ -50,7 +50,17 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     }
     let file_mocks = FileMocks::of(cx);
-    for test in tests_of(cx) {
+    let tests = tests_of(cx);
+    // One retry test that pins the key across attempts covers the others that call the same
+    // code: the test of running out of attempts need not repeat it. A test that looks at the
+    // key of one request pins nothing about a retry.
+    let key_pinned: Vec<String> = tests
+        .iter()
+        .filter(|t| mentions_key(syntax::text(t.node, cx.src())) && is_retry_test(cx, t))
+        .flat_map(|t| callees_under_test(cx, t))
+        .map(|c| c.name)
+        .collect();
+    for test in tests {
         if !is_retry_test(cx, &test) {
             continue;
         }
@@ -59,13 +69,18 @@ fn check(cx: &mut Ctx<'_>) {
         let sleeps = callees
             .iter()
             .find_map(|c| c.reach(cx, DEPTH, &SLEEPS))
+            .filter(|r| !mocks.spec_a_class_on(cx, &r.path))
             .filter(|_| {
                 let tokens: Vec<String> = CLOCK_MOCKS.iter().map(|s| s.to_string()).collect();
                 !mocks.cover(&tokens)
             });
-        let keyed = callees.iter().find_map(|c| c.reach(cx, DEPTH, &KEYED));
+        let keyed = callees
+            .iter()
+            .find_map(|c| c.reach(cx, DEPTH, &KEYED))
+            .filter(|r| !mocks.spec_a_class_on(cx, &r.path));
         let checks_key = mentions_key(syntax::text(test.node, cx.src()));
-        let misses_key = keyed.is_some() && !checks_key;
+        let misses_key =
+            keyed.is_some() && !checks_key && !callees.iter().any(|c| key_pinned.contains(&c.name));
         if sleeps.is_none() && !misses_key {
             continue;
         }
@@ -93,7 +108,17 @@ fn mentions_key(text: &str) -> bool {
 /// Named for retries or timeouts, or makes the first calls fail (`side_effect = [Timeout(), ...]`).
 fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     let name = test.facts.name.to_ascii_lowercase();
-    if RETRY_WORDS.iter().any(|w| name.contains(w)) {
+    // `test_client_errors_are_not_retried`: the case where no retry happens.
+    let denied = [
+        "not_retr",
+        "no_retr",
+        "never_retr",
+        "without_retr",
+        "dont_retr",
+    ]
+    .iter()
+    .any(|w| name.contains(w));
+    if !denied && RETRY_WORDS.iter().any(|w| name.contains(w)) {
         return true;
     }
     let (Some(idx), src) = (cx.index(), cx.src()) else {

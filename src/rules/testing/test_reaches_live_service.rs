@@ -110,7 +110,8 @@ fn check(cx: &mut Ctx<'_>) {
             .find_map(|service| {
                 callees.iter().find_map(|callee| {
                     let r = callee.reach(cx, DEPTH, service.talks_to())?;
-                    let replaced = replaced_names(service, &r).any(|n| mocks.replace_function(n));
+                    let replaced = replaced_names(service, &r).any(|n| mocks.replace_function(n))
+                        || mocks.spec_a_class_on(cx, &r.path);
                     (!replaced && !mocks.cover(&service.tokens(r.file))).then_some((service, r))
                 })
             });
