@@ -361,6 +361,18 @@ fn moved_arguments(
                 via: Some(value_text),
                 line: syntax::lines(value_set).0,
             });
+        } else if let Some(guard) = overridden_by_parameter(value, value_set, call, new)
+            && !is_parameter_of(before, &value_text, old)
+            && is_stored(was_set, before, old, vocab)
+        {
+            // `amount = order.total` kept, but only `if amount is None`: a parameter of that
+            // name, new with the change, now wins when the caller passes it.
+            out.push(Moved {
+                old: syntax::normalized(was_set, old.src),
+                new: value_text,
+                via: None,
+                line: syntax::lines(guard).0,
+            });
         }
     }
     out
@@ -591,11 +603,64 @@ fn local_value<'t>(value: Node<'_>, call: Node<'_>, side: Side<'t>) -> Option<No
         .assigned_before(Some(func), name, call.start_byte(), side.src)
 }
 
-/// `order.amount`, `self.invoice.total`, or an attribute of something the function loaded
-/// (`p = Payment.objects.get(...)`, `p = repo.get_payment(...)`).
+/// The `if` that keeps the stored value for a name only when a parameter of that name is
+/// missing: `if amount_cents is None: amount_cents = order.total`, `if not amount: ...`.
+fn overridden_by_parameter<'t>(
+    value: Node<'_>,
+    value_set: Node<'_>,
+    call: Node<'_>,
+    side: Side<'t>,
+) -> Option<Node<'t>> {
+    let name = syntax::text(value, side.src);
+    let func = side.idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
+    if !super::parameters(func, side.src).iter().any(|p| p == name) {
+        return None;
+    }
+    let guard = side.idx.enclosing(value_set, kinds::IF_STATEMENT)?;
+    if guard.start_byte() < func.start_byte() {
+        return None;
+    }
+    let condition = syntax::text(guard.field("condition")?, side.src);
+    let reads = condition
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .any(|w| w == name);
+    if !reads
+        || !(condition.contains("None") || condition.trim_start().starts_with("not "))
+        || guard.field("alternative").is_some()
+    {
+        return None;
+    }
+    // `elif amount > order.refundable:` or `if amount != invoice.total: raise`: the caller's
+    // amount is checked against the record, which is the point of taking it.
+    let checked = side
+        .idx
+        .within(func, kinds::COMPARISON_OPERATOR)
+        .iter()
+        .filter(|c| !syntax::contains(guard, **c) || c.start_byte() > value_set.end_byte())
+        .any(|c| {
+            let text = syntax::text(*c, side.src);
+            text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|w| w == name)
+                && (text.contains('.') || text.contains('['))
+        });
+    (!checked).then_some(guard)
+}
+
+/// Whether `name` is a parameter of the function around `call`.
+fn is_parameter_of(call: Node<'_>, name: &str, side: Side<'_>) -> bool {
+    side.idx
+        .enclosing(call, kinds::FUNCTION_DEFINITION)
+        .is_some_and(|f| super::parameters(f, side.src).iter().any(|p| p == name))
+}
+
+/// `order.amount`, `self.invoice.total`, or an attribute or a key of something the function
+/// loaded (`p = Payment.objects.get(...)`, `p = repo.get_payment(...)`, `order = await
+/// self._orders.load(order_id)`, then `order["total"]`).
 fn is_stored(value: Node<'_>, call: Node<'_>, side: Side<'_>, vocab: &Vocabulary) -> bool {
     let value = super::unwrap_conversion(value, side.src);
-    let Some(object) = super::entity_object(value, side.src) else {
+    // `order["amount_cents"]` of an order loaded as a dict (a Redis hash, a JSON document).
+    let keyed = || key_path(value, side.src).map(|(root, _)| root);
+    let Some(object) = super::entity_object(value, side.src).or_else(keyed) else {
         return false;
     };
     vocab.is_entity(object) || loaded_in_function(object, call, side)
