@@ -4,8 +4,9 @@
 //!
 //! Two kinds of retry are recognised: a retry loop of the function (`retry::loops`), and a
 //! function that is run again as a whole (`@retry` of tenacity or retrying, `@backoff.on_*`, a
-//! Celery task with `autoretry_for` or one that calls `self.retry`). A key made by a helper the
-//! attempt calls is not followed.
+//! Celery task with `autoretry_for` or one that calls `self.retry`). A key made by a helper of
+//! the file that the attempt calls (a method of its class, a function of its module) is
+//! followed one call deep.
 use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
@@ -64,8 +65,122 @@ fn check(cx: &mut Ctx<'_>) {
                 continue;
             }
             reported.push(made.id());
-            report(cx, &attempt, (made, fresh), name);
+            report(cx, &attempt, (made, fresh), name, None);
         }
+        for (helper, site, made, fresh) in helper_keys(idx, &attempt, src) {
+            if reported.contains(&made.id()) {
+                continue;
+            }
+            reported.push(made.id());
+            let helper = facts::qualname(helper, idx, src);
+            report(cx, &attempt, (made, fresh), site.name, Some(helper));
+        }
+    }
+}
+
+/// Keys made by a helper of the file that each attempt calls (`headers =
+/// self._build_headers(method, idempotency_key)`, which sets `idempotency_key or
+/// new_idempotency_key()`): with the helper, where it makes the key and the fresh call. A
+/// fallback of the helper's counts only when the attempt hands it what may be missing: `None`,
+/// nothing, or a parameter of its own that it never set.
+fn helper_keys<'t>(
+    idx: &NodeIndex<'t>,
+    attempt: &Attempt<'t>,
+    src: &str,
+) -> Vec<(Node<'t>, Site<'t>, Node<'t>, Node<'t>)> {
+    let mut out = Vec::new();
+    let class_of = |f: Node<'t>| idx.enclosing(f, kinds::CLASS_DEFINITION).map(|c| c.id());
+    for &call in idx.within(attempt.body, kinds::CALL) {
+        if idx
+            .enclosing(call, kinds::FUNCTION_DEFINITION)
+            .is_none_or(|f| f.id() != attempt.func.id())
+        {
+            continue;
+        }
+        let parts = idx.call_text(call, src);
+        let on_self = match parts.receiver {
+            None => false,
+            Some("self" | "cls") => true,
+            Some(_) => continue,
+        };
+        let helper = idx
+            .all(kinds::FUNCTION_DEFINITION)
+            .iter()
+            .copied()
+            .find(|f| {
+                f.id() != attempt.func.id()
+                    && syntax::function_name(*f, src) == parts.name
+                    && if on_self {
+                        class_of(*f).is_some() && class_of(*f) == class_of(attempt.func)
+                    } else {
+                        class_of(*f).is_none()
+                    }
+            });
+        let Some((helper, body)) = helper.and_then(|h| Some((h, h.field("body")?))) else {
+            continue;
+        };
+        let inner = Attempt {
+            body,
+            func: helper,
+            loop_line: attempt.loop_line,
+            retried_by: attempt.retried_by.clone(),
+        };
+        for site in key_sites(idx, body, src) {
+            let Some((made, fresh)) = made_in(idx, &inner, site.at, site.value, src) else {
+                continue;
+            };
+            let from = fallback_choice(fresh, made)
+                .and_then(|choice| choice.named_child(0))
+                .filter(|f| f.kind() == kinds::IDENTIFIER)
+                .map(|f| syntax::text(f, src));
+            if let Some(param) = from
+                && handed_a_kept_value(idx, attempt, call, helper, param, src)
+            {
+                continue;
+            }
+            out.push((helper, site, made, fresh));
+        }
+    }
+    out
+}
+
+/// Whether the attempt's `call` of `helper` passes, for the helper's parameter `param`, a
+/// value that is there on every attempt: anything but `None`, nothing at all, or a parameter of
+/// the attempt's function that it never sets (`if not key: key = new_key()` before the loop
+/// keeps it).
+fn handed_a_kept_value(
+    idx: &NodeIndex<'_>,
+    attempt: &Attempt<'_>,
+    call: Node<'_>,
+    helper: Node<'_>,
+    param: &str,
+    src: &str,
+) -> bool {
+    let params = crate::rules::pay::parameters(helper, src);
+    let Some(position) = params.iter().position(|p| p == param) else {
+        // Not the helper's parameter: a name it reads from elsewhere.
+        return true;
+    };
+    let passed = syntax::keyword_arg(call, param, src)
+        .or_else(|| syntax::positional_args(call).get(position).copied());
+    let Some(arg) = passed else {
+        return false;
+    };
+    match arg.kind() {
+        kinds::NONE => false,
+        kinds::IDENTIFIER => {
+            let name = syntax::text(arg, src);
+            let own_parameter = crate::rules::pay::parameters(attempt.func, src)
+                .iter()
+                .any(|p| p == name);
+            let set = idx.within(attempt.func, kinds::ASSIGNMENT).iter().any(|a| {
+                a.start_byte() < call.start_byte()
+                    && a.field("left")
+                        .is_some_and(|l| syntax::text(l, src) == name)
+            });
+            !own_parameter || set
+        }
+        _ => true,
     }
 }
 
@@ -89,6 +204,7 @@ fn report(
     attempt: &Attempt<'_>,
     (made, fresh): (Node<'_>, Node<'_>),
     key: String,
+    helper: Option<String>,
 ) {
     let src = cx.src();
     // The clock, not randomness: `time.time()`, `time_ns()`, `datetime.now()`.
@@ -137,6 +253,9 @@ fn report(
         }
         (None, None) => {}
     }
+    if let Some(helper) = helper {
+        finding.arg("helper", helper).note("helper");
+    }
     if let Some(from) = fallback_from {
         finding.arg("fallback_from", from).note("fallback");
     }
@@ -157,8 +276,8 @@ struct Site<'t> {
 }
 
 /// Where the stretch `body` sends a key, for each `Idempotency-Key: value` of a
-/// dict, `idempotency_key=value` of a call, `headers["Idempotency-Key"] = value` and
-/// `idempotency_key = value`.
+/// dict (passed, assigned or returned), `idempotency_key=value` of a call,
+/// `headers["Idempotency-Key"] = value` and `idempotency_key = value`.
 fn key_sites<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &str) -> Vec<Site<'t>> {
     let mut out = Vec::new();
     let site = |at, name: String, value| Site { at, name, value };
@@ -198,6 +317,12 @@ fn key_sites<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &str) -> Vec<Site<'t>
             out.push(site(assignment, syntax::normalized(left, src), right));
         } else {
             pairs(right, &mut out);
+        }
+    }
+    // `return {"Idempotency-Key": ...}` in a helper that builds the headers.
+    for &ret in idx.within(body, kinds::RETURN_STATEMENT) {
+        if let Some(value) = syntax::return_value(ret) {
+            pairs(value, &mut out);
         }
     }
     out.sort_by_key(|s| s.at.start_byte());
@@ -312,13 +437,36 @@ fn counter_read<'t>(node: Node<'t>, counters: &[&str], src: &str) -> Option<Node
 /// `time.time()`, `datetime.now()`).
 fn fresh_call<'t>(node: Node<'t>, idx: &NodeIndex<'t>, src: &str) -> Option<Node<'t>> {
     let fresh = |c: &Node<'_>| {
-        FRESH.contains(&syntax::callee_name(*c, src)) || syntax::callee(*c, src) == "time.time"
+        let name = syntax::callee_name(*c, src);
+        FRESH.contains(&name)
+            || syntax::callee(*c, src) == "time.time"
+            || returns_fresh(idx, name, src)
     };
     // `within` leaves `node` itself out: `key = uuid.uuid4()` is the call.
     std::iter::once(node)
         .filter(|n| n.kind() == kinds::CALL)
         .chain(idx.within(node, kinds::CALL).iter().copied())
         .find(fresh)
+}
+
+/// Whether a function of the file named `name` returns a new value each call: `return
+/// uuid.uuid4().hex` in `def new_idempotency_key()`.
+fn returns_fresh(idx: &NodeIndex<'_>, name: &str, src: &str) -> bool {
+    !name.is_empty()
+        && idx
+            .all(kinds::FUNCTION_DEFINITION)
+            .iter()
+            .filter(|f| syntax::function_name(**f, src) == name)
+            .any(|f| {
+                idx.within(*f, kinds::RETURN_STATEMENT).iter().any(|r| {
+                    syntax::return_value(*r).is_some_and(|v| {
+                        std::iter::once(v)
+                            .filter(|v| v.kind() == kinds::CALL)
+                            .chain(idx.within(v, kinds::CALL).iter().copied())
+                            .any(|c| FRESH.contains(&syntax::callee_name(c, src)))
+                    })
+                })
+            })
 }
 
 /// The name an assignment site gives the key (`idempotency_key = ...`), which a fallback to a
