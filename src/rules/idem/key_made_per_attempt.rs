@@ -194,6 +194,7 @@ pub(crate) fn key_varies_in(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> b
             key_sites(idx, attempt.body, src)
                 .into_iter()
                 .any(|site| made_in(idx, attempt, site.at, site.value, src).is_some())
+                || !helper_keys(idx, attempt, src).is_empty()
         })
 }
 
@@ -396,7 +397,12 @@ fn counters<'s>(idx: &NodeIndex<'_>, attempt: &Attempt<'_>, src: &'s str) -> Vec
         }
         return out;
     }
-    let Some(lp) = attempt.body.parent() else {
+    // A helper the loop calls is read as a stretch of its own: its counters are not the loop's.
+    let Some(lp) = attempt
+        .body
+        .parent()
+        .filter(|p| matches!(p.kind(), kinds::FOR_STATEMENT | kinds::WHILE_STATEMENT))
+    else {
         return out;
     };
     if let Some(target) = lp
