@@ -145,9 +145,9 @@ fn helper_keys<'t>(
 }
 
 /// Whether the attempt's `call` of `helper` passes, for the helper's parameter `param`, a
-/// value that is there on every attempt: anything but `None`, nothing at all, or a parameter of
-/// the attempt's function that it never sets (`if not key: key = new_key()` before the loop
-/// keeps it).
+/// value that is there on every attempt. Not kept: `None`, an argument left out (the default),
+/// or a parameter of the attempt's function that it never sets; `if not key: key = new_key()`
+/// before the loop keeps it.
 fn handed_a_kept_value(
     idx: &NodeIndex<'_>,
     attempt: &Attempt<'_>,
