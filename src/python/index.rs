@@ -279,6 +279,17 @@ impl<'t> NodeIndex<'t> {
             .next_back()
     }
 
+    /// The values the file's functions named `name` return (`return x`, each `x`): what a
+    /// helper of the file hands back, for rules that read through it.
+    pub fn returned_by(&self, name: &str, src: &str) -> Vec<Node<'t>> {
+        self.all(kinds::FUNCTION_DEFINITION)
+            .iter()
+            .filter(|f| syntax::function_name(**f, src) == name)
+            .flat_map(|f| self.within(*f, kinds::RETURN_STATEMENT))
+            .filter_map(|r| syntax::return_value(*r))
+            .collect()
+    }
+
     /// Whether the grammar knows `kind` (guards against typos in `kinds`).
     pub fn knows(&self, kind: &str) -> bool {
         // Set by `build`, which made this index.

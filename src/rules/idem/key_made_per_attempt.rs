@@ -173,11 +173,9 @@ fn handed_a_kept_value(
             let own_parameter = crate::rules::pay::parameters(attempt.func, src)
                 .iter()
                 .any(|p| p == name);
-            let set = idx.within(attempt.func, kinds::ASSIGNMENT).iter().any(|a| {
-                a.start_byte() < call.start_byte()
-                    && a.field("left")
-                        .is_some_and(|l| syntax::text(l, src) == name)
-            });
+            let set = idx
+                .assigned_before(Some(attempt.func), name, call.start_byte(), src)
+                .is_some();
             !own_parameter || set
         }
         _ => true,
@@ -459,20 +457,12 @@ fn fresh_call<'t>(node: Node<'t>, idx: &NodeIndex<'t>, src: &str) -> Option<Node
 /// uuid.uuid4().hex` in `def new_idempotency_key()`.
 fn returns_fresh(idx: &NodeIndex<'_>, name: &str, src: &str) -> bool {
     !name.is_empty()
-        && idx
-            .all(kinds::FUNCTION_DEFINITION)
-            .iter()
-            .filter(|f| syntax::function_name(**f, src) == name)
-            .any(|f| {
-                idx.within(*f, kinds::RETURN_STATEMENT).iter().any(|r| {
-                    syntax::return_value(*r).is_some_and(|v| {
-                        std::iter::once(v)
-                            .filter(|v| v.kind() == kinds::CALL)
-                            .chain(idx.within(v, kinds::CALL).iter().copied())
-                            .any(|c| FRESH.contains(&syntax::callee_name(c, src)))
-                    })
-                })
-            })
+        && idx.returned_by(name, src).into_iter().any(|v| {
+            std::iter::once(v)
+                .filter(|v| v.kind() == kinds::CALL)
+                .chain(idx.within(v, kinds::CALL).iter().copied())
+                .any(|c| FRESH.contains(&syntax::callee_name(c, src)))
+        })
 }
 
 /// The name an assignment site gives the key (`idempotency_key = ...`), which a fallback to a

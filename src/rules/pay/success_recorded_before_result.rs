@@ -389,18 +389,9 @@ fn stores_success(call: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
                 }
             }
             kinds::IDENTIFIER => {
-                let name = syntax::text(node, src);
-                let bound = func
-                    .map(|f| idx.within(f, kinds::ASSIGNMENT))
-                    .unwrap_or_default()
-                    .iter()
-                    .rev()
-                    .filter(|a| a.end_byte() <= call.start_byte())
-                    .find(|a| {
-                        a.field("left")
-                            .is_some_and(|l| syntax::text(l, src) == name)
-                    })
-                    .and_then(|a| a.field("right"));
+                let bound = func.and_then(|f| {
+                    idx.assigned_before(Some(f), syntax::text(node, src), call.start_byte(), src)
+                });
                 if let Some(value) =
                     bound.filter(|v| matches!(v.kind(), kinds::DICTIONARY | kinds::CALL))
                 {
@@ -564,23 +555,14 @@ fn wraps_payment_sdk(cx: &Ctx<'_>, file: &facts::FileFacts, name: &str) -> bool 
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return false;
     };
-    idx.all(kinds::FUNCTION_DEFINITION)
-        .iter()
-        .filter(|f| syntax::function_name(**f, src) == name)
-        .any(|func| {
-            idx.within(*func, kinds::RETURN_STATEMENT).iter().any(|r| {
-                syntax::return_value(*r)
-                    .map(|v| {
-                        if v.kind() == kinds::AWAIT {
-                            v.named_child(0).unwrap_or(v)
-                        } else {
-                            v
-                        }
-                    })
-                    .filter(|v| v.kind() == kinds::CALL)
-                    .is_some_and(|c| file.calls_payment_sdk(syntax::callee(c, src)))
-            })
-        })
+    idx.returned_by(name, src).into_iter().any(|v| {
+        let v = if v.kind() == kinds::AWAIT {
+            v.named_child(0).unwrap_or(v)
+        } else {
+            v
+        };
+        v.kind() == kinds::CALL && file.calls_payment_sdk(syntax::callee(v, src))
+    })
 }
 
 /// Whether `name` is an argument of a call in `text`: `f(resp)`, `f(x, resp)`, `f(resp=resp)`.
