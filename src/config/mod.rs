@@ -136,6 +136,8 @@ const NOT_MONEY: &[&str] = &[
     "warnings",
     "screenshot",
     "traceback",
+    // `mark_capture_pending`, `mark_charged`: a record of a payment, written by our own code.
+    "mark",
 ];
 
 /// Whether `name`, or one of its `_`-separated words, is one of `words` (case-insensitive):

@@ -584,6 +584,29 @@ pub fn contains_lowercase(hay: &str, needle: &str) -> bool {
     })
 }
 
+/// `contains_lowercase` on code, not on its comments: a line's text from a `#` that no quote
+/// before it opens is left out (`# writes are retried by callers that own an idempotency key`
+/// says nothing of what the function sends).
+pub fn code_contains_lowercase(code: &str, needle: &str) -> bool {
+    contains_lowercase(code, needle)
+        && code.lines().any(|line| {
+            let mut quote: Option<char> = None;
+            let mut end = line.len();
+            for (i, c) in line.char_indices() {
+                match (quote, c) {
+                    (Some(q), c) if c == q => quote = None,
+                    (None, '"' | '\'') => quote = Some(c),
+                    (None, '#') => {
+                        end = i;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            contains_lowercase(&line[..end], needle)
+        })
+}
+
 /// Whether `text.to_ascii_lowercase() == lower`, without the copy.
 pub fn eq_lowercase(text: &str, lower: &str) -> bool {
     text.len() == lower.len()

@@ -474,7 +474,7 @@ fn function_facts(
         is_async: syntax::is_async(func),
         annotation: syntax::return_annotation(func, src).map(str::to_string),
         is_test: file.is_test && name.starts_with("test"),
-        mentions_idempotency: syntax::contains_lowercase(syntax::text(func, src), "idempot"),
+        mentions_idempotency: syntax::code_contains_lowercase(syntax::text(func, src), "idempot"),
         name,
         ..FunctionFacts::default()
     };

@@ -97,7 +97,10 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
         None => (syntax::lines(read.node).0, syntax::lines(write.node).1),
     };
     let function = scope.and_then(|f| super::facts_of(cx, f));
-    let idempotency = speaks_of_idempotency(cx, read, write, function);
+    // A mark that an event or request was already seen, which turns the repeat away, is a
+    // dedup whatever its name (`kestrel:event:{id}` bound to `seen_key`).
+    let idempotency = speaks_of_idempotency(cx, read, write, function)
+        || marks_seen(cx, read) && guards(cx, scope, read);
     let money = super::on_money_path(cx, function);
     let http = function.is_some_and(|f| super::reaches_http(cx, f));
     let fresh = FRESH_VALUES
@@ -107,7 +110,10 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
     // an amount (`json={"id": ..., "amount": amount}` to a bank): a geocoding view that caches
     // its answer guards nothing.
     let pays_here = function.is_some_and(|f| {
-        f.payment || f.http && (money || scope.is_some_and(|func| sends_money(cx, func)))
+        f.payment
+            || f.http
+                && !scope.is_some_and(|func| super::fetches_only(cx, func))
+                && (money || scope.is_some_and(|func| sends_money(cx, func)))
     });
     let guard = pays_here && guards(cx, scope, read);
     // What is written when it is neither a key nor a guard: a marker (`"done"`, `1`, `True`)
@@ -263,7 +269,8 @@ fn speaks_of_idempotency(
     ];
     texts.extend(syntax::bound_name(read.node, src).map(str::to_string));
     if let Some(func) = function {
-        texts.push(func.name.clone());
+        // Its class's name too: `IdempotencyRepository.reserve`.
+        texts.push(func.qualname.clone());
         // What its callers bind the result to (`idempotency_key = _key(order)`).
         if let Some(file) = cx.facts {
             texts.extend(
@@ -274,6 +281,22 @@ fn speaks_of_idempotency(
         }
     }
     texts.iter().any(|t| super::is_idempotency_text(t))
+}
+
+/// Whether the read's key, or the name it is bound to, says it marks something already seen:
+/// `seen`, `processed`, `handled`, `delivered`, `duplicate`.
+fn marks_seen(cx: &Ctx<'_>, read: &CacheCall<'_>) -> bool {
+    let src = cx.src();
+    let binding = syntax::bound_name(read.node, src).unwrap_or("");
+    [read.key.as_str(), read.resolved_key.as_str(), binding]
+        .iter()
+        .flat_map(|t| t.split(|c: char| !c.is_ascii_alphanumeric()))
+        .any(|w| {
+            matches!(
+                w.to_ascii_lowercase().as_str(),
+                "seen" | "processed" | "handled" | "delivered" | "duplicate" | "dup" | "dupe"
+            )
+        })
 }
 
 /// Whether an HTTP call of `func` passes an amount.

@@ -29,8 +29,11 @@ fn check(cx: &mut Ctx<'_>) {
         };
         // An HTTP call counts only on the money path: a receipt fetch next to a cache is not a
         // payment.
-        let pays = paying.payment || paying.http && super::on_money_path(cx, Some(paying));
-        if !pays || file.is_test {
+        let pays = paying.payment
+            || paying.http
+                && !super::fetches_only(cx, func)
+                && super::on_money_path(cx, Some(paying));
+        if !pays || file.is_test || serves_requests(cx, file, paying) {
             continue;
         }
         let first = idx
@@ -63,6 +66,70 @@ fn check(cx: &mut Ctx<'_>) {
             finding.note("django");
         }
     }
+}
+
+/// Whether a function runs only to answer a web request: it is a route itself, or every
+/// function of the change that calls one of its name is a route or called only by routes. There
+/// a cache outage fails the request with a 5xx before its answer, and the client's retry is the
+/// decision the rule asks for; a task or a library has no such caller to fall back on. Callers
+/// are taken by name, which can only add callers that are not routes: the answer errs towards
+/// reporting.
+fn serves_requests(cx: &Ctx<'_>, file: &FileFacts, func: &facts::FunctionFacts) -> bool {
+    if is_route(func) {
+        return true;
+    }
+    let Some(callers) = callers_by_name(cx, file, func) else {
+        return false;
+    };
+    !callers.is_empty()
+        && callers.iter().all(|(caller_file, caller)| {
+            is_route(caller)
+                || callers_by_name(cx, caller_file, caller)
+                    .is_some_and(|up| !up.is_empty() && up.iter().all(|(_, f)| is_route(f)))
+        })
+}
+
+/// The functions of the change (this side, tests aside) that call a function of `func`'s name,
+/// other than `func` itself; `None` when one such call is at module level, which runs on import, not for a
+/// request.
+fn callers_by_name<'c>(
+    cx: &Ctx<'c>,
+    file: &FileFacts,
+    func: &facts::FunctionFacts,
+) -> Option<Vec<(&'c FileFacts, &'c facts::FunctionFacts)>> {
+    let mut out: Vec<(&FileFacts, &facts::FunctionFacts)> = Vec::new();
+    // Tests call everything; they are not who runs the code in production.
+    let calls = cx.change.calls_named(cx.side, &func.name);
+    for (caller_file, site) in calls.filter(|(f, _)| !f.is_test) {
+        let caller = caller_file.function(&site.function)?;
+        let same = |f: &FileFacts, c: &facts::FunctionFacts| {
+            f.path == caller_file.path && c.qualname == caller.qualname
+        };
+        if !same(file, func) && !out.iter().any(|(f, c)| same(f, c)) {
+            out.push((caller_file, caller));
+        }
+    }
+    Some(out)
+}
+
+/// A function a web framework calls for a request: `@app.post("/...")`, `@bp.route(...)`,
+/// `@router.get(...)`, DRF's `@api_view([...])` and `@action(...)`, Django's `@require_POST`.
+fn is_route(func: &facts::FunctionFacts) -> bool {
+    func.decorators.iter().any(|d| {
+        let (callee, args) = d.split_once('(').unwrap_or((d, ""));
+        let callee = callee.trim();
+        let (receiver, last) = callee.rsplit_once('.').unwrap_or(("", callee));
+        let path_first = args.trim_start().starts_with(['"', '\'', '/']) || args.contains("path=");
+        match last {
+            "api_view" | "action" | "require_POST" | "require_http_methods" | "view_config" => true,
+            // `mock.patch(...)` is not a route: a route names its path first, on an app, a
+            // router or a blueprint.
+            "route" | "get" | "post" | "put" | "patch" | "delete" | "api_route" => {
+                !receiver.is_empty() && !receiver.contains("mock") && path_first
+            }
+            _ => false,
+        }
+    })
 }
 
 /// How a paying function reaches the cache.

@@ -385,6 +385,31 @@ pub(crate) fn on_money_path(cx: &Ctx<'_>, func: Option<&FunctionFacts>) -> bool 
             .is_some_and(|file| callers_of(cx, file, func, 2).iter().any(|(f, _)| pays(f)))
 }
 
+/// Whether every HTTP request `func` makes itself only reads (`get`, `head`, `options`, or a
+/// `request("GET", ...)`): a rate or a profile fetched and cached moves no money, on a payment
+/// module's path or not.
+pub(crate) fn fetches_only(cx: &Ctx<'_>, func: Node<'_>) -> bool {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return false;
+    };
+    let mut requests = crate::rules::http::http_calls(cx)
+        .into_iter()
+        .filter(|r| !r.constructor && owned_by(idx, r.node, Some(func)))
+        .peekable();
+    requests.peek().is_some()
+        && requests.all(|r| {
+            let verb = match syntax::callee_name(r.node, src) {
+                "request" | "stream" => syntax::positional_args(r.node)
+                    .first()
+                    .copied()
+                    .or(syntax::keyword_arg(r.node, "method", src))
+                    .and_then(|m| crate::rules::http::method_of(m, src)),
+                name => Some(name),
+            };
+            matches!(verb, Some("get" | "head" | "options"))
+        })
+}
+
 /// Whether the function, what it calls or what calls it (in the change) talks HTTP.
 pub(crate) fn reaches_http(cx: &Ctx<'_>, func: &FunctionFacts) -> bool {
     func.http

@@ -123,12 +123,121 @@ fn check(cx: &mut Ctx<'_>) {
         if reported.contains(&call.id()) {
             continue;
         }
-        if let Some(transport) = transports.iter().find(|t| t.sends(call, src))
-            && unkeyed_payment(cx, idx, call)
-        {
+        let Some(transport) = transports.iter().find(|t| t.sends(call, src)) else {
+            continue;
+        };
+        if unkeyed_payment(cx, idx, call) {
             report_transport(cx, transport, call);
+            continue;
+        }
+        for caller in unkeyed_posts_through(cx, idx, call) {
+            if !reported.contains(&caller.id()) {
+                reported.push(caller.id());
+                report_transport(cx, transport, caller);
+            }
         }
     }
+}
+
+/// The calls in this file of a dispatcher (a function whose request takes its method from a
+/// parameter) that pass it `"POST"` with money in sight and no key: a gateway client's
+/// `self._request("POST", "/refunds", json=...)` beside `self._request("POST", "/payments",
+/// idempotency_key=key)`. A dispatcher that sends a key of its own on every request (it speaks of
+/// idempotency other than under a test of its key parameter) leaves no caller unkeyed.
+fn unkeyed_posts_through<'t>(
+    cx: &Ctx<'t>,
+    idx: &NodeIndex<'t>,
+    request: Node<'t>,
+) -> Vec<Node<'t>> {
+    let src = cx.src();
+    let verb = match http::getattr_verb(request, src) {
+        Some((_, verb)) => Some(verb),
+        None => method_arg(request, src),
+    };
+    let (Some(verb), Some(func)) = (verb, idx.enclosing(request, kinds::FUNCTION_DEFINITION))
+    else {
+        return Vec::new();
+    };
+    let params = pay::parameters(func, src);
+    let method = syntax::text(verb, src);
+    if verb.kind() != kinds::IDENTIFIER || !params.iter().any(|p| p == method) {
+        return Vec::new();
+    }
+    let key_param = params
+        .iter()
+        .find(|p| crate::rules::idem::is_idempotency_text(p));
+    let mentions = crate::rules::idem::facts_of(cx, func).is_some_and(|f| f.mentions_idempotency);
+    if mentions && !key_param.is_some_and(|p| keyed_only_when_given(idx, func, p, src)) {
+        return Vec::new();
+    }
+    let name = syntax::function_name(func, src);
+    // `parameters` leaves `self` out, as the method's callers do.
+    let bound = func
+        .field("parameters")
+        .map(crate::python::named_children)
+        .and_then(|ps| ps.into_iter().find(|p| p.kind() != kinds::COMMENT))
+        .is_some_and(|p| matches!(syntax::parameter_name(p, src), "self" | "cls"));
+    let position = |p: &str| params.iter().position(|q| q == p);
+    let passed = |c: Node<'t>, p: &str| {
+        syntax::keyword_arg(c, p, src)
+            .or_else(|| position(p).and_then(|i| syntax::positional_args(c).get(i).copied()))
+    };
+    let payment_module = cx.facts.is_some_and(|f| f.payment_module);
+    idx.all(kinds::CALL)
+        .iter()
+        .copied()
+        .filter(|c| c.id() != request.id() && idx.callee_name(*c, src) == name)
+        .filter(|c| syntax::receiver(*c).is_some() == bound)
+        .filter(|c| passed(*c, method).and_then(|a| http::method_of(a, src)) == Some("post"))
+        .filter(|c| {
+            let given = key_param
+                .and_then(|p| passed(*c, p))
+                .is_some_and(|v| v.kind() != kinds::NONE);
+            let Some(caller) = idx.enclosing(*c, kinds::FUNCTION_DEFINITION) else {
+                return false;
+            };
+            // The dispatcher is the client here: what it sends beyond the caller's arguments
+            // is read above, so only the call's own arguments can still carry a key.
+            let sends_key = syntax::has_dict_splat(*c)
+                || syntax::keyword_args(*c, src).iter().any(|(name, value)| {
+                    *name == "headers" && carries_key(cx, idx, *c, caller, None) != Some(false)
+                        || crate::rules::idem::is_idempotency_text(name)
+                        || crate::rules::idem::is_idempotency_text(syntax::text(*value, src))
+                });
+            !given && !sends_key && (payment_module || money_in_sight(cx, *c))
+        })
+        .collect()
+}
+
+/// Whether a dispatcher puts its key parameter in the request only under a test of it (`if
+/// idempotency_key: headers["Idempotency-Key"] = idempotency_key`): a caller that passes none
+/// sends none.
+fn keyed_only_when_given(idx: &NodeIndex<'_>, func: Node<'_>, param: &str, src: &str) -> bool {
+    let words = |n: Node<'_>| {
+        syntax::text(n, src)
+            .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .any(|w| w == param)
+    };
+    let count = |n: Node<'_>| {
+        syntax::text(n, src)
+            .to_ascii_lowercase()
+            .matches("idempot")
+            .count()
+    };
+    let tested: Vec<Node<'_>> = idx
+        .within(func, kinds::IF_STATEMENT)
+        .iter()
+        .copied()
+        .filter(|stmt| {
+            stmt.field("condition").is_some_and(words)
+                && stmt.field("consequence").is_some_and(|b| count(b) > 0)
+        })
+        .collect();
+    // Outside that `if`, the body does not speak of idempotency: the key is only passed on.
+    !tested.is_empty()
+        && func
+            .field("body")
+            .is_some_and(|body| count(body) == tested.iter().map(|t| count(*t)).sum::<usize>())
 }
 
 /// A payment POST in a function that neither is a test nor speaks of idempotency, with no key.

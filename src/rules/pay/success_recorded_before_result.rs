@@ -87,6 +87,11 @@ fn recorders<'t>(cx: &impl Local<'t>) -> Vec<(Node<'t>, Node<'t>)> {
     };
     let statement = |n: Node<'t>| {
         let outer = n.parent().filter(|p| p.kind() == kinds::AWAIT).unwrap_or(n);
+        // `newly_paid = confirm_capture(...)`: a recording call whose answer is kept.
+        let outer = outer
+            .parent()
+            .filter(|p| p.kind() == kinds::ASSIGNMENT && n.kind() == kinds::CALL)
+            .unwrap_or(outer);
         outer
             .parent()
             .filter(|p| p.kind() == kinds::EXPRESSION_STATEMENT)
@@ -168,7 +173,7 @@ fn report(
         && !is_success_call(assign, syntax::call_text(assign, src), src, cx.vocab());
     // A long or commented call is named, not quoted (`Payment.objects.create(...)`).
     let written = syntax::normalized(assign, src);
-    let written = if stored && (written.len() > 80 || written.contains('#')) {
+    let written = if recording_call && (written.len() > 80 || written.contains('#')) {
         format!("{}(...)", syntax::callee(assign, src))
     } else {
         written
@@ -197,8 +202,10 @@ fn report(
         finding
             .severity(crate::review::Severity::Blocker)
             .note("stored");
-    } else if matches!(why, "status_unchecked" | "sdk_status_unchecked")
-        && let Some(save) = save_after(stmt, block, src)
+    } else if matches!(
+        why,
+        "status_unchecked" | "sdk_status_unchecked" | "checked_after"
+    ) && let Some(save) = save_after(stmt, block, src)
     {
         // Saved before the answer is read: the row says paid whatever the gateway said.
         finding
@@ -209,6 +216,11 @@ fn report(
     }
     if let Some(at) = returns_none_at {
         finding.arg("returns_none_at", at).note("returns_none");
+    }
+    if why == "checked_after"
+        && let Some(check) = late_check(call, stmt, block, src)
+    {
+        finding.arg("check_line", syntax::lines(check).0.to_string());
     }
 }
 
@@ -240,7 +252,15 @@ fn is_success_assignment(assign: Node<'_>, src: &str, vocab: &Vocabulary) -> boo
 fn names_a_success_call(src: &str) -> bool {
     let bytes = src.as_bytes();
     let word = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
-    [&b"mark"[..], &b"set_"[..]].into_iter().any(|prefix| {
+    [
+        &b"mark"[..],
+        &b"set_"[..],
+        &b"complete_"[..],
+        &b"settle_"[..],
+        &b"confirm_"[..],
+    ]
+    .into_iter()
+    .any(|prefix| {
         memchr::memmem::find_iter(bytes, prefix).any(|at| {
             let name = bytes.get(at..).unwrap_or(&[]);
             let len = name.iter().take_while(|b| word(b)).count();
@@ -248,9 +268,20 @@ fn names_a_success_call(src: &str) -> bool {
                 return false;
             }
             let lower = name[..len].to_ascii_lowercase();
-            std::str::from_utf8(&lower).is_ok_and(says_success)
+            std::str::from_utf8(&lower).is_ok_and(|n| says_success(n) || completes(n).is_some())
         })
     })
+}
+
+/// What a call named for completing one payment object names (`complete_refund` → `refund`,
+/// `settle_payout` → `payout`, `confirm_capture` → `capture`): a store's way of writing that
+/// the money moved.
+fn completes(lower: &str) -> Option<&str> {
+    lower
+        .strip_prefix("complete_")
+        .or_else(|| lower.strip_prefix("settle_"))
+        .or_else(|| lower.strip_prefix("confirm_"))
+        .filter(|noun| !noun.is_empty())
 }
 
 /// Whether a lower-case name holds a status word that says the money moved (`mark_as_paid`).
@@ -268,6 +299,10 @@ fn is_success_call(
 ) -> bool {
     let syntax::CallText { name, receiver, .. } = text;
     let lower = name.trim_start_matches('_').to_ascii_lowercase();
+    // `complete_refund(refund.id, result.id)`: the name says what is done, on which object.
+    if let Some(noun) = completes(&lower) {
+        return vocab.is_entity(noun) || matches!(noun, "refund" | "charge" | "capture");
+    }
     let Some(rest) = lower
         .strip_prefix("mark")
         .or_else(|| lower.strip_prefix("set"))
@@ -487,6 +522,11 @@ fn unchecked_call_before<'t>(
     })?;
     let callee = syntax::callee_name(call, src);
     let binding = syntax::bound_name(call, src);
+    // The function itself decides on the answer, only too late: `if result.status == "failed":
+    // raise` after `complete_refund(...)`, whatever it looked at before.
+    if late_check(call, stmt, block, src).is_some() {
+        return Some((call, "checked_after"));
+    }
     let why = if http {
         binding?;
         "status_unchecked"
@@ -547,6 +587,54 @@ fn unchecked_call_before<'t>(
         }
     }
     (!checked).then_some((call, why))
+}
+
+/// The first `if` after `stmt` in its block that tests the answer of `call` (bound to a name,
+/// or read into one between them: `status = payment.get("status")`) and leaves the function
+/// (`if status != "succeeded": raise CaptureFailed(...)`): the function's own verdict on the
+/// payment, come after `stmt`.
+fn late_check<'t>(call: Node<'_>, stmt: Node<'_>, block: Node<'t>, src: &str) -> Option<Node<'t>> {
+    fn words(text: &str) -> impl Iterator<Item = &str> {
+        text.split(|ch: char| !ch.is_alphanumeric() && ch != '_')
+    }
+    let mut names: Vec<&str> = syntax::bound_name(call, src).into_iter().collect();
+    if names.is_empty() {
+        return None;
+    }
+    let statements = syntax::statements(block);
+    let mut after = statements
+        .iter()
+        .copied()
+        .skip_while(|s| s.end_byte() < call.end_byte());
+    for s in after.by_ref().skip(1) {
+        if s.id() == stmt.id() {
+            break;
+        }
+        if let Some(left) = s
+            .named_child(0)
+            .filter(|a| a.kind() == kinds::ASSIGNMENT)
+            .filter(|a| {
+                a.field("right")
+                    .is_some_and(|r| words(syntax::text(r, src)).any(|w| names.contains(&w)))
+            })
+            .and_then(|a| a.field("left"))
+            .filter(|l| l.kind() == kinds::IDENTIFIER)
+        {
+            names.push(syntax::text(left, src));
+        }
+    }
+    after.filter(|s| s.kind() == kinds::IF_STATEMENT).find(|s| {
+        s.field("condition")
+            .is_some_and(|c| words(syntax::text(c, src)).any(|w| names.contains(&w)))
+            && s.field("consequence")
+                .and_then(|b| syntax::statements(b).last().copied())
+                .is_some_and(|last| {
+                    matches!(
+                        last.kind(),
+                        kinds::RAISE_STATEMENT | kinds::RETURN_STATEMENT
+                    )
+                })
+    })
 }
 
 /// Whether a function of the file named `name` hands back what a payment SDK made: `return

@@ -289,6 +289,20 @@ impl<'m> Mocks<'m> {
                 })
                 .map(|c| lower(*c)),
         );
+        // A stand-in the test makes and hands the code by name (`session = mock.Mock()`, then
+        // `Gateway(session, ...)`): the name says what it replaces.
+        texts.extend(
+            idx.within(test.node, kinds::CALL)
+                .iter()
+                .filter(|c| {
+                    matches!(
+                        syntax::callee_name(**c, src),
+                        "Mock" | "MagicMock" | "AsyncMock" | "NonCallableMock"
+                    )
+                })
+                .filter_map(|c| syntax::bound_name(*c, src))
+                .map(str::to_ascii_lowercase),
+        );
         // Helpers of test files the test calls, with what they mock
         // (`self.client = helper.client_from_file(...)`, which mocks its HTTP client).
         texts.extend(
