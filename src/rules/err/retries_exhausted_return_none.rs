@@ -152,6 +152,24 @@ fn returns_only_none(callback: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool
         })
 }
 
+/// Whether the attempts make a payment call (`capture(...)`, `transaction.sale(...)`), not a
+/// read of one (`get_refund`, `fetch_payment`): a lost answer may hide money that moved.
+fn moves_money(cx: &Ctx<'_>, attempt: Node<'_>) -> bool {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return false;
+    };
+    idx.within(attempt, kinds::CALL).iter().any(|&call| {
+        let name = syntax::callee_name(call, src).to_ascii_lowercase();
+        let reads = [
+            "get", "fetch", "retrieve", "list", "find", "load", "lookup", "check", "poll", "read",
+            "query", "search", "status",
+        ]
+        .iter()
+        .any(|w| name.split('_').any(|part| part == *w));
+        !reads && crate::rules::pay::is_payment_call(call, src, cx.vocab)
+    })
+}
+
 /// A `return None` in an `except` of the loop, under an `if` about the attempts: the loop gives
 /// up by handing back `None`.
 fn gives_up_with_none<'t>(
@@ -212,9 +230,16 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
         .is_some_and(|f| !f.may_return_none() && f.none_returns.is_empty());
     // `-> Payment | None` added with the retries: the `None` is declared, but on a payment
     // path it now stands for "the outcome is unknown" where the function used to raise.
-    if !expects_result && caller.is_none() && !(raised_before && on_path) {
+    // So it does where what is retried moves money, in a function new or old: the attempt whose
+    // answer was lost may have paid, and a caller can only read `None` as "not paid".
+    let retries_money = on_path && moves_money(cx, attempt);
+    let reported = expects_result || caller.is_some() || raised_before && on_path || retries_money;
+    if !reported {
         return;
     }
+    // Reported for the money alone, with callers that test the `None`: no `AttributeError` to
+    // warn of, and no task's retries that it changes.
+    let tested_none = retries_money && !raised_before && !expects_result && caller.is_none();
     let loop_line = syntax::lines(lp).0;
     let (autoretry_error, transport_error) = transport_errors(cx, attempt);
     let finding = cx
@@ -232,6 +257,8 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     }
     if raised_before {
         finding.note("contract");
+    } else if retries_money {
+        finding.note("unknown");
     }
     if let Some(annotation) = annotation {
         finding.arg("annotation", annotation).note("annotation");
@@ -243,12 +270,15 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
             finding.arg("error_name", facts::none_error(false).0);
         }
     }
-    if on_path {
+    if on_path && !tested_none {
         finding.note("task");
-    } else {
+    } else if !on_path {
         finding.severity(Severity::Nit);
     }
-    if on_path && let Some(new) = function.as_ref() {
+    if on_path
+        && !tested_none
+        && let Some(new) = function.as_ref()
+    {
         let old = cx.other_facts.and_then(|f| f.function(&qualname));
         let caught = super::newly_caught(new, old);
         // The task is in the repository: say which one stops retrying, not what might happen.
@@ -265,6 +295,7 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     }
     // A task found in the repository answers the question (ERR003 and RETRY005 say what).
     if on_path
+        && !tested_none
         && cx.touches_added(exhausted.lines.0, exhausted.lines.1)
         && !cx.task_config_known(cx.path, &qualname)
     {

@@ -23,13 +23,17 @@ pub(crate) fn names_payment(parts: &syntax::CallText<'_>, vocab: &Vocabulary) ->
     if vocab.is_payment_operation(name) {
         return true;
     }
-    if !matches!(name, "create" | "confirm" | "capture" | "execute") {
-        return false;
-    }
     let Some(receiver) = receiver else {
         return false;
     };
     let last = snake(crate::rules::facts::last_name(receiver));
+    // Braintree's `gateway.transaction.sale(...)`, `braintree.Transaction.sale(...)`.
+    if name == "sale" {
+        return last.contains("transaction");
+    }
+    if !matches!(name, "create" | "confirm" | "capture" | "execute") {
+        return false;
+    }
     last.contains("payment") || vocab.is_payment_operation(&last)
 }
 

@@ -124,6 +124,38 @@ fn recorders<'t>(cx: &impl Local<'t>) -> Vec<(Node<'t>, Node<'t>)> {
         );
         out.sort_by_key(|(n, _)| n.start_byte());
     }
+    // A helper of the file that records success on what it is handed, whatever it is handed
+    // (`_record_response(invoice, result, now)` setting `invoice.status = PAID` when the answer
+    // has a transaction): its calls record it.
+    let helpers: Vec<&str> = out
+        .iter()
+        .filter(|(node, _)| node.kind() == kinds::ASSIGNMENT && !under_a_verdict(idx, *node, src))
+        .filter_map(|(node, _)| {
+            let func = idx.enclosing(*node, kinds::FUNCTION_DEFINITION)?;
+            let target = node.field("left").map(|l| syntax::text(l, src))?;
+            let root = target.split(['.', '[']).next().unwrap_or(target);
+            super::parameters(func, src)
+                .iter()
+                .any(|p| p == root)
+                .then(|| syntax::function_name(func, src))
+        })
+        .filter(|name| !name.is_empty())
+        .collect();
+    if !helpers.is_empty() {
+        // Called as the file's function or the class's own method, not `provider.refund(...)`.
+        let own = |c: Node<'_>| {
+            syntax::receiver(c).is_none_or(|r| matches!(syntax::text(r, src), "self" | "cls"))
+        };
+        let mut calls: Vec<(Node<'t>, Node<'t>)> = idx
+            .all(kinds::CALL)
+            .iter()
+            .filter(|c| own(**c) && helpers.contains(&cx.callee_name(**c)))
+            .filter(|c| !out.iter().any(|(n, _)| n.id() == c.id()))
+            .filter_map(|c| Some((*c, statement(*c)?)))
+            .collect();
+        out.append(&mut calls);
+        out.sort_by_key(|(n, _)| n.start_byte());
+    }
     if memchr::memmem::find(src.as_bytes(), b".update(").is_some() {
         out.extend(
             idx.all(kinds::CALL)
@@ -206,6 +238,9 @@ fn report(
         why,
         "status_unchecked" | "sdk_status_unchecked" | "checked_after"
     ) && let Some(save) = save_after(stmt, block, src)
+        // Before the function's own verdict, where it has one: a save after it is the success
+        // path's.
+        && late_check(call, stmt, block, src).is_none_or(|c| save.start_byte() < c.start_byte())
     {
         // Saved before the answer is read: the row says paid whatever the gateway said.
         finding
@@ -513,7 +548,7 @@ fn unchecked_call_before<'t>(
         .collect();
     let (position, call, http) = earlier.iter().enumerate().rev().find_map(|(i, s)| {
         idx.within(*s, kinds::CALL).iter().find_map(|c| {
-            if super::pays(cx, *c, src) {
+            if super::pays(cx, *c, src) || wraps_payment(cx, syntax::callee_name(*c, src)) {
                 Some((i, *c, false))
             } else {
                 http_payment(cx, *c).then_some((i, *c, true))
@@ -589,6 +624,39 @@ fn unchecked_call_before<'t>(
     (!checked).then_some((call, why))
 }
 
+/// Whether a record of success sits under an `if` (within its function) that weighs a verdict:
+/// `if result.is_success:`, `if status == "succeeded":`. A helper that records only then has
+/// looked at the answer itself.
+fn under_a_verdict(idx: &NodeIndex<'_>, node: Node<'_>, src: &str) -> bool {
+    let func = idx.enclosing(node, kinds::FUNCTION_DEFINITION);
+    let mut current = idx.enclosing(node, kinds::IF_STATEMENT);
+    while let Some(stmt) = current {
+        if func.is_some_and(|f| stmt.start_byte() < f.start_byte()) {
+            return false;
+        }
+        let weighs = stmt.field("condition").is_some_and(|c| {
+            let text = syntax::text(c, src).to_ascii_lowercase();
+            [
+                "success",
+                "status",
+                "state",
+                "paid",
+                "approved",
+                "succeeded",
+                "ok",
+                "error",
+            ]
+            .iter()
+            .any(|w| text.contains(w))
+        });
+        if weighs {
+            return true;
+        }
+        current = idx.enclosing(stmt, kinds::IF_STATEMENT);
+    }
+    false
+}
+
 /// The first `if` after `stmt` in its block that tests the answer of `call` (bound to a name,
 /// or read into one between them: `status = payment.get("status")`) and leaves the function
 /// (`if status != "succeeded": raise CaptureFailed(...)`): the function's own verdict on the
@@ -640,6 +708,25 @@ fn late_check<'t>(call: Node<'_>, stmt: Node<'_>, block: Node<'t>, src: &str) ->
 /// Whether a function of the file named `name` hands back what a payment SDK made: `return
 /// stripe.PaymentIntent.create(...)` in a helper that a decorator retries.
 fn wraps_payment_sdk(cx: &Ctx<'_>, file: &facts::FileFacts, name: &str) -> bool {
+    returns_a_call(cx, name, |v, src| {
+        file.calls_payment_sdk(syntax::callee(v, src))
+    })
+}
+
+/// Whether a function of the file named `name` hands back what a payment call made: `return
+/// gateway.transaction.sale(params, ...)` in a helper that tenacity retries.
+fn wraps_payment(cx: &Ctx<'_>, name: &str) -> bool {
+    !name.is_empty()
+        && returns_a_call(cx, name, |v, src| {
+            super::is_payment_call(v, src, cx.vocab)
+                || cx
+                    .facts
+                    .is_some_and(|f| f.calls_payment_sdk(syntax::callee(v, src)))
+        })
+}
+
+/// Whether a function of the file named `name` returns a call that `made` holds for.
+fn returns_a_call(cx: &Ctx<'_>, name: &str, made: impl Fn(Node<'_>, &str) -> bool) -> bool {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return false;
     };
@@ -649,7 +736,7 @@ fn wraps_payment_sdk(cx: &Ctx<'_>, file: &facts::FileFacts, name: &str) -> bool 
         } else {
             v
         };
-        v.kind() == kinds::CALL && file.calls_payment_sdk(syntax::callee(v, src))
+        v.kind() == kinds::CALL && made(v, src)
     })
 }
 
