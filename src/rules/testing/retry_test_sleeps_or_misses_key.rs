@@ -134,12 +134,14 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     let named = RETRY_WORDS
         .iter()
         .any(|w| name.contains(w) && !(carried && matches!(*w, "timeout" | "transient")));
-    if !denied && named {
-        return true;
-    }
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return false;
     };
+    // A name is not enough where nothing in the test fails: `test_refund_claim_outlives_the_
+    // retry_window` checks a TTL, `test_sale_sends_timeout_and_parses_result` one answer.
+    if !denied && named && sets_up_a_failure(syntax::text(test.outer, src)) {
+        return true;
+    }
     let assigned = idx
         .within(test.node, kinds::ASSIGNMENT)
         .iter()
@@ -155,6 +157,33 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     assigned
         .chain(passed)
         .any(|value| starts_with_exception(value, src))
+}
+
+/// Whether a test's text arranges something to fail: an exception or an error answer handed to
+/// a fake, a raise, a flaky fixture, a 5xx or 429 status (`status=503`, `Response(503, ...)`;
+/// a bare `500` is as often an amount), a patched sleep (which only a test of waiting needs).
+fn sets_up_a_failure(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    [
+        "side_effect",
+        "raise",
+        "error",
+        "exception",
+        "timeout(",
+        "timedout",
+        "unavailable",
+        "fail",
+        "flaky",
+        "sleep",
+        "status=5",
+        "status_code=5",
+        "status=429",
+        "status_code=429",
+        "response(5",
+        "response(429",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
 }
 
 fn starts_with_exception(value: Node<'_>, src: &str) -> bool {
