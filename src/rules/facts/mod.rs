@@ -69,6 +69,10 @@ pub struct FunctionFacts {
     /// lowercased, one statement a line (`self.client.http_client.request = mock.MagicMock(...)`).
     /// A test that calls it mocks that too.
     pub mocks: Option<Arc<str>>,
+    /// [test family] For a pytest fixture: its parameters, the fixtures it is built from. A
+    /// test handed `service`, built from `idempotency`, built from `redis` (a `FakeRedis`),
+    /// reaches the fake.
+    pub fixture_params: Box<[String]>,
 }
 
 impl FunctionFacts {
@@ -523,7 +527,8 @@ fn function_facts(
     let mut builtin_named: Vec<(&str, bool)> = Vec::new();
     for call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
         let parts = idx.call_text(*call, src);
-        if helper && MOCK_MAKERS.contains(&parts.name) {
+        // `fakeredis.FakeRedis()`, `fake_aioredis.FakeRedis(server=...)`: an in-memory stand-in.
+        if helper && (MOCK_MAKERS.contains(&parts.name) || parts.name.starts_with("Fake")) {
             mocks.push_str(&mock_statement(*call, src).to_ascii_lowercase());
             mocks.push('\n');
         }
@@ -574,6 +579,9 @@ fn function_facts(
             .into_iter()
             .map(|d| syntax::text(d, src).trim_start_matches('@').to_string())
             .collect();
+        if helper && facts.decorators.iter().any(|d| d.contains("fixture")) {
+            facts.fixture_params = crate::rules::pay::parameters(func, src).into();
+        }
     }
     facts
 }

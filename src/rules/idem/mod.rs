@@ -389,20 +389,25 @@ pub(crate) fn on_money_path(cx: &Ctx<'_>, func: Option<&FunctionFacts>) -> bool 
 /// `request("GET", ...)`): a rate or a profile fetched and cached moves no money, on a payment
 /// module's path or not.
 pub(crate) fn fetches_only(cx: &Ctx<'_>, func: Node<'_>) -> bool {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let (Some(idx), Some(file), src) = (cx.index(), cx.facts, cx.src()) else {
         return false;
     };
-    let mut requests = crate::rules::http::http_calls(cx)
-        .into_iter()
-        .filter(|r| !r.constructor && owned_by(idx, r.node, Some(func)))
+    // The calls the facts took for HTTP (`FunctionFacts::http`), read again for this function
+    // only: the file's whole list of requests is not needed.
+    let mut requests = idx
+        .within(func, kinds::CALL)
+        .iter()
+        .copied()
+        .filter(|c| owned_by(idx, *c, Some(func)))
+        .filter(|c| facts::classify_call(*c, src, file, cx.vocab) == facts::Target::Http)
         .peekable();
     requests.peek().is_some()
         && requests.all(|r| {
-            let verb = match syntax::callee_name(r.node, src) {
-                "request" | "stream" => syntax::positional_args(r.node)
+            let verb = match syntax::callee_name(r, src) {
+                "request" | "stream" => syntax::positional_args(r)
                     .first()
                     .copied()
-                    .or(syntax::keyword_arg(r.node, "method", src))
+                    .or(syntax::keyword_arg(r, "method", src))
                     .and_then(|m| crate::rules::http::method_of(m, src)),
                 name => Some(name),
             };

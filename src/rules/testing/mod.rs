@@ -315,6 +315,7 @@ impl<'m> Mocks<'m> {
                 .map(str::to_string),
         );
         let mut params = parameters(test.node, src);
+        texts.extend(fixture_mocks(cx, &params));
         let fixtures = fixtures_named(idx, src, &params);
         // A fixture that hands the test a client of a real Redis is what the test reaches, not
         // a mock of it, whatever it is named.
@@ -472,6 +473,36 @@ fn live_cache(fixture: &str) -> bool {
         && !["fake", "mock", "patch", "setattr"]
             .iter()
             .any(|w| fixture.contains(w))
+}
+
+/// What the fixtures a test is handed mock, through the fixtures they are built from: `service`
+/// from `idempotency` from `redis`, which makes a `FakeRedis` (fixtures of the change's test
+/// files, a `conftest.py` or the test's own; a few levels).
+fn fixture_mocks(cx: &Ctx<'_>, params: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    let mut frontier: Vec<&str> = params.iter().map(String::as_str).collect();
+    for _ in 0..4 {
+        let mut next = Vec::new();
+        for name in frontier.drain(..) {
+            if seen.contains(&name) {
+                continue;
+            }
+            seen.push(name);
+            let fixtures = cx
+                .change
+                .functions_named(cx.side, name)
+                .filter(|(file, f)| {
+                    file.is_test && f.decorators.iter().any(|d| d.contains("fixture"))
+                });
+            for (_, fixture) in fixtures {
+                out.extend(fixture.mocks.as_deref().map(str::to_string));
+                next.extend(fixture.fixture_params.iter().map(String::as_str));
+            }
+        }
+        frontier = next;
+    }
+    out
 }
 
 /// Autouse fixtures of a `conftest.py` in the change, as their name and what they call.
