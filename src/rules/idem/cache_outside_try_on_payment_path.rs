@@ -91,8 +91,8 @@ fn serves_requests(cx: &Ctx<'_>, file: &FileFacts, func: &facts::FunctionFacts) 
 }
 
 /// The functions of the change (this side, tests aside) that call a function of `func`'s name,
-/// other than `func` itself; `None` when one such call is at module level, which runs on import, not for a
-/// request.
+/// other than `func` itself; `None` when one such call is at module level, which runs on
+/// import, not for a request.
 fn callers_by_name<'c>(
     cx: &Ctx<'c>,
     file: &FileFacts,
