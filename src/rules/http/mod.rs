@@ -309,6 +309,17 @@ pub(crate) fn url_names_payment(cx: &Ctx<'_>, call: Node<'_>) -> bool {
         })
 }
 
+/// What names the method of `request(...)` or `stream(...)`: its first argument, or `method=`.
+pub(crate) fn method_arg<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
+    if !matches!(syntax::callee_name(call, src), "request" | "stream") {
+        return None;
+    }
+    syntax::positional_args(call)
+        .first()
+        .copied()
+        .or(syntax::keyword_arg(call, "method", src))
+}
+
 /// The HTTP method a string literal names (`"POST"` gives `post`), if it is one.
 pub(crate) fn method_of(arg: Node<'_>, src: &str) -> Option<&'static str> {
     if arg.kind() != kinds::STRING {

@@ -403,13 +403,9 @@ pub(crate) fn fetches_only(cx: &Ctx<'_>, func: Node<'_>) -> bool {
         .peekable();
     requests.peek().is_some()
         && requests.all(|r| {
-            let verb = match syntax::callee_name(r, src) {
-                "request" | "stream" => syntax::positional_args(r)
-                    .first()
-                    .copied()
-                    .or(syntax::keyword_arg(r, "method", src))
-                    .and_then(|m| crate::rules::http::method_of(m, src)),
-                name => Some(name),
+            let verb = match crate::rules::http::method_arg(r, src) {
+                Some(method) => crate::rules::http::method_of(method, src),
+                None => Some(syntax::callee_name(r, src)),
             };
             matches!(verb, Some("get" | "head" | "options"))
         })

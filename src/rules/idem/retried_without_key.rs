@@ -152,7 +152,7 @@ fn unkeyed_posts_through<'t>(
     let src = cx.src();
     let verb = match http::getattr_verb(request, src) {
         Some((_, verb)) => Some(verb),
-        None => method_arg(request, src),
+        None => http::method_arg(request, src),
     };
     let (Some(verb), Some(func)) = (verb, idx.enclosing(request, kinds::FUNCTION_DEFINITION))
     else {
@@ -172,11 +172,7 @@ fn unkeyed_posts_through<'t>(
     }
     let name = syntax::function_name(func, src);
     // `parameters` leaves `self` out, as the method's callers do.
-    let bound = func
-        .field("parameters")
-        .map(crate::python::named_children)
-        .and_then(|ps| ps.into_iter().find(|p| p.kind() != kinds::COMMENT))
-        .is_some_and(|p| matches!(syntax::parameter_name(p, src), "self" | "cls"));
+    let bound = takes_self(func, src);
     let position = |p: &str| params.iter().position(|q| q == p);
     let passed = |c: Node<'t>, p: &str| {
         syntax::keyword_arg(c, p, src)
@@ -383,7 +379,7 @@ fn sends_post<'t>(
             return Some(Post::Literal);
         }
         Some((_, verb)) => verb,
-        None => method_arg(call, src)?,
+        None => http::method_arg(call, src)?,
     };
     if verb.kind() != kinds::IDENTIFIER {
         return None;
@@ -392,10 +388,7 @@ fn sends_post<'t>(
     let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
     let position = pay::parameters(func, src).iter().position(|p| p == param)?;
     let name = syntax::function_name(func, src);
-    let bound = crate::python::named_children(func.field("parameters")?)
-        .into_iter()
-        .find(|p| p.kind() != kinds::COMMENT)
-        .is_some_and(|p| matches!(syntax::parameter_name(p, src), "self" | "cls"));
+    let bound = takes_self(func, src);
     // A method's callers reach it through a receiver (`self.request("post", ...)`), and pass
     // what follows `self`; a function's call it by name.
     let at_of = |c: Node<'t>| (syntax::receiver(c).is_some() == bound).then_some(position);
@@ -481,18 +474,16 @@ fn money_in_sight(cx: &Ctx<'_>, call: Node<'_>) -> bool {
 /// `client.post(...)`, `session.request("POST", ...)`, `request(method="POST", ...)`.
 fn is_post(call: Node<'_>, src: &str) -> bool {
     syntax::callee_name(call, src) == "post"
-        || method_arg(call, src).and_then(|m| http::method_of(m, src)) == Some("post")
+        || http::method_arg(call, src).and_then(|m| http::method_of(m, src)) == Some("post")
 }
 
-/// What names the method of `request(...)` or `stream(...)`: its first argument, or `method=`.
-fn method_arg<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
-    if !matches!(syntax::callee_name(call, src), "request" | "stream") {
-        return None;
-    }
-    syntax::positional_args(call)
-        .first()
-        .copied()
-        .or(syntax::keyword_arg(call, "method", src))
+/// Whether a function's first parameter is `self` or `cls`: its callers reach it through a
+/// receiver and pass what follows.
+fn takes_self(func: Node<'_>, src: &str) -> bool {
+    func.field("parameters")
+        .map(crate::python::named_children)
+        .and_then(|ps| ps.into_iter().find(|p| p.kind() != kinds::COMMENT))
+        .is_some_and(|p| matches!(syntax::parameter_name(p, src), "self" | "cls"))
 }
 
 fn from_sdk(cx: &Ctx<'_>, call: Node<'_>) -> bool {
