@@ -158,7 +158,7 @@ pub fn review_observed(
         prepared.iter_mut().map(|p| p.new_module.take()).collect();
     let project = project_index(&prepared, listing, extracted, settings, &touched);
     let pairs: Vec<(&Prepared<'_>, &FileChange)> = prepared.iter().zip(&change.files).collect();
-    let results: Vec<(Vec<Finding>, Vec<Question>)> = largest_first(
+    let mut results: Vec<(Vec<Finding>, Vec<Question>)> = largest_first(
         &pairs,
         // A file no rule can report on costs next to nothing; the others may parse a tree.
         |(p, _)| {
@@ -171,6 +171,7 @@ pub fn review_observed(
             run_rules(p, (&old, &new), facts, &change, &project, settings)
         },
     );
+    drop_moved(&mut results, &prepared, &change, &project, settings);
     errors.extend(project.errors().iter().cloned());
     let mut findings = Vec::new();
     let mut questions = Vec::new();
@@ -515,26 +516,14 @@ fn run_rules(
     settings: &Settings,
 ) -> (Vec<Finding>, Vec<Question>) {
     let ctx = |side: Side| {
-        let (file, other, facts_here, facts_other) = match side {
-            Side::Old => (old_tree, new_tree, facts.old.as_ref(), facts.new.as_ref()),
-            Side::New => (new_tree, old_tree, facts.new.as_ref(), facts.old.as_ref()),
-        };
-        Ctx {
+        context(
+            p,
             side,
-            path: p.patch.path(),
-            patch: p.patch,
-            versions: &p.versions,
-            tree: file,
-            other,
-            facts: facts_here,
-            other_facts: facts_other,
-            memo: Default::default(),
-            change,
-            project,
-            vocab: &settings.vocabulary,
-            findings: Vec::new(),
-            questions: Vec::new(),
-        }
+            (old_tree, new_tree),
+            facts,
+            (change, project),
+            settings,
+        )
     };
     let mut new = ctx(Side::New);
     let mut kept = Vec::new();
@@ -576,6 +565,174 @@ fn run_rules(
     }
     // Questions only from the new side: the old code's unknowns are not this change's.
     (kept, new.questions)
+}
+
+/// What a rule sees of one side of one file.
+fn context<'a>(
+    p: &'a Prepared<'_>,
+    side: Side,
+    (old_tree, new_tree): (&'a LazyTree<'a>, &'a LazyTree<'a>),
+    facts: &'a FileChange,
+    (change, project): (&'a ChangeSet, &'a LazyIndex<'a>),
+    settings: &'a Settings,
+) -> Ctx<'a> {
+    let (file, other, facts_here, facts_other) = match side {
+        Side::Old => (old_tree, new_tree, facts.old.as_ref(), facts.new.as_ref()),
+        Side::New => (new_tree, old_tree, facts.new.as_ref(), facts.old.as_ref()),
+    };
+    Ctx {
+        side,
+        path: p.patch.path(),
+        patch: p.patch,
+        versions: &p.versions,
+        tree: file,
+        other,
+        facts: facts_here,
+        other_facts: facts_other,
+        memo: Default::default(),
+        change,
+        project,
+        vocab: &settings.vocabulary,
+        findings: Vec::new(),
+        questions: Vec::new(),
+    }
+}
+
+/// Drops the findings in functions the change moved here from another file of the change when
+/// the rule finds the same (by function name and key) in the old version of a function of that
+/// name the change took out of or cut there: code
+/// moved is not code written, and a refactor that splits a module would otherwise be reviewed
+/// as if all of it were new. Run after every file's rules, in file order, so the result does
+/// not depend on threads.
+fn drop_moved(
+    results: &mut [(Vec<Finding>, Vec<Question>)],
+    prepared: &[Prepared<'_>],
+    change: &ChangeSet,
+    project: &LazyIndex<'_>,
+    settings: &Settings,
+) {
+    let tree_rule = |id: &str| rules::find(id).filter(|r| matches!(r.check, Check::Tree(_)));
+    // A function this file did not have before, under its full name.
+    let arrived = |file: usize, f: &Finding| {
+        !f.function.is_empty()
+            && tree_rule(f.rule).is_some()
+            && change.files.get(file).is_some_and(|c| {
+                c.old
+                    .as_ref()
+                    .is_none_or(|o| o.function(&f.function).is_none())
+            })
+    };
+    let candidates = results
+        .iter()
+        .enumerate()
+        .any(|(i, (found, _))| found.iter().any(|f| arrived(i, f)));
+    if !candidates {
+        return;
+    }
+    // Functions each file's old version had and the change took out or cut (a facade that now
+    // delegates keeps its name), by short name.
+    let mut left: BTreeMap<&str, Vec<(usize, &str)>> = BTreeMap::new();
+    for (i, (file, p)) in change.files.iter().zip(prepared).enumerate() {
+        let Some(old) = &file.old else {
+            continue;
+        };
+        for func in &old.functions {
+            let stays = file
+                .new
+                .as_ref()
+                .is_some_and(|n| n.function(&func.qualname).is_some());
+            if !stays || p.versions.lines.touches_removed(func.lines.0, func.lines.1) {
+                left.entry(func.name.as_str())
+                    .or_default()
+                    .push((i, func.qualname.as_str()));
+            }
+        }
+    }
+    let donors = left
+        .values()
+        .flatten()
+        .map(|(i, _)| *i)
+        .collect::<BTreeSet<_>>()
+        .len();
+    let mut before: BTreeMap<(usize, &'static str), Vec<Finding>> = BTreeMap::new();
+    // A method renamed as it moved (`refund` → `_refund`) is found by its code alone, once every
+    // finding had its chance under its own name, and where few files lost code: each of them
+    // is checked again.
+    let passes: &[bool] = if donors <= MAX_DONOR_FILES {
+        &[true, false]
+    } else {
+        &[true]
+    };
+    for &by_name in passes {
+        for (j, (found, _)) in results.iter_mut().enumerate() {
+            if !found.iter().any(|f| arrived(j, f)) {
+                continue;
+            }
+            let mut kept = Vec::with_capacity(found.len());
+            for f in std::mem::take(found) {
+                let short = f.function.rsplit('.').next().unwrap_or(&f.function);
+                let named = left.get(short);
+                // A function whose name the change took out elsewhere is that one, or a new
+                // variant of it (`AsyncCheckoutService.checkout`), not a renamed other.
+                let mut sources: Box<dyn Iterator<Item = &(usize, &str)>> = match (by_name, named) {
+                    (true, _) => Box::new(named.into_iter().flatten()),
+                    (false, None) => Box::new(left.values().flatten()),
+                    (false, Some(_)) => Box::new(std::iter::empty()),
+                };
+                let rule = tree_rule(f.rule).filter(|_| arrived(j, &f));
+                let moved = rule.is_some_and(|rule| {
+                    sources.any(|&(i, qualname)| {
+                        let old = before.entry((i, rule.id)).or_insert_with(|| {
+                            old_findings(rule, i, prepared, change, project, settings)
+                        });
+                        let same = old
+                            .iter()
+                            .position(|o| o.function == qualname && o.key == f.key);
+                        // Each old finding accounts for one new one.
+                        same.map(|k| old.remove(k)).is_some()
+                    })
+                });
+                if !moved {
+                    kept.push(f);
+                }
+            }
+            *found = kept;
+        }
+    }
+}
+
+/// How many files that lost code `drop_moved` checks again for code moved under another name.
+const MAX_DONOR_FILES: usize = 16;
+
+/// What `rule` finds in the old version of file `i`.
+fn old_findings(
+    rule: &rules::Rule,
+    i: usize,
+    prepared: &[Prepared<'_>],
+    change: &ChangeSet,
+    project: &LazyIndex<'_>,
+    settings: &Settings,
+) -> Vec<Finding> {
+    let (Some(p), Some(facts), Check::Tree(check)) =
+        (prepared.get(i), change.files.get(i), rule.check)
+    else {
+        return Vec::new();
+    };
+    let new = p.new_tree();
+    let old = p.old_tree(&new);
+    if !old.exists() {
+        return Vec::new();
+    }
+    let mut cx = context(
+        p,
+        Side::Old,
+        (&old, &new),
+        facts,
+        (change, project),
+        settings,
+    );
+    check(&mut cx);
+    cx.findings
 }
 
 /// `f` of every item, in the items' order, computed in parallel largest first and one item at a

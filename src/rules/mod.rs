@@ -72,6 +72,7 @@ pub static ALL: &[&Rule] = &[
     &idem::cache_outside_try_on_payment_path::RULE,
     &idem::key_made_per_attempt::RULE,
     &idem::retried_without_key::RULE,
+    &idem::key_ttl_unit::RULE,
     &pay::charge_amount_source_changed::RULE,
     &pay::success_recorded_before_result::RULE,
     &retry::sleep_after_last_attempt::RULE,

@@ -176,6 +176,24 @@ pub fn seconds(value: f64) -> String {
     }
 }
 
+/// `24 h`, `5 min`, `90 s`.
+pub fn human(value: f64) -> String {
+    let whole = value.round() as i64;
+    if (value - value.round()).abs() > 1e-9 || whole < 60 {
+        return format!("{} s", seconds(value));
+    }
+    if whole % 3600 == 0 && whole / 3600 <= 48 {
+        return format!("{} h", whole / 3600);
+    }
+    if whole % 86400 == 0 {
+        return format!("{} d", whole / 86400);
+    }
+    if whole % 60 == 0 {
+        return format!("{} min", whole / 60);
+    }
+    format!("{whole} s")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,5 +225,13 @@ mod tests {
         assert_eq!(constant.and_then(|c| env.eval(c)), Some(300.0));
         assert_eq!(seconds(15.0), "15");
         assert_eq!(seconds(0.5), "0.5");
+    }
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(human(86400.0), "24 h");
+        assert_eq!(human(300.0), "5 min");
+        assert_eq!(human(7.0 * 86400.0), "7 d");
+        assert_eq!(human(45.0), "45 s");
     }
 }

@@ -178,9 +178,9 @@ fn bare_time_arithmetic(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
             let cache_call = facts_cache_call(&call_text);
             let suggested = suggested_name(keyword, &call_text, cache_call);
             let duration = if keyword == "px" {
-                human(seconds / 1000.0)
+                eval::human(seconds / 1000.0)
             } else {
-                human(seconds)
+                eval::human(seconds)
             };
             cx.report(&RULE, value)
                 .arg("constant", suggested)
@@ -241,24 +241,6 @@ fn suggested_name(keyword: &str, call: &str, cache_call: bool) -> String {
     }
 }
 
-/// `24 h`, `5 min`, `90 s`.
-fn human(seconds: f64) -> String {
-    let whole = seconds.round() as i64;
-    if (seconds - seconds.round()).abs() > 1e-9 || whole < 60 {
-        return format!("{} s", eval::seconds(seconds));
-    }
-    if whole % 3600 == 0 && whole / 3600 <= 48 {
-        return format!("{} h", whole / 3600);
-    }
-    if whole % 86400 == 0 {
-        return format!("{} d", whole / 86400);
-    }
-    if whole % 60 == 0 {
-        return format!("{} min", whole / 60);
-    }
-    format!("{whole} s")
-}
-
 fn module_assignment<'t>(idx: &NodeIndex<'t>, name: &str, src: &str) -> Option<Node<'t>> {
     eval::module_assignments(idx)
         .filter(|a| {
@@ -273,17 +255,4 @@ fn has_word(text: &str, word: &str) -> bool {
         && text
             .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .any(|w| w == word)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_read_as_people_say_them() {
-        assert_eq!(human(86400.0), "24 h");
-        assert_eq!(human(300.0), "5 min");
-        assert_eq!(human(7.0 * 86400.0), "7 d");
-        assert_eq!(human(45.0), "45 s");
-    }
 }

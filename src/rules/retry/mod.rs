@@ -9,7 +9,7 @@ pub mod incomplete_retryable_set;
 pub mod misleading_retry_constants;
 pub mod sleep_after_last_attempt;
 
-mod eval;
+pub(crate) mod eval;
 pub(crate) mod loops;
 
 /// Whether the file holds a retry loop, where most of the family's checks start; worked out
