@@ -73,6 +73,10 @@ pub struct FunctionFacts {
     /// test handed `service`, built from `idempotency`, built from `redis` (a `FakeRedis`),
     /// reaches the fake.
     pub fixture_params: Box<[String]>,
+    /// [pay family] Its parameters that can be passed by position, comma-separated, where one
+    /// of them names a payment's key, amount or currency (`idempotency_key,request_id`); `None`
+    /// otherwise, which is nearly every function.
+    pub params: Option<Box<str>>,
 }
 
 impl FunctionFacts {
@@ -479,6 +483,7 @@ fn function_facts(
         annotation: syntax::return_annotation(func, src).map(str::to_string),
         is_test: file.is_test && name.starts_with("test"),
         mentions_idempotency: syntax::code_contains_lowercase(syntax::text(func, src), "idempot"),
+        params: crate::rules::pay::arguments_swapped::money_params(func, src),
         name,
         ..FunctionFacts::default()
     };

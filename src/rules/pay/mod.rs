@@ -1,5 +1,6 @@
 //! Payment-operation rules: what is charged, and when the code starts believing it was.
 
+pub mod arguments_swapped;
 pub mod charge_amount_source_changed;
 pub mod success_recorded_before_result;
 
