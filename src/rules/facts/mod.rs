@@ -587,8 +587,33 @@ fn function_facts(
         if helper && facts.decorators.iter().any(|d| d.contains("fixture")) {
             facts.fixture_params = crate::rules::pay::parameters(func, src).into();
         }
+        // A retry decorator that waits between attempts sleeps as surely as `time.sleep` does:
+        // a test that runs the function through a failure waits too, and async code that calls
+        // it blocks its loop.
+        facts.sleeps |= facts.decorators.iter().any(|d| waits_between_attempts(d));
     }
     facts
+}
+
+/// Whether a decorator retries the function and waits before each new attempt: tenacity with a
+/// `wait=` other than `wait_none()`, `backoff.on_exception`/`on_predicate` (which always wait),
+/// `retrying` with a wait in milliseconds. Celery's `autoretry_for` waits in the broker, not here.
+fn waits_between_attempts(decorator: &str) -> bool {
+    if crate::rules::retry::attempts::retried_by_decorator(decorator).is_none()
+        || decorator.contains("autoretry_for")
+    {
+        return false;
+    }
+    let head = decorator.split('(').next().unwrap_or(decorator);
+    if head.starts_with("backoff.") {
+        return true;
+    }
+    let compact: String = decorator.split_whitespace().collect();
+    let waits = compact.contains("wait=")
+        || compact.contains("wait_fixed=")
+        || compact.contains("wait_exponential_multiplier=")
+        || compact.contains("wait_random_min=");
+    waits && !compact.contains("wait=wait_none()") && !compact.contains("wait=tenacity.wait_none()")
 }
 
 /// Calls that make or install a mock.
@@ -1369,6 +1394,30 @@ fn first_subscript(src: &str, call: Node<'_>, func: Node<'_>, name: &str) -> Opt
         .find(|&i| i == 0 || !rest.get(i - 1).copied().is_some_and(bound))?;
     let newlines = memchr::memchr_iter(b'\n', &rest[..at]).count();
     Some((from + at, syntax::lines(call).1 + newlines as u32))
+}
+
+#[cfg(test)]
+mod waits_tests {
+    use super::waits_between_attempts;
+
+    #[test]
+    fn retry_decorators_that_wait_are_told_from_those_that_do_not() {
+        assert!(waits_between_attempts(
+            "retry(stop=stop_after_attempt(4), wait=wait_exponential(min=2))"
+        ));
+        assert!(waits_between_attempts(
+            "backoff.on_exception(backoff.expo, Exception, max_tries=4)"
+        ));
+        assert!(waits_between_attempts("retry(wait_fixed=2000)"));
+        assert!(!waits_between_attempts("retry(stop=stop_after_attempt(3))"));
+        assert!(!waits_between_attempts(
+            "retry(wait=wait_none(), stop=stop_after_attempt(3))"
+        ));
+        assert!(!waits_between_attempts(
+            "app.task(autoretry_for=(Timeout,), retry_backoff=True)"
+        ));
+        assert!(!waits_between_attempts("lru_cache(maxsize=None)"));
+    }
 }
 
 #[cfg(test)]

@@ -576,6 +576,39 @@ pub fn callees_under_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Callee> {
     out
 }
 
+/// What the test's own helpers in its file call (`_collect(...)` → `collect_invoice`), one
+/// level down, for the callees `callees_under_test` leaves out: a helper of a test file is
+/// no code under test, but what it runs is the test's.
+pub fn through_helpers(cx: &Ctx<'_>, test: &TestFn<'_>, out: &mut Vec<Callee>) {
+    let Some(file) = cx.facts else {
+        return;
+    };
+    let defined = |name: &str| {
+        cx.change
+            .functions_named(cx.side, name)
+            .any(|(file, _)| !file.is_test)
+    };
+    let helpers = file.functions.iter().filter(|h| {
+        !h.is_test
+            && !h.name.starts_with("test")
+            && test.facts.callees.binary_search(&h.name).is_ok()
+    });
+    for helper in helpers {
+        for name in helper.callees.iter() {
+            if helper.loose.binary_search(name).is_err()
+                && !MOCKERS.contains(&name.as_str())
+                && !out.iter().any(|c| &c.name == name)
+                && defined(name)
+            {
+                out.push(Callee {
+                    name: name.clone(),
+                    methods: None,
+                });
+            }
+        }
+    }
+}
+
 /// The methods a test calls by `name`, where every call of it in the test is on an object
 /// whose class the test shows: `provider = StripeProvider(...)` then `provider.get_form(...)`
 /// calls `StripeProvider.get_form`, not every `get_form` of the change (a payment library has
