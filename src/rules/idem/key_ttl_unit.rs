@@ -197,7 +197,7 @@ fn seconds<'t, 'v>(
         Some(s) => idx.within(s, kinds::ASSIGNMENT),
         None => idx.all(kinds::ASSIGNMENT),
     };
-    assignments.iter().find_map(|a| {
+    let bound = |a: &Node<'t>| {
         let left = a.field("left")?;
         if syntax::text(left, src) != text {
             return None;
@@ -212,7 +212,16 @@ fn seconds<'t, 'v>(
             },
             value,
         ))
-    })
+    };
+    let binds = assignments.iter().any(|a| {
+        a.field("left")
+            .is_some_and(|l| syntax::text(l, src) == text)
+    });
+    if binds || scope.is_none() || value.kind() != kinds::IDENTIFIER {
+        return assignments.iter().find_map(&bound);
+    }
+    // A name the function does not bind is the module's: `LOCK_TTL = settings.LOCK_SECONDS`.
+    eval::module_assignments(idx).find_map(|a| bound(&a))
 }
 
 /// Whether the expression already speaks of milliseconds or converts to them (`* 1000`,
