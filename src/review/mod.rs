@@ -599,11 +599,10 @@ fn context<'a>(
 }
 
 /// Drops the findings in functions the change moved here from another file of the change when
-/// the rule finds the same (by function name and key) in the old version of a function of that
-/// name the change took out of or cut there: code
-/// moved is not code written, and a refactor that splits a module would otherwise be reviewed
-/// as if all of it were new. Run after every file's rules, in file order, so the result does
-/// not depend on threads.
+/// the rule finds the same (same key) in the old version of a function the change took out of
+/// or cut there, of the same name or, failing that, renamed: code moved is not code written,
+/// and a refactor that splits a module would otherwise be reviewed as if all of it were new.
+/// Run after every file's rules, in file order, so the result does not depend on threads.
 fn drop_moved(
     results: &mut [(Vec<Finding>, Vec<Question>)],
     prepared: &[Prepared<'_>],

@@ -52,16 +52,16 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         };
         let key = super::key_of(call, cx.callee_name(call), src).unwrap_or_default();
-        let guards = guards_a_repeat(cx, call, &key, func);
+        let qualname = func
+            .map(|f| facts::qualname(f, idx, src))
+            .unwrap_or_default();
+        let guards = guards_a_repeat(cx, call, &format!("{key} {qualname}"));
         let function = super::function_facts(cx, call);
         let on_path = super::on_money_path(cx, function);
         let amount = eval::Env::of(idx, src, func).eval(value);
         // A claim on a refund or an idempotency key is about money wherever the change calls it
         // from; a job's lock elsewhere still runs twice, but pays nothing twice.
         let about_money = {
-            let qualname = func
-                .map(|f| facts::qualname(f, idx, src))
-                .unwrap_or_default();
             let text = format!("{key} {qualname} {}", cx.path);
             super::is_idempotency_text(&text)
                 || camel_words(&text)
@@ -340,17 +340,14 @@ fn passed_as_seconds(cx: &Ctx<'_>, idx: &NodeIndex<'_>, text: &str) -> Option<(u
 }
 
 /// Whether the key is one that stops a repeat: a claim (`nx=True`), an idempotency, dedup or
-/// lock key, or one whose code says it marks something seen, claimed or in flight.
-fn guards_a_repeat(cx: &Ctx<'_>, call: Node<'_>, key: &str, func: Option<Node<'_>>) -> bool {
+/// lock key, or one whose names (`text`: the key and the function's qualified name) say it
+/// marks something seen, claimed or in flight.
+fn guards_a_repeat(cx: &Ctx<'_>, call: Node<'_>, text: &str) -> bool {
     if super::cache_call(call, cx).is_some_and(|c| matches!(c.op, Op::AtomicWrite)) {
         return true;
     }
-    let qualname = func
-        .and_then(|f| cx.index().map(|idx| facts::qualname(f, idx, cx.src())))
-        .unwrap_or_default();
-    let text = format!("{key} {qualname}");
-    super::is_idempotency_text(&text)
-        || words(&text).any(|w| {
+    super::is_idempotency_text(text)
+        || words(text).any(|w| {
             matches!(
                 w.as_str(),
                 "seen"

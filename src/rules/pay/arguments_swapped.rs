@@ -1,7 +1,7 @@
 //! PAY003 payment-arguments-swapped: a call passes values named after the parameters of the
 //! function it calls, two or more of them in each other's places (`build_headers(request_id,
-//! idempotency_key)` for `def build_headers(idempotency_key, request_id)`), where the names are
-//! a payment's key, amount, currency or parties.
+//! idempotency_key)` for `def build_headers(idempotency_key, request_id)`), where one of the
+//! names is a payment's idempotency key, amount or currency.
 //!
 //! The callee is the one function of that name in the change whose parameters name money
 //! (`FunctionFacts::params`); a name defined twice with other parameters is left alone.
