@@ -156,14 +156,14 @@ fn handed_a_kept_value(
     param: &str,
     src: &str,
 ) -> bool {
-    let params = crate::rules::pay::parameters(helper, src);
-    let Some(position) = params.iter().position(|p| p == param) else {
+    if !crate::rules::pay::parameters(helper, src)
+        .iter()
+        .any(|p| p == param)
+    {
         // Not the helper's parameter: a name it reads from elsewhere.
         return true;
-    };
-    let passed = syntax::keyword_arg(call, param, src)
-        .or_else(|| syntax::positional_args(call).get(position).copied());
-    let Some(arg) = passed else {
+    }
+    let Some(arg) = crate::rules::pay::argument_for(call, helper, param, true, src) else {
         return false;
     };
     match arg.kind() {

@@ -173,11 +173,7 @@ fn unkeyed_posts_through<'t>(
     let name = syntax::function_name(func, src);
     // `parameters` leaves `self` out, as the method's callers do.
     let bound = takes_self(func, src);
-    let position = |p: &str| params.iter().position(|q| q == p);
-    let passed = |c: Node<'t>, p: &str| {
-        syntax::keyword_arg(c, p, src)
-            .or_else(|| position(p).and_then(|i| syntax::positional_args(c).get(i).copied()))
-    };
+    let passed = |c: Node<'t>, p: &str| pay::argument_for(c, func, p, true, src);
     let payment_module = cx.facts.is_some_and(|f| f.payment_module);
     idx.all(kinds::CALL)
         .iter()
@@ -386,29 +382,27 @@ fn sends_post<'t>(
     }
     let param = syntax::text(verb, src);
     let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
-    let position = pay::parameters(func, src).iter().position(|p| p == param)?;
+    if !pay::parameters(func, src).iter().any(|p| p == param) {
+        return None;
+    }
     let name = syntax::function_name(func, src);
     let bound = takes_self(func, src);
     // A method's callers reach it through a receiver (`self.request("post", ...)`), and pass
-    // what follows `self`; a function's call it by name.
-    let at_of = |c: Node<'t>| (syntax::receiver(c).is_some() == bound).then_some(position);
-    let passed = |c: Node<'t>, at: Option<usize>| {
-        syntax::keyword_arg(c, param, src)
-            .or_else(|| at.and_then(|i| syntax::positional_args(c).get(i).copied()))
+    // what follows `self`; a function's call it by name. Any other call passes it by keyword.
+    let passed = |c: Node<'t>| {
+        let by_position = syntax::receiver(c).is_some() == bound;
+        pay::argument_for(c, func, param, by_position, src)
     };
     idx.all(kinds::CALL)
         .iter()
         .copied()
         .filter(|c| idx.callee_name(*c, src) == name && !is_request(*c))
-        .find(|c| {
-            let at = at_of(*c);
-            passed(*c, at).and_then(|a| http::method_of(a, src)) == Some("post")
-        })
+        .find(|c| passed(*c).and_then(|a| http::method_of(a, src)) == Some("post"))
         .and_then(|caller| {
             Some(Post::FromCaller {
                 caller,
                 param: param.to_string(),
-                verb: syntax::text(passed(caller, at_of(caller))?, src).to_string(),
+                verb: syntax::text(passed(caller)?, src).to_string(),
             })
         })
 }

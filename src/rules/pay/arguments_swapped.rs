@@ -145,25 +145,7 @@ pub(crate) fn money_params(func: Node<'_>, src: &str) -> Option<Box<str>> {
     if memchr::memchr(b',', text).is_none() || !mentions_money(text) {
         return None;
     }
-    let mut names = Vec::new();
-    for p in params.named_children(&mut params.walk()) {
-        match p.kind() {
-            "list_splat_pattern" | "keyword_separator" | "dictionary_splat_pattern" => break,
-            kinds::COMMENT | "positional_separator" => continue,
-            _ => {}
-        }
-        // `*args: int` is a typed parameter, and past it nothing is positional.
-        if syntax::text(p, src).starts_with('*') {
-            break;
-        }
-        let name = syntax::parameter_name(p, src);
-        if name.is_empty() {
-            break;
-        }
-        if name != "self" && name != "cls" {
-            names.push(name);
-        }
-    }
+    let names = super::positional_parameters(func, src);
     (names.len() >= 2 && names.iter().any(|n| names_money(n))).then(|| names.join(",").into())
 }
 

@@ -127,6 +127,58 @@ pub(crate) fn parameters(func: Node<'_>, src: &str) -> Vec<String> {
         .collect()
 }
 
+/// The parameters of `func` a call can pass by position, in order: up to a `*` or `*args`,
+/// `self`/`cls` left out (a method's callers pass what follows them).
+pub(crate) fn positional_parameters<'s>(func: Node<'_>, src: &'s str) -> Vec<&'s str> {
+    let Some(params) = func.field("parameters") else {
+        return Vec::new();
+    };
+    let mut names = Vec::new();
+    for p in params.named_children(&mut params.walk()) {
+        match p.kind() {
+            "list_splat_pattern" | "keyword_separator" | "dictionary_splat_pattern" => break,
+            kinds::COMMENT | "positional_separator" => continue,
+            _ => {}
+        }
+        // `*args: int` is a typed parameter, and past it nothing is positional.
+        if syntax::text(p, src).starts_with('*') {
+            break;
+        }
+        let name = syntax::parameter_name(p, src);
+        if name.is_empty() {
+            break;
+        }
+        if name != "self" && name != "cls" {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// What `call` passes for `func`'s parameter `param`: the keyword argument of that name, or,
+/// where `by_position`, the positional argument in the parameter's place. Nothing when the
+/// call leaves the parameter to its default, or a splat (`*args`) comes before its place.
+pub(crate) fn argument_for<'t>(
+    call: Node<'t>,
+    func: Node<'_>,
+    param: &str,
+    by_position: bool,
+    src: &str,
+) -> Option<Node<'t>> {
+    if let Some(value) = syntax::keyword_arg(call, param, src) {
+        return Some(value);
+    }
+    if !by_position {
+        return None;
+    }
+    let place = positional_parameters(func, src)
+        .iter()
+        .position(|p| *p == param)?;
+    let args = syntax::positional_args(call);
+    let before = args.get(..=place)?;
+    (!before.iter().any(|a| a.kind() == kinds::LIST_SPLAT)).then(|| args[place])
+}
+
 /// The object an entity attribute is read from or written to, as a bare name: `order` for
 /// `order.amount`, `invoice` for `self.invoice.total`.
 pub(crate) fn entity_object<'s>(attribute: Node<'_>, src: &'s str) -> Option<&'s str> {
@@ -168,4 +220,42 @@ pub(crate) fn unwrap_conversion<'t>(node: Node<'t>, src: &str) -> Node<'t> {
         }
     }
     node
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all<'t>(node: Node<'t>, kind: &str, out: &mut Vec<Node<'t>>) {
+        if node.kind() == kind {
+            out.push(node);
+        }
+        for child in crate::python::named_children(node) {
+            all(child, kind, out);
+        }
+    }
+
+    #[test]
+    fn an_argument_is_found_by_its_keyword_or_its_place_before_any_star() {
+        let src = "class C:\n    def pay(self, amount, currency='EUR', *extra, key=None):\n        pass\n\n\
+                   c.pay(10, 'USD')\nc.pay(currency='GBP', amount=5)\nc.pay(1, 'X', 'Y', 'Z')\n\
+                   c.pay(*args)\n";
+        let tree = crate::python::parse(src).expect("parses");
+        let (mut defs, mut calls) = (Vec::new(), Vec::new());
+        all(tree.root_node(), kinds::FUNCTION_DEFINITION, &mut defs);
+        all(tree.root_node(), kinds::CALL, &mut calls);
+        let pay = defs[0];
+        assert_eq!(positional_parameters(pay, src), ["amount", "currency"]);
+        let passed = |call: usize, param: &str, by_position: bool| {
+            argument_for(calls[call], pay, param, by_position, src).map(|a| syntax::text(a, src))
+        };
+        assert_eq!(passed(0, "amount", true), Some("10"));
+        assert_eq!(passed(0, "currency", true), Some("'USD'"));
+        assert_eq!(passed(0, "key", true), None);
+        assert_eq!(passed(0, "amount", false), None);
+        assert_eq!(passed(1, "amount", true), Some("5"));
+        // `key` comes after `*extra`: the fourth argument goes to `extra`.
+        assert_eq!(passed(2, "key", true), None);
+        assert_eq!(passed(3, "amount", true), None);
+    }
 }
