@@ -119,6 +119,12 @@ pub(crate) fn callee_parts(call: Node<'_>) -> CalleeParts {
     }
 }
 
+/// Whether a callee's last name is a sleep: `sleep`, or a function a class keeps for it
+/// (`self._sleep`, `self.backoff_sleep`: `asyncio.sleep` by default, a fake in tests).
+pub fn names_sleep(name: &str) -> bool {
+    name.trim_start_matches('_') == "sleep" || name.ends_with("_sleep")
+}
+
 /// The object a method is called on: `redis_client` in `redis_client.get(k)`.
 pub fn receiver(call: Node<'_>) -> Option<Node<'_>> {
     let function = call.field("function")?;

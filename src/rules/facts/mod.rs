@@ -73,10 +73,13 @@ pub struct FunctionFacts {
     /// test handed `service`, built from `idempotency`, built from `redis` (a `FakeRedis`),
     /// reaches the fake.
     pub fixture_params: Box<[String]>,
-    /// [pay family] Its parameters that can be passed by position, comma-separated, where one
-    /// of them names a payment's key, amount or currency (`idempotency_key,request_id`); `None`
-    /// otherwise, which is nearly every function.
-    pub params: Option<Box<str>>,
+    /// Its parameters that can be passed by position, comma-separated, `self`/`cls` left out
+    /// (`idempotency_key,request_id`): what a call's arguments are bound to.
+    pub params: Box<str>,
+    /// [test family] For an `__init__`: the attributes it sets from its own parameters, as
+    /// `(attribute, parameter)` (`self.gateway = gateway`, `self._http = client or Client()`): a
+    /// test that hands the constructor a mock there makes the methods' `self.gateway` that mock.
+    pub stores: Box<[(Box<str>, Box<str>)]>,
 }
 
 impl FunctionFacts {
@@ -114,6 +117,13 @@ impl CallSite {
     /// The callee's last name (`create_charge`).
     pub fn name(&self) -> &str {
         self.callee.get(self.name_at as usize..).unwrap_or_default()
+    }
+
+    /// What the callee is called on (`self.gateway` of `self.gateway.charge`); `None` for a
+    /// bare name.
+    pub fn receiver(&self) -> Option<&str> {
+        let before = self.callee.get(..self.name_at as usize)?.trim_end();
+        Some(before.strip_suffix('.')?.trim_end())
     }
 }
 
@@ -483,7 +493,9 @@ fn function_facts(
         annotation: syntax::return_annotation(func, src).map(str::to_string),
         is_test: file.is_test && name.starts_with("test"),
         mentions_idempotency: syntax::code_contains_lowercase(syntax::text(func, src), "idempot"),
-        params: crate::rules::pay::arguments_swapped::money_params(func, src),
+        params: crate::rules::pay::positional_parameters(func, src)
+            .join(",")
+            .into(),
         name,
         ..FunctionFacts::default()
     };
@@ -579,6 +591,9 @@ fn function_facts(
     if !mocks.is_empty() {
         facts.mocks = Some(mocks.into());
     }
+    if facts.name == "__init__" && !facts.params.is_empty() {
+        facts.stores = stored_parameters(func, idx, src, &facts.params);
+    }
     if let Some(parent) = idx.decorated(func) {
         facts.decorators = syntax::decorators(parent)
             .into_iter()
@@ -618,6 +633,8 @@ fn waits_between_attempts(decorator: &str) -> bool {
 
 /// Calls that make or install a mock.
 const MOCK_MAKERS: &[&str] = &[
+    // httpx's own stand-in for the network: a client built on it sends nothing.
+    "MockTransport",
     "MagicMock",
     "Mock",
     "AsyncMock",
@@ -926,6 +943,48 @@ fn is_memory_map(value: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
 /// `response.json().get`), or any method of a literal (`", ".join(...)`, `"{}".format(...)`).
 /// `request.headers.get(...)` in a webhook verifier does not call the API client's `get`, and
 /// counting it as a callee made every test of the verifier "reach" the API.
+/// `(attribute, parameter)` of each `self.attribute = parameter` in a constructor, where the
+/// value is the parameter, or the parameter unless it is missing (`client or Client()`,
+/// `Client() if client is None else client`).
+fn stored_parameters(
+    func: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &str,
+    params: &str,
+) -> Box<[(Box<str>, Box<str>)]> {
+    let param = |n: Node<'_>| {
+        let name = syntax::text(n, src);
+        (n.kind() == kinds::IDENTIFIER && params.split(',').any(|p| p == name)).then_some(name)
+    };
+    let given = |value: Node<'_>| match value.kind() {
+        kinds::IDENTIFIER => param(value),
+        "boolean_operator" => value.field("left").and_then(param),
+        "conditional_expression" => {
+            let parts = crate::python::named_children(value);
+            let (then, test, otherwise) = (*parts.first()?, *parts.get(1)?, *parts.get(2)?);
+            let tested = syntax::text(test, src);
+            [then, otherwise]
+                .into_iter()
+                .filter_map(param)
+                .find(|p| tested.split_whitespace().next() == Some(*p))
+        }
+        _ => None,
+    };
+    idx.within(func, kinds::ASSIGNMENT)
+        .iter()
+        .filter_map(|a| {
+            let left = a.field("left")?;
+            let object = left.field("object")?;
+            if left.kind() != kinds::ATTRIBUTE || syntax::text(object, src) != "self" {
+                return None;
+            }
+            let attribute = syntax::text(left.field("attribute")?, src);
+            let p = given(a.field("right")?)?;
+            Some((attribute.into(), p.into()))
+        })
+        .collect()
+}
+
 fn calls_no_function_of_the_change(parts: &syntax::CallText<'_>) -> bool {
     let literal = |r: &str| {
         let r = r.trim_start_matches(|c: char| "rRbBfFuU".contains(c));

@@ -136,17 +136,13 @@ pub(crate) fn names_money(name: &str) -> bool {
         .any(|p| p.starts_with("idempot") || MONEY_WORDS.contains(p))
 }
 
-/// The parameters of `func` a call can pass by position (up to a `*` or `*args`), joined with
-/// commas, when one of them names money; read once per function by the facts pass, from the
-/// parameter list's text first.
-pub(crate) fn money_params(func: Node<'_>, src: &str) -> Option<Box<str>> {
-    let params = func.field("parameters")?;
-    let text = syntax::text(params, src).as_bytes();
-    if memchr::memchr(b',', text).is_none() || !mentions_money(text) {
-        return None;
-    }
-    let names = super::positional_parameters(func, src);
-    (names.len() >= 2 && names.iter().any(|n| names_money(n))).then(|| names.join(",").into())
+/// Whether a function's parameters (`FunctionFacts::params`) are worth reading for swaps: two
+/// or more, one of them a payment's key, amount or currency. The byte search comes first: the
+/// question is asked of every function of a name a call passes money names to.
+fn pays_by_position(params: &str) -> bool {
+    memchr::memchr(b',', params.as_bytes()).is_some()
+        && mentions_money(params.as_bytes())
+        && params.split(',').any(names_money)
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -216,7 +212,10 @@ fn check(cx: &mut Ctx<'_>) {
 fn callee_params<'c>(cx: &Ctx<'c>, name: &str) -> Option<(&'c str, u32, &'c str)> {
     let mut found: Option<(&'c str, u32, &'c str)> = None;
     for (file, func) in cx.change.functions_named(cx.side, name) {
-        let params = func.params.as_deref()?;
+        let params = &*func.params;
+        if !pays_by_position(params) {
+            return None;
+        }
         match found {
             Some((_, _, seen)) if seen != params => return None,
             Some(_) => {}

@@ -47,7 +47,7 @@ impl<'t> RetryLoop<'t> {
     /// Calls of `sleep` in the loop's own body.
     pub fn sleeps(&self, idx: &NodeIndex<'t>, src: &str) -> Vec<Node<'t>> {
         self.own_calls(idx)
-            .filter(|c| syntax::callee_name(*c, src) == "sleep")
+            .filter(|c| syntax::names_sleep(syntax::callee_name(*c, src)))
             .collect()
     }
 
@@ -161,7 +161,7 @@ fn delay_loop<'t>(
     }
     let delay_name = syntax::text(delay, src);
     let sleeps_delay = idx.within(body, kinds::CALL).iter().any(|c| {
-        syntax::callee_name(*c, src) == "sleep"
+        syntax::names_sleep(syntax::callee_name(*c, src))
             && c.field("arguments")
                 .is_some_and(|a| identifiers(syntax::text(a, src)).any(|w| w == delay_name))
     });

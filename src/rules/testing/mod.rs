@@ -2,6 +2,7 @@
 //! wait for real or do not check what the retry is for. Shared here: which test functions a file
 //! has, what they mock, and what the code they call reaches.
 
+mod injected;
 pub mod retry_test_sleeps_or_misses_key;
 pub mod test_reaches_live_service;
 
@@ -824,6 +825,17 @@ fn fixture_named<'t>(idx: &NodeIndex<'t>, src: &str, name: &str) -> Option<Node<
     fixtures(idx, src)
         .map(|(_, def)| def)
         .find(|def| syntax::function_name(*def, src) == name)
+}
+
+/// The function of the file named `name` outside any class (a test file's helper).
+fn function_of_file<'t>(idx: &NodeIndex<'t>, src: &str, name: &str) -> Option<Node<'t>> {
+    idx.all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .copied()
+        .find(|f| {
+            syntax::function_name(*f, src) == name
+                && idx.enclosing(*f, kinds::CLASS_DEFINITION).is_none()
+        })
 }
 
 fn is_parameter(func: Node<'_>, name: &str, src: &str) -> bool {

@@ -56,7 +56,7 @@ fn check(cx: &mut Ctx<'_>) {
     // key of one request pins nothing about a retry.
     let key_pinned: Vec<String> = tests
         .iter()
-        .filter(|t| mentions_key(syntax::text(t.node, cx.src())) && is_retry_test(cx, t))
+        .filter(|t| looks_at_key(cx, t) && is_retry_test(cx, t))
         .flat_map(|t| callees_under_test(cx, t))
         .map(|c| c.name)
         .collect();
@@ -80,7 +80,7 @@ fn check(cx: &mut Ctx<'_>) {
             .find_map(|c| c.reach(cx, DEPTH, &KEYED))
             .filter(|r| !mocks.spec_a_class_on(cx, &r.path));
         // `assert len(set(_sent_keys(gateway))) == 1`: a helper of the file may read the keys.
-        let checks_key = mentions_key(syntax::text(test.node, cx.src()))
+        let checks_key = looks_at_key(cx, &test)
             || cx.facts.is_some_and(|f| {
                 f.functions.iter().any(|h| {
                     !h.is_test
@@ -107,6 +107,27 @@ fn check(cx: &mut Ctx<'_>) {
                 .note("key");
         }
     }
+}
+
+/// Whether the test looks at the key its code sends: it names idempotency or dedup, or
+/// asserts on keys (`assert keys == {f"order-{order_id}:rk1:card"}`, `assert len(set(sent_keys))
+/// == 1`), which in a retry test are what the attempts sent.
+fn looks_at_key(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
+    let text = syntax::text(test.node, cx.src());
+    mentions_key(text)
+        || text
+            .lines()
+            .any(|line| line.trim_start().starts_with("assert ") && names_keys(line))
+}
+
+/// `keys`, `gift_keys`, `key`, `sent_key` as a word of the text.
+fn names_keys(text: &str) -> bool {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map(str::to_ascii_lowercase)
+        .any(|w| {
+            let w = w.trim_end_matches('s');
+            w == "key" || w.ends_with("_key")
+        })
 }
 
 fn mentions_key(text: &str) -> bool {

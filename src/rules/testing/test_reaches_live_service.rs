@@ -1,6 +1,6 @@
 //! TEST001 test-reaches-live-service: a test whose code under test, after this change, reaches
 //! Redis/a cache or an HTTP service that the test does not mock.
-use super::{FileMocks, Mocks, Runs, TestFn, callees_under_test, runs_by, tests_of};
+use super::{FileMocks, Mocks, Runs, TestFn, callees_under_test, injected, runs_by, tests_of};
 use crate::python::syntax;
 use crate::rules::facts::{FileFacts, FunctionFacts};
 use crate::rules::reach::{self, Reach, Trait};
@@ -31,6 +31,41 @@ impl Service {
         match self {
             Service::Cache => &reach::CACHE,
             Service::Http => &reach::HTTP,
+        }
+    }
+
+    /// What code calls on this service's client: a function whose every such call is on a
+    /// mock the test handed over talks to the mock.
+    fn verbs(self) -> &'static [&'static str] {
+        match self {
+            Service::Cache => &[
+                "get",
+                "set",
+                "setex",
+                "psetex",
+                "add",
+                "delete",
+                "incr",
+                "decr",
+                "expire",
+                "exists",
+                "hget",
+                "hset",
+                "hdel",
+                "eval",
+                "evalsha",
+                "pipeline",
+                "lock",
+                "get_many",
+                "set_many",
+                "get_or_set",
+                "touch",
+                "ping",
+            ],
+            Service::Http => &[
+                "request", "get", "post", "put", "patch", "delete", "head", "options", "send",
+                "stream", "urlopen", "fetch",
+            ],
         }
     }
 
@@ -104,6 +139,7 @@ fn check(cx: &mut Ctx<'_>) {
     // A live test on request (`@pytest.mark.integration`) reaches the service on purpose.
     for test in tests_of(cx).into_iter().filter(|t| t.runs == Runs::Always) {
         let mocks = Mocks::of(cx, &test, &file_mocks);
+        let injected = injected::injected(cx, &test);
         let callees = callees_under_test(cx, &test);
         let found = [Service::Cache, Service::Http]
             .into_iter()
@@ -111,7 +147,8 @@ fn check(cx: &mut Ctx<'_>) {
                 callees.iter().find_map(|callee| {
                     let r = callee.reach(cx, DEPTH, service.talks_to())?;
                     let replaced = replaced_names(service, &r).any(|n| mocks.replace_function(n))
-                        || mocks.spec_a_class_on(cx, &r.path);
+                        || mocks.spec_a_class_on(cx, &r.path)
+                        || injected::through_a_mock(cx, &injected, &r, service.verbs());
                     (!replaced && !mocks.cover(&service.tokens(r.file))).then_some((service, r))
                 })
             });

@@ -1,0 +1,315 @@
+//! Mocks a test hands to the code under test: `Billing(gateway=mock.Mock())`, then
+//! `billing.bill(...)` calls `self.gateway.charge(...)`, which is the mock, whatever function of
+//! the change is named `charge`. A walk that reaches a service through such a call reaches the
+//! mock.
+use tree_sitter::Node;
+
+use super::{TestFn, receiver_classes};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::Ctx;
+use crate::rules::facts::{FileFacts, FunctionFacts};
+use crate::rules::reach::Reach;
+
+/// Where a mock the test hands over is seen in the code under test: by `receiver` (a parameter
+/// `client`, or `self.gateway`) in the function `within` names (a qualified name), or in every
+/// method of a class (`Billing.`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Injected {
+    within: String,
+    receiver: String,
+}
+
+/// Classes whose instances stand in for what the code would call: `unittest.mock`'s, and test
+/// doubles by their names.
+fn is_double(class: &str) -> bool {
+    matches!(
+        class,
+        "Mock" | "MagicMock" | "AsyncMock" | "NonCallableMock" | "NonCallableMagicMock"
+    ) || class == "create_autospec"
+        || ["Fake", "Stub", "Dummy", "Mock"]
+            .iter()
+            .any(|p| class.starts_with(p))
+}
+
+/// The mocks `test` hands to functions and constructors of the change, and the names they
+/// take in there.
+pub fn injected(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Injected> {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return Vec::new();
+    };
+    let double = |value: Node<'_>| double_value(idx, test, value, src);
+    let mut out = Vec::new();
+    for &call in idx.within(test.node, kinds::CALL) {
+        handed(cx, idx, call, test.node, &double, &mut out);
+        // A helper of the test file that builds the object (`_client(http, sleep)` returning
+        // `QuetzalClient(http=http, sleep=sleep)`): its parameters are this call's arguments.
+        let helper = (syntax::receiver(call).is_none())
+            .then(|| super::function_of_file(idx, src, idx.callee_name(call, src)))
+            .flatten()
+            .filter(|h| h.id() != test.node.id());
+        if let Some(helper) = helper {
+            let params = crate::rules::pay::positional_parameters(helper, src);
+            let passed = |v: Node<'_>| {
+                let name = syntax::text(v, src);
+                let arg = (v.kind() == kinds::IDENTIFIER)
+                    .then(|| params.iter().position(|p| *p == name))
+                    .flatten()
+                    .and_then(|_| crate::rules::pay::argument_for(call, helper, name, true, src));
+                arg.is_some_and(&double)
+            };
+            for r in idx.within(helper, kinds::RETURN_STATEMENT) {
+                if let Some(made) = syntax::return_value(*r).filter(|v| v.kind() == kinds::CALL) {
+                    handed(cx, idx, made, helper, &passed, &mut out);
+                }
+            }
+        }
+    }
+    // The fixtures the test takes that build the object under test from mocks
+    // (`BankTransferService(invoices, bank, redis, receipts)`).
+    for param in crate::rules::pay::parameters(test.node, src) {
+        let Some(fixture) = super::fixture_named(idx, src, &param) else {
+            continue;
+        };
+        for r in idx.within(fixture, kinds::RETURN_STATEMENT) {
+            if let Some(made) = syntax::return_value(*r).filter(|v| v.kind() == kinds::CALL) {
+                handed(cx, idx, made, fixture, &double, &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// What `call` hands to a function or constructor of the change: the mocks among its
+/// arguments (as `double` tells them), and the containers of mocks (`make_services(store,
+/// brightpay)`, made there or bound in `scope` before), each under the name it takes there.
+fn handed<'t>(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'t>,
+    call: Node<'t>,
+    scope: Node<'t>,
+    double: &dyn Fn(Node<'_>) -> bool,
+    out: &mut Vec<Injected>,
+) {
+    let src = cx.src();
+    {
+        let Some(args) = call.field("arguments") else {
+            return;
+        };
+        // Which of the callee's parameters get a mock: by keyword, or by place.
+        let mut by_keyword: Vec<&str> = Vec::new();
+        let mut by_place: Vec<usize> = Vec::new();
+        let mut place = 0;
+        // A container of mocks (`make_services(store, brightpay)`) handed over: the callee
+        // reaches them as its attributes (`services.brightpay`).
+        let mut holders: Vec<(Result<usize, &str>, Vec<&str>)> = Vec::new();
+        for arg in crate::python::named_children(args) {
+            let (slot, value) = match arg.kind() {
+                kinds::KEYWORD_ARGUMENT => {
+                    let (Some(name), Some(value)) = (arg.field("name"), arg.field("value")) else {
+                        continue;
+                    };
+                    (Err(syntax::text(name, src)), value)
+                }
+                kinds::LIST_SPLAT | kinds::DICTIONARY_SPLAT => break,
+                kinds::COMMENT => continue,
+                _ => {
+                    place += 1;
+                    (Ok(place - 1), arg)
+                }
+            };
+            if double(value) {
+                match slot {
+                    Ok(at) => by_place.push(at),
+                    Err(name) => by_keyword.push(name),
+                }
+            } else {
+                // The container made where it is passed, or bound in the test before
+                // (`services = make_services(store, brightpay)`).
+                let made = match value.kind() {
+                    kinds::CALL => Some(value),
+                    kinds::IDENTIFIER => {
+                        let local = syntax::text(value, src);
+                        idx.within(scope, kinds::ASSIGNMENT)
+                            .iter()
+                            .filter(|a| {
+                                a.field("left").is_some_and(|l| {
+                                    l.kind() == kinds::IDENTIFIER && syntax::text(l, src) == local
+                                })
+                            })
+                            .find_map(|a| a.field("right").filter(|r| r.kind() == kinds::CALL))
+                    }
+                    _ => None,
+                };
+                let held = made
+                    .map(|c| mocks_held(c, &double, src))
+                    .unwrap_or_default();
+                if !held.is_empty() {
+                    holders.push((slot, held));
+                }
+            }
+        }
+        if by_keyword.is_empty() && by_place.is_empty() && holders.is_empty() {
+            return;
+        }
+        let name = idx.callee_name(call, src);
+        let constructor = format!("{name}.__init__");
+        let defined = cx
+            .change
+            .functions_named(cx.side, name)
+            .chain(cx.change.functions_named(cx.side, "__init__"))
+            .filter(|(file, f)| {
+                !file.is_test && (f.name == name || f.qualname.ends_with(&constructor))
+            });
+        for (_, f) in defined {
+            let params: Vec<&str> = f.params.split(',').collect();
+            let mocked = |p: &str| {
+                by_keyword.contains(&p)
+                    || params
+                        .iter()
+                        .position(|q| *q == p)
+                        .is_some_and(|i| by_place.contains(&i))
+            };
+            if f.name == "__init__" {
+                let class = f.qualname.trim_end_matches("__init__");
+                for (attribute, param) in f.stores.iter() {
+                    if mocked(param) {
+                        out.push(Injected {
+                            within: class.to_string(),
+                            receiver: format!("self.{attribute}"),
+                        });
+                    }
+                }
+            } else {
+                for p in params.iter().filter(|p| mocked(p)) {
+                    out.push(Injected {
+                        within: f.qualname.clone(),
+                        receiver: p.to_string(),
+                    });
+                }
+                for (slot, held) in &holders {
+                    let param = match slot {
+                        Ok(at) => params.get(*at).copied(),
+                        Err(name) => params.iter().copied().find(|p| p == name),
+                    };
+                    for (p, attribute) in param
+                        .into_iter()
+                        .flat_map(|p| held.iter().map(move |h| (p, h)))
+                    {
+                        out.push(Injected {
+                            within: f.qualname.clone(),
+                            receiver: format!("{p}.{attribute}"),
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The names under which a call's arguments hand it mocks: `brightpay` of
+/// `make_services(store, brightpay)` or of `Services(brightpay=AsyncMock())`.
+fn mocks_held<'s>(call: Node<'_>, double: &dyn Fn(Node<'_>) -> bool, src: &'s str) -> Vec<&'s str> {
+    let Some(args) = call.field("arguments") else {
+        return Vec::new();
+    };
+    crate::python::named_children(args)
+        .into_iter()
+        .filter_map(|arg| match arg.kind() {
+            kinds::KEYWORD_ARGUMENT => {
+                let (name, value) = (arg.field("name")?, arg.field("value")?);
+                double(value).then(|| syntax::text(name, src))
+            }
+            kinds::IDENTIFIER => double(arg).then(|| syntax::text(arg, src)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `value` in the test is a test double: made by a mock's or a fake's constructor
+/// where it stands, or bound to one in the test, at module level, in `setUp`, or by a fixture
+/// of the file that returns one (`bp = AsyncMock(); ...; return bp`).
+fn double_value(idx: &NodeIndex<'_>, test: &TestFn<'_>, value: Node<'_>, src: &str) -> bool {
+    let made = |node: Node<'_>| {
+        receiver_classes(idx, test, node, src)
+            .is_some_and(|classes| classes.iter().all(|c| is_double(c)))
+    };
+    if made(value) {
+        return true;
+    }
+    if value.kind() != kinds::IDENTIFIER {
+        return false;
+    }
+    let name = syntax::text(value, src);
+    let Some(fixture) = super::fixture_named(idx, src, name) else {
+        return false;
+    };
+    let returns = idx.within(fixture, kinds::RETURN_STATEMENT);
+    !returns.is_empty()
+        && returns.iter().all(|r| {
+            let Some(returned) = syntax::return_value(*r) else {
+                return false;
+            };
+            if returned.kind() == kinds::CALL {
+                return super::constructed(returned, src).is_some_and(is_double);
+            }
+            let local = syntax::text(returned, src);
+            let bound: Vec<Node<'_>> = idx
+                .within(fixture, kinds::ASSIGNMENT)
+                .iter()
+                .filter(|a| {
+                    a.field("left")
+                        .is_some_and(|l| syntax::text(l, src) == local)
+                })
+                .filter_map(|a| a.field("right"))
+                .collect();
+            returned.kind() == kinds::IDENTIFIER
+                && !bound.is_empty()
+                && bound
+                    .iter()
+                    .all(|v| super::constructed(*v, src).is_some_and(is_double))
+        })
+}
+
+/// The receivers that hold a mock in function `f`.
+fn held_in<'i>(injected: &'i [Injected], f: &FunctionFacts) -> Vec<&'i str> {
+    injected
+        .iter()
+        .filter(|i| {
+            i.within == f.qualname || (i.within.ends_with('.') && f.qualname.starts_with(&i.within))
+        })
+        .map(|i| i.receiver.as_str())
+        .collect()
+}
+
+/// Whether the walk `r` from a test to a service goes through a mock the test handed over:
+/// a step of its path whose every function of that name (outside tests) calls the next only on
+/// a receiver that holds the mock, or a last function whose every call of the service's
+/// `verbs` is on one (`self._http.request(...)` with `self._http` the test's mock).
+pub fn through_a_mock(cx: &Ctx<'_>, injected: &[Injected], r: &Reach<'_>, verbs: &[&str]) -> bool {
+    if injected.is_empty() {
+        return false;
+    }
+    let all_on_held = |file: &FileFacts, f: &FunctionFacts, called: &dyn Fn(&str) -> bool| {
+        let held = held_in(injected, f);
+        let mut calls = file
+            .calls
+            .iter()
+            .filter(|c| *c.function == *f.qualname && called(c.name()))
+            .peekable();
+        !held.is_empty()
+            && calls.peek().is_some()
+            && calls.all(|c| c.receiver().is_some_and(|r| held.contains(&r)))
+    };
+    if all_on_held(r.file, r.function, &|name| verbs.contains(&name)) {
+        return true;
+    }
+    r.path.windows(2).any(|step| {
+        let (from, to) = (&step[0], &step[1]);
+        let mut callers = cx
+            .change
+            .functions_named(cx.side, from)
+            .filter(|(file, _)| !file.is_test)
+            .peekable();
+        callers.peek().is_some() && callers.all(|(file, f)| all_on_held(file, f, &|n| n == to))
+    })
+}
