@@ -5,6 +5,7 @@ use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::review::Severity;
+use crate::rules::facts::{FileFacts, FunctionFacts};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
@@ -49,7 +50,23 @@ fn check(cx: &mut Ctx<'_>) {
                     || cx.vocab.is_payment_operation(&f.name)
                     || (f.http && cx.facts.is_some_and(|file| file.payment_module)))
         });
-        if annotation.is_none() && caller.is_none() && !moves_money_with_a_result {
+        // A payment's status read from the provider (`payment_status(payment_id)` over the
+        // client's `get_payment`): `None` for an outage reads as "no status", and the caller
+        // settles the payment as failed while it may have been captured.
+        let reads_payment_state = function.as_ref().is_some_and(|f| {
+            f.returns_value
+                && f.name
+                    .split('_')
+                    .any(|w| w.eq_ignore_ascii_case("status") || w.eq_ignore_ascii_case("state"))
+                && cx
+                    .facts
+                    .is_some_and(|file| file.payment_module && reaches_http_in_file(file, f, 2))
+        });
+        if annotation.is_none()
+            && caller.is_none()
+            && !moves_money_with_a_result
+            && !reads_payment_state
+        {
             // Nothing says a result was expected: a `-> None` helper may well swallow.
             continue;
         }
@@ -77,7 +94,12 @@ fn check(cx: &mut Ctx<'_>) {
         } else if only_by_purpose {
             // What the result is used for is not in sight: worth fixing, not yet proven to
             // break a caller.
-            finding.severity(Severity::Important).note("value_or_none");
+            let why = if moves_money_with_a_result {
+                "value_or_none"
+            } else {
+                "status_or_none"
+            };
+            finding.severity(Severity::Important).note(why);
         }
         if function.as_ref().is_some_and(|f| f.http) {
             finding.note("http");
@@ -92,6 +114,18 @@ fn check(cx: &mut Ctx<'_>) {
             caller.cite(finding);
         }
     }
+}
+
+/// Whether `f` sends a request, itself or through functions of its file it calls, up to
+/// `depth` calls down.
+fn reaches_http_in_file(file: &FileFacts, f: &FunctionFacts, depth: usize) -> bool {
+    f.http
+        || depth > 0
+            && file.functions.iter().any(|g| {
+                g.qualname != f.qualname
+                    && f.callees.binary_search(&g.name).is_ok()
+                    && reaches_http_in_file(file, g, depth - 1)
+            })
 }
 
 /// Where a function swallows every exception and gives `None`: a broad `except` whose handler
@@ -187,7 +221,7 @@ fn unawaited_raising_helper(cx: &Ctx<'_>, clause: Node<'_>) -> Option<String> {
 /// handler that runs off the end of the function. A handler that ends by calling a helper
 /// `ends` says never returns (`ErrorProvider.throw_api_error(str(e))`) does not: the gate, which
 /// sees one file, says none does, and the check asks the change and the repository.
-fn handler_returns_none(
+pub(super) fn handler_returns_none(
     clause: Node<'_>,
     func: Node<'_>,
     idx: &NodeIndex<'_>,

@@ -22,6 +22,9 @@ struct Exhausted {
     key: String,
     /// The note that says how the `None` comes about, where the lines alone do not show it.
     how: Option<&'static str>,
+    /// Where the retries are when they are another function's, whose give-up error this one
+    /// catches: its name, its loop's line, the error.
+    helper: Option<(String, u32, String)>,
 }
 
 impl Exhausted {
@@ -32,6 +35,7 @@ impl Exhausted {
             key: format!("{key} {}", syntax::normalized(ret, src)),
             // `return None, None` says how the `None` comes about; `return None` needs no note.
             how: (!syntax::returns_none(ret) && gives_none(ret)).then_some("tuple"),
+            helper: None,
         }
     }
 }
@@ -83,6 +87,7 @@ fn exhausted_loops<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t
         }
         out.push((lp, func, exhausted));
     }
+    out.extend(caught_into_none(idx, src));
     for &decorator in idx.all(kinds::DECORATOR) {
         // Most decorators name neither argument: their calls are not read.
         let text = syntax::text(decorator, src).as_bytes();
@@ -99,6 +104,108 @@ fn exhausted_loops<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t
         }
     }
     out
+}
+
+/// A retry helper of the file that raises once its attempts are spent (`raise
+/// BrightpayUnavailable(...)` after the loop of `_post`), and a function of the file that
+/// catches that error from it and gives `None` (`create_payout`'s `except BrightpayUnavailable:
+/// return None`): the retries end in `None` all the same, one call up. Each with the `try` that
+/// calls the helper and the catching function.
+fn caught_into_none<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>, Exhausted)> {
+    let mut out = Vec::new();
+    let loops = idx
+        .all(kinds::FOR_STATEMENT)
+        .iter()
+        .chain(idx.all(kinds::WHILE_STATEMENT));
+    for &lp in loops {
+        let Some(helper) = idx.enclosing(lp, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        let Some(error) = raised_when_spent(lp, idx, src) else {
+            continue;
+        };
+        if !super::is_retry_loop(lp, helper, idx, src) {
+            continue;
+        }
+        let name = syntax::function_name(helper, src);
+        for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
+            let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
+                continue;
+            };
+            let catches = syntax::except_types(clause).iter().any(|t| {
+                let caught = syntax::text(*t, src);
+                caught.rsplit('.').next() == Some(error)
+            });
+            let Some(attempt) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT) else {
+                continue;
+            };
+            let calls_helper = attempt.field("body").is_some_and(|body| {
+                idx.within(body, kinds::CALL)
+                    .iter()
+                    .any(|c| idx.callee_name(*c, src) == name)
+            });
+            if func.id() == helper.id()
+                || !catches
+                || !calls_helper
+                || !super::broad_except_returns_none::handler_returns_none(
+                    clause,
+                    func,
+                    idx,
+                    src,
+                    &mut |_| false,
+                )
+            {
+                continue;
+            }
+            let ret = idx
+                .within(clause, kinds::RETURN_STATEMENT)
+                .iter()
+                .copied()
+                .find(|r| super::owned_by(*r, func, idx) && gives_none(*r));
+            let mut exhausted = match ret {
+                Some(ret) => Exhausted::at_return(clause, ret, "caught-into-none", src),
+                None => Exhausted {
+                    lines: syntax::lines(clause),
+                    falls_off: true,
+                    key: format!("caught-into-none {error}"),
+                    how: None,
+                    helper: None,
+                },
+            };
+            exhausted.helper = Some((name.to_string(), syntax::lines(lp).0, error.to_string()));
+            out.push((attempt, func, exhausted));
+        }
+    }
+    out
+}
+
+/// The error a retry loop's function raises once the attempts are spent: the `raise` right
+/// after the loop, or in its `else`. Its last name (`BrightpayUnavailable`); not a bare
+/// `raise`.
+fn raised_when_spent<'s>(lp: Node<'_>, idx: &NodeIndex<'_>, src: &'s str) -> Option<&'s str> {
+    let mut next = lp.next_named_sibling();
+    while let Some(n) = next.filter(|n| n.kind() == kinds::COMMENT) {
+        next = n.next_named_sibling();
+    }
+    let raise = next
+        .filter(|n| n.kind() == kinds::RAISE_STATEMENT)
+        .or_else(|| {
+            let alternative = lp.field("alternative")?;
+            idx.within(alternative, kinds::RAISE_STATEMENT)
+                .first()
+                .copied()
+        })?;
+    let raised = raise.named_child(0)?;
+    let raised = if raised.kind() == kinds::CALL {
+        raised.field("function")?
+    } else {
+        raised
+    };
+    if !matches!(raised.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE) {
+        return None;
+    }
+    let text = syntax::text(raised, src);
+    text.rsplit('.').next().filter(|n| !n.is_empty())
 }
 
 /// A retry decorator told to return `None` once it stops: tenacity's `retry_error_callback`
@@ -123,6 +230,7 @@ fn decorator_returns_none(
         falls_off: false,
         key: format!("decorator-returns-none {how}"),
         how: Some(how),
+        helper: None,
     })
 }
 
@@ -223,7 +331,16 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     let declares_none = declared.is_some() && annotation.is_none();
     let expects_result = annotation.is_some() || (returns_in_loop && !declares_none);
     let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
-    let on_path = cx.on_payment_path(function.as_ref());
+    // Retries of a helper that talks to the provider put the function that catches their
+    // error on the path too.
+    let helper_on_path = exhausted.helper.as_ref().is_some_and(|(helper, _, _)| {
+        cx.facts.is_some_and(|file| {
+            file.functions
+                .iter()
+                .any(|f| f.name == *helper && cx.on_payment_path(Some(f)))
+        })
+    });
+    let on_path = cx.on_payment_path(function.as_ref()) || helper_on_path;
     let raised_before = cx
         .other_facts
         .and_then(|f| f.function(&qualname))
@@ -232,7 +349,11 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     // path it now stands for "the outcome is unknown" where the function used to raise.
     // So it does where what is retried moves money, in a function new or old: the attempt whose
     // answer was lost may have paid, and a caller can only read `None` as "not paid".
-    let retries_money = on_path && moves_money(cx, attempt);
+    // Retries of a helper, caught here: what the helper sends is this function's purpose
+    // (`create_payout` over `_post`).
+    let retries_money = on_path
+        && (moves_money(cx, attempt)
+            || exhausted.helper.is_some() && cx.vocab.is_payment_operation(&name));
     let reported = expects_result || caller.is_some() || raised_before && on_path || retries_money;
     if !reported {
         return;
@@ -240,8 +361,22 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     // Reported for the money alone, with callers that test the `None`: no `AttributeError` to
     // warn of, and no task's retries that it changes.
     let tested_none = retries_money && !raised_before && !expects_result && caller.is_none();
-    let loop_line = syntax::lines(lp).0;
-    let (autoretry_error, transport_error) = transport_errors(cx, attempt);
+    let loop_line = match &exhausted.helper {
+        Some((_, line, _)) => *line,
+        None => syntax::lines(lp).0,
+    };
+    // The library is the helper's, where the requests are.
+    let requests_in = match &exhausted.helper {
+        Some((_, line, _)) => idx
+            .all(kinds::WHILE_STATEMENT)
+            .iter()
+            .chain(idx.all(kinds::FOR_STATEMENT))
+            .copied()
+            .find(|l| syntax::lines(*l).0 == *line)
+            .unwrap_or(attempt),
+        None => attempt,
+    };
+    let (autoretry_error, transport_error) = transport_errors(cx, requests_in);
     let finding = cx
         .report_lines(&RULE, exhausted.lines, exhausted.key)
         .arg("function", qualname.clone())
@@ -254,6 +389,12 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     }
     if let Some(how) = exhausted.how {
         finding.note(how);
+    }
+    if let Some((helper, _, error)) = &exhausted.helper {
+        finding
+            .arg("helper", helper.clone())
+            .arg("error", error.clone())
+            .note("caught");
     }
     if raised_before {
         finding.note("contract");
@@ -477,6 +618,7 @@ fn exhausted_exit(
         falls_off: true,
         key: "falls-off-after-retries".to_string(),
         how: None,
+        helper: None,
     })
 }
 
@@ -579,6 +721,10 @@ fn transport_errors<'t>(cx: &Ctx<'t>, attempt: Node<'_>) -> (&'static str, &'sta
     match lib {
         Some(Lib::Requests) => ("requests.RequestException", "requests.ConnectionError"),
         Some(Lib::Aiohttp) => ("aiohttp.ClientError", "aiohttp.ClientConnectionError"),
+        Some(Lib::Urllib3) => (
+            "urllib3.exceptions.HTTPError",
+            "urllib3.exceptions.ProtocolError",
+        ),
         _ => ("httpx.HTTPError", "httpx.TransportError"),
     }
 }

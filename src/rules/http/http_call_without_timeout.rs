@@ -36,6 +36,7 @@ fn check(cx: &mut Ctx<'_>) {
             _ if switched_off => "none",
             Lib::Aiohttp => "aiohttp",
             Lib::Urllib => "urllib",
+            Lib::Urllib3 => "urllib3",
             _ => "requests",
         };
         let finding = cx
@@ -63,6 +64,6 @@ fn waits_forever<'a>(cx: &impl Local<'a>, call: &HttpCall<'_>) -> bool {
         Lib::Requests => true,
         // `urlopen(url, data, timeout)`.
         Lib::Urllib => syntax::positional_args(call.node).len() < 3,
-        Lib::Aiohttp => !call.client_timeout,
+        Lib::Aiohttp | Lib::Urllib3 => !call.client_timeout,
     }
 }

@@ -17,6 +17,9 @@ pub(crate) enum Lib {
     Requests,
     Aiohttp,
     Urllib,
+    /// urllib3's pools (`PoolManager().request(...)`): no timeout unless the pool or the call
+    /// sets one.
+    Urllib3,
 }
 
 /// An HTTP call, or the construction of a client that holds a default timeout.
@@ -32,6 +35,8 @@ pub(crate) struct HttpCall<'t> {
 
 const VERBS: &[&str] = &[
     "get", "post", "put", "patch", "delete", "head", "options", "request", "stream", "send",
+    // urllib3's pools: `pool.urlopen("POST", url, body=...)`.
+    "urlopen",
 ];
 
 /// Which library a dotted callee comes from, through the file's imports
@@ -53,6 +58,7 @@ pub(crate) fn lib_of_callee(
         "requests" => Some(Lib::Requests),
         "aiohttp" | "aiohttp_retry" => Some(Lib::Aiohttp),
         "urllib" => Some(Lib::Urllib),
+        "urllib3" => Some(Lib::Urllib3),
         _ => None,
     }
 }
@@ -74,8 +80,17 @@ impl Lib {
             // aiohttp_retry's client makes an aiohttp session from the same arguments.
             Lib::Aiohttp => matches!(name, "ClientSession" | "RetryClient"),
             Lib::Urllib => false,
+            Lib::Urllib3 => urllib3_pool(name),
         }
     }
+}
+
+/// urllib3's classes that send requests and hold a default timeout.
+fn urllib3_pool(name: &str) -> bool {
+    matches!(
+        name,
+        "PoolManager" | "ProxyManager" | "HTTPConnectionPool" | "HTTPSConnectionPool"
+    )
 }
 
 /// A client the file builds.
@@ -220,6 +235,8 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
         })
     });
     let mut out = Vec::new();
+    // Calls on a client handed in, by receiver: whether some of them pass their own timeout.
+    let mut handed_in: Vec<(usize, &str, bool)> = Vec::new();
     for &call in idx.all(kinds::CALL) {
         let syntax::CallText {
             callee,
@@ -245,11 +262,13 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
             Some((client.lib, false, client.timeout))
         } else if let Some(lib) = injected.then(|| injected_client(cx, call)).flatten() {
             // Handed in: its defaults are set out of sight, and taken to bound the call
-            // (`requests.Session` has none to set).
+            // (`requests.Session` has none to set)...
+            let timed = syntax::keyword_arg(call, "timeout", cx.src()).is_some();
+            handed_in.push((out.len(), receiver.unwrap_or_default(), timed));
             Some((lib, false, true))
         } else {
             lib_of(dynamic.unwrap_or(callee), cx)
-                .filter(|l| matches!(l, Lib::Httpx | Lib::Requests))
+                .filter(|l| matches!(l, Lib::Httpx | Lib::Requests | Lib::Urllib3))
                 .map(|l| (l, false, false))
         };
         if let Some((lib, constructor, client_timeout)) = recognised {
@@ -259,6 +278,20 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
                 constructor,
                 client_timeout,
             });
+        }
+    }
+    // ...unless the file's other calls on it pass their own (`timeout=self._timeout` on every
+    // other request of the client): then the code does not count on a default, and a call
+    // without one waits as long as the library lets it.
+    for &(at, receiver, timed) in &handed_in {
+        let siblings_timed = handed_in
+            .iter()
+            .any(|&(other, r, t)| other != at && r == receiver && t);
+        if !timed
+            && siblings_timed
+            && let Some(call) = out.get_mut(at)
+        {
+            call.client_timeout = false;
         }
     }
     out
@@ -373,7 +406,7 @@ pub(crate) fn injected_client<'a>(cx: &impl Local<'a>, call: Node<'_>) -> Option
 /// Whether an annotation's text may name a client type (`Session`, `httpx.AsyncClient`,
 /// `Optional[ClientSession]`): the cheap test before `parameter_client` reads it.
 fn names_client_type(annotation: &str) -> bool {
-    annotation.contains("Session") || annotation.contains("Client")
+    annotation.contains("Session") || annotation.contains("Client") || annotation.contains("Pool")
 }
 
 /// The library of `func`'s parameter `name` when its annotation names a client type.
@@ -395,6 +428,7 @@ fn parameter_client<'a>(cx: &impl Local<'a>, func: Node<'_>, name: &str) -> Opti
                         Lib::Requests => last == "Session",
                         Lib::Aiohttp => last == "ClientSession",
                         Lib::Urllib => false,
+                        Lib::Urllib3 => urllib3_pool(last),
                     };
                     client.then_some(lib)
                 })

@@ -27,7 +27,7 @@ enum Source<'t> {
 /// Every finding is a scalar timeout longer than a short one, on a requests or httpx call.
 fn gate(s: &Scan<'_>) -> bool {
     super::calls_for_gates(s).iter().any(|call| {
-        !matches!(call.lib, Lib::Aiohttp | Lib::Urllib)
+        !matches!(call.lib, Lib::Aiohttp | Lib::Urllib | Lib::Urllib3)
             && scalar_timeout(s, call).is_some_and(|(value, _)| {
                 !seconds(&value).is_some_and(|s| s <= SHORT_ENOUGH_SECONDS)
             })
@@ -37,7 +37,7 @@ fn gate(s: &Scan<'_>) -> bool {
 fn check(cx: &mut Ctx<'_>) {
     let mut reported = Vec::new();
     for call in super::http_calls(cx) {
-        if matches!(call.lib, Lib::Aiohttp | Lib::Urllib) {
+        if matches!(call.lib, Lib::Aiohttp | Lib::Urllib | Lib::Urllib3) {
             continue;
         }
         let Some((value, source)) = scalar_timeout(cx, &call) else {

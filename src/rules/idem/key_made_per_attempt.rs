@@ -381,6 +381,36 @@ fn made_in<'t>(
             return Some((*assignment, call));
         }
     }
+    // Set again later in the loop's body, for the next attempt (`key =
+    // f"{idempotency_key}-r{attempt}"` in the handler of a 409): the attempts after the first
+    // send that.
+    if attempt.loop_line.is_none() {
+        return None;
+    }
+    for name in identifiers(syntax::text(value, src)) {
+        let later = assignments.iter().filter(|a| {
+            a.start_byte() >= site.end_byte()
+                && inside(**a)
+                && idx
+                    .enclosing(**a, kinds::FUNCTION_DEFINITION)
+                    .is_some_and(|f| f.id() == attempt.func.id())
+                && a.field("left")
+                    .is_some_and(|l| syntax::text(l, src) == name)
+        });
+        for assignment in later {
+            let Some(right) = assignment.field("right") else {
+                continue;
+            };
+            if let Some(counter) = counter_read(right, &counters, src) {
+                return Some((*assignment, counter));
+            }
+            if let Some(call) = fresh_call(right, idx, src)
+                && !stable_fallback(idx, attempt, call, right, Some(name), src)
+            {
+                return Some((*assignment, call));
+            }
+        }
+    }
     None
 }
 

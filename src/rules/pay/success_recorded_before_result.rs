@@ -28,6 +28,9 @@ const SUCCESS: &[&str] = &[
     "settled",
     "refunded",
     "paid_out",
+    // Escrow released to the seller, a payout disbursed: the money left.
+    "released",
+    "disbursed",
     "authorized",
     "authorised",
     "approved",
