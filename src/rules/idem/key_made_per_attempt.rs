@@ -384,9 +384,7 @@ fn made_in<'t>(
     // Set again later in the loop's body, for the next attempt (`key =
     // f"{idempotency_key}-r{attempt}"` in the handler of a 409): the attempts after the first
     // send that.
-    if attempt.loop_line.is_none() {
-        return None;
-    }
+    attempt.loop_line?;
     for name in identifiers(syntax::text(value, src)) {
         let later = assignments.iter().filter(|a| {
             a.start_byte() >= site.end_byte()
