@@ -291,6 +291,9 @@ pub struct Memo {
     pub(crate) cache_clients: std::cell::OnceCell<Vec<(String, bool)>>,
     /// Whether some parameter is annotated as an HTTP client (`http::http_calls`).
     pub(crate) client_parameters: std::cell::OnceCell<bool>,
+    /// The file's functions that make one cache call with a key from a parameter
+    /// (`idem::wrapped_cache_call`).
+    pub(crate) cache_wrappers: std::cell::OnceCell<Vec<idem::Wrapper>>,
 }
 
 /// What a check that needs nothing beyond one file side reads of it. Both a rule's `Ctx` and a

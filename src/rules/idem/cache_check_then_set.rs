@@ -61,7 +61,7 @@ fn races<'a>(cx: &impl Local<'a>) -> Vec<Race<'a>> {
         }
         .iter()
         .filter(|c| super::owned_by(idx, **c, scope))
-        .filter_map(|c| super::cache_call(*c, cx))
+        .filter_map(|c| super::cache_call_or_wrapper(*c, cx))
         .collect();
         if let Some((read, write)) = check_then_set(&calls) {
             out.push(Race { scope, read, write });
@@ -76,7 +76,9 @@ fn races<'a>(cx: &impl Local<'a>) -> Vec<Race<'a>> {
     out
 }
 
-/// The first plain write preceded by a read of the same key.
+/// The first plain write preceded by a read of the same key, where no atomic claim of the key
+/// comes before the read: after `set(key, ..., nx=True)` the read is of another worker's claim
+/// and the write updates this one's own.
 fn check_then_set<'t>(calls: &[CacheCall<'t>]) -> Option<(CacheCall<'t>, CacheCall<'t>)> {
     calls
         .iter()
@@ -85,6 +87,13 @@ fn check_then_set<'t>(calls: &[CacheCall<'t>]) -> Option<(CacheCall<'t>, CacheCa
             calls
                 .iter()
                 .filter(|c| c.op == Op::Read && c.node.end_byte() <= write.node.start_byte())
+                .filter(|read| {
+                    !calls.iter().any(|claim| {
+                        claim.op == Op::AtomicWrite
+                            && claim.node.end_byte() <= read.node.start_byte()
+                            && claim.same_key(read)
+                    })
+                })
                 .find(|read| read.same_key(write))
                 .map(|read| (read.clone(), write.clone()))
         })
@@ -311,10 +320,26 @@ fn sends_money(cx: &Ctx<'_>, func: Node<'_>) -> bool {
     })
 }
 
-/// The value a write stores, with a local variable resolved (`key` → `str(uuid.uuid4())`).
+/// The value a write stores, with a local variable resolved (`key` → `str(uuid.uuid4())`), also
+/// one the value is made from (`key.encode()`, `json.dumps({"key": key})`).
 fn written_value(cx: &Ctx<'_>, write: &CacheCall<'_>) -> String {
-    written_value_text(cx, write)
-        .map_or_else(String::new, |text| super::resolve(cx, write.node, &text))
+    let Some(text) = written_value_text(cx, write) else {
+        return String::new();
+    };
+    let mut out = super::resolve(cx, write.node, &text);
+    if out == text {
+        for word in text
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with(|c: char| c.is_alphabetic() || c == '_'))
+        {
+            let resolved = super::resolve(cx, write.node, word);
+            if resolved != word {
+                out.push(' ');
+                out.push_str(&resolved);
+            }
+        }
+    }
+    out
 }
 
 /// The value a write stores, as written.

@@ -107,6 +107,96 @@ pub(crate) fn cache_call<'t, 'a>(call: Node<'t>, cx: &impl Local<'a>) -> Option<
     })
 }
 
+/// A function of the file that makes one cache call whose key comes from one of its parameters
+/// (`recall(name)` returning `self._mc.get(self._key(name))`): its calls are that cache call,
+/// on the key they pass.
+#[derive(Debug, Clone)]
+pub(crate) struct Wrapper {
+    name: String,
+    op: Op,
+    param: String,
+    django: bool,
+}
+
+/// `cache_call`, or a call of a cache wrapper of the file (`self.recall(name)`,
+/// `self.remember(name, value)`) taken for the cache call it makes, on the key it passes.
+pub(crate) fn cache_call_or_wrapper<'t, 'a>(
+    call: Node<'t>,
+    cx: &impl Local<'a>,
+) -> Option<CacheCall<'t>> {
+    if let Some(direct) = cache_call(call, cx) {
+        return Some(direct);
+    }
+    // A method of the class on `self`, or a function of the module.
+    let receiver = cx.call_text(call).receiver;
+    if receiver.is_some_and(|r| r != "self" && r != "cls") {
+        return None;
+    }
+    let (idx, src) = (cx.index()?, cx.src());
+    let method = cx.callee_name(call);
+    let wrappers = cx.memo().cache_wrappers.get_or_init(|| wrappers(cx));
+    let wrapper = wrappers.iter().find(|w| w.name == method)?;
+    let def = idx
+        .all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .copied()
+        .find(|f| syntax::function_name(*f, src) == method)?;
+    let arg = crate::rules::pay::argument_for(call, def, &wrapper.param, true, src)?;
+    let key = syntax::normalized(arg, src);
+    let resolved_key = resolve(cx, call, &key);
+    Some(CacheCall {
+        node: call,
+        method: method.to_string(),
+        op: wrapper.op,
+        key,
+        resolved_key,
+        django: wrapper.django,
+    })
+}
+
+/// The file's cache wrappers: small functions (three statements at most) with one cache call of
+/// their own, whose key names one of their parameters.
+fn wrappers<'a>(cx: &impl Local<'a>) -> Vec<Wrapper> {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        let small = func
+            .field("body")
+            .is_some_and(|b| syntax::statements(b).len() <= 3);
+        if !small {
+            continue;
+        }
+        let mut calls = idx
+            .within(func, kinds::CALL)
+            .iter()
+            .filter(|c| owned_by(idx, **c, Some(func)))
+            .filter_map(|c| cache_call(*c, cx));
+        let (Some(only), None) = (calls.next(), calls.next()) else {
+            continue;
+        };
+        if only.op == Op::GetOrSet {
+            continue;
+        }
+        let params = crate::rules::pay::positional_parameters(func, src);
+        let words: Vec<&str> = only
+            .key
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .collect();
+        let Some(param) = params.iter().find(|p| words.contains(p)) else {
+            continue;
+        };
+        out.push(Wrapper {
+            name: syntax::function_name(func, src).to_string(),
+            op: only.op,
+            param: param.to_string(),
+            django: only.django,
+        });
+    }
+    out
+}
+
 /// Whether what the call returns is used (not a statement of its own, awaited or not).
 fn result_read(call: Node<'_>) -> bool {
     let outer = call
