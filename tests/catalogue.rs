@@ -237,13 +237,14 @@ fn the_catalogue_release_matches_its_entries() {
     );
 }
 
-/// A title or suggestion chosen by a note (`titles.X`, `suggestions.X`) needs the note `X`: it
-/// is the note that selects it.
+/// A title, message or suggestion chosen by a note (`titles.X`, `messages.X`, `suggestions.X`)
+/// needs the note `X`: it is the note that selects it.
 #[test]
 fn alternative_titles_and_suggestions_belong_to_notes() {
     for rule in rules::ALL {
         let entry = entry(rule.id);
         let chosen = entry.meta.titles.keys().map(|k| ("titles", k));
+        let chosen = chosen.chain(entry.meta.messages.keys().map(|k| ("messages", k)));
         let chosen = chosen.chain(entry.meta.suggestions.keys().map(|k| ("suggestions", k)));
         for (table, key) in chosen {
             assert!(

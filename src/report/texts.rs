@@ -88,7 +88,12 @@ pub fn resolve_with(finding: &Finding, lang: Lang, line: Filler, block: Filler) 
         block(&rules::catalogue::optional_segments(template, args), args)
     };
     let args = localized(&finding.args, lang);
-    let mut message = line(meta.message.get(lang), &args);
+    let chosen = finding
+        .notes
+        .iter()
+        .find_map(|n| meta.messages.get(*n))
+        .unwrap_or(&meta.message);
+    let mut message = line(chosen.get(lang), &args);
     if !message.ends_with(['.', '!', '?']) {
         message.push('.');
     }

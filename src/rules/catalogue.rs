@@ -49,6 +49,10 @@ pub struct Meta {
     /// show `title`.
     #[serde(default)]
     pub titles: BTreeMap<String, Texts>,
+    /// A finding's message when it carries the note of that name (`messages.read_none`): where
+    /// the rule's usual sentence would say something untrue of the case. Docs show `message`.
+    #[serde(default)]
+    pub messages: BTreeMap<String, Texts>,
     /// A finding's suggestion when it carries the note of that name (`suggestions.http`): the
     /// fix for an HTTP service is not the one for a cache. Docs show `suggestion`.
     #[serde(default)]

@@ -1,5 +1,7 @@
 //! HTTP002 http-call-without-timeout: a payment HTTP call made with a library whose default is
 //! to wait (requests, `urllib.request.urlopen`, aiohttp's five minutes) and no `timeout`.
+use tree_sitter::Node;
+
 use super::{HttpCall, Lib};
 use crate::python::{kinds, syntax};
 use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan};
@@ -15,9 +17,15 @@ pub(crate) static RULE: Rule = Rule {
 /// money path is for the rule, with the rest of the change, to say.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && super::calls_for_gates(s)
+        && (super::calls_for_gates(s)
             .iter()
             .any(|call| !call.constructor && waits_forever(s, call))
+            || may_leave_reads_unbounded(s.src()))
+}
+
+/// Whether the text may build a timeout that bounds the connect only (`unbounded_reads`).
+fn may_leave_reads_unbounded(src: &str) -> bool {
+    src.contains("Timeout(None") || src.contains("read=None")
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -46,6 +54,71 @@ fn check(cx: &mut Ctx<'_>) {
         // A client module whose every endpoint lacks the timeout is one point, said once per
         // file: the fix is one helper or session setting, not a comment per call.
         finding.point = Some(note);
+    }
+    unbounded_reads(cx);
+}
+
+/// Calls on the money path handed a timeout that bounds the connect only:
+/// `timeout=httpx.Timeout(None, connect=3.0)`, written there or as a module constant
+/// (`GIFT_CARD_TIMEOUT = httpx.Timeout(None, connect=3.0)`). Read, write and pool then wait
+/// for ever, whatever the call is (a wrapper of the client passes it on).
+fn unbounded_reads(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    if !may_leave_reads_unbounded(src) {
+        return;
+    }
+    let unbounded = |value: Node<'_>| -> Option<String> {
+        let made = match value.kind() {
+            kinds::CALL => value,
+            kinds::IDENTIFIER => {
+                let name = syntax::text(value, src);
+                crate::rules::retry::eval::module_constant(idx, name, src)
+                    .filter(|v| v.kind() == kinds::CALL)?
+            }
+            _ => return None,
+        };
+        let callee = syntax::callee(made, src);
+        if super::lib_of_callee(callee, cx.facts) != Some(Lib::Httpx)
+            || syntax::callee_name(made, src) != "Timeout"
+        {
+            return None;
+        }
+        let read = syntax::keyword_arg(made, "read", src)
+            .or_else(|| syntax::keyword_arg(made, "timeout", src))
+            .or_else(|| syntax::positional_args(made).first().copied());
+        read.is_some_and(|r| r.kind() == kinds::NONE)
+            .then(|| syntax::normalized(made, src))
+    };
+    let found: Vec<(Node<'_>, String, String)> = idx
+        .all(kinds::CALL)
+        .iter()
+        .filter_map(|&call| {
+            // A client or a stream built to wait for events (`AsyncClient(timeout=
+            // httpx.Timeout(5.0, read=None))` for a server's event stream) waits on purpose;
+            // what is reported is a request handed such a timeout.
+            if matches!(
+                syntax::callee_name(call, src),
+                "Client" | "AsyncClient" | "stream"
+            ) {
+                return None;
+            }
+            let value = syntax::keyword_arg(call, "timeout", src)?;
+            let made = unbounded(value)?;
+            Some((call, syntax::normalized(value, src), made))
+        })
+        .filter(|(call, _, _)| super::on_money_path(cx, *call))
+        .collect();
+    for (call, given, made) in found {
+        let callee = syntax::callee(call, src).to_string();
+        let finding = cx
+            .report_lines(&RULE, syntax::lines(call), format!("{callee} {given}"))
+            .arg("call", callee)
+            .arg("timeout", given)
+            .arg("made", made)
+            .note("read_none");
+        finding.point = Some("read_none");
     }
 }
 
