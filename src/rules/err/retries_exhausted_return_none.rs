@@ -183,18 +183,29 @@ fn caught_into_none<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'
 /// after the loop, or in its `else`. Its last name (`BrightpayUnavailable`); not a bare
 /// `raise`.
 fn raised_when_spent<'s>(lp: Node<'_>, idx: &NodeIndex<'_>, src: &'s str) -> Option<&'s str> {
-    let mut next = lp.next_named_sibling();
-    while let Some(n) = next.filter(|n| n.kind() == kinds::COMMENT) {
-        next = n.next_named_sibling();
+    // The text after the loop, past blank lines and comments, is read before the tree: asking
+    // tree-sitter for a node's next sibling walks its parent's children, for every loop of
+    // every file.
+    let mut after = src.get(lp.end_byte()..).unwrap_or_default();
+    loop {
+        after = after.trim_start();
+        match after.strip_prefix('#') {
+            Some(comment) => after = comment.split_once('\n').map_or("", |(_, rest)| rest),
+            None => break,
+        }
     }
-    let raise = next
-        .filter(|n| n.kind() == kinds::RAISE_STATEMENT)
-        .or_else(|| {
-            let alternative = lp.field("alternative")?;
-            idx.within(alternative, kinds::RAISE_STATEMENT)
-                .first()
-                .copied()
-        })?;
+    let next = after.starts_with("raise").then(|| {
+        let at = src.len() - after.len();
+        let raises = idx.all(kinds::RAISE_STATEMENT);
+        let i = raises.partition_point(|r| r.start_byte() < at);
+        raises.get(i).copied().filter(|r| r.start_byte() == at)
+    });
+    let raise = next.flatten().or_else(|| {
+        let alternative = lp.field("alternative")?;
+        idx.within(alternative, kinds::RAISE_STATEMENT)
+            .first()
+            .copied()
+    })?;
     let raised = raise.named_child(0)?;
     let raised = if raised.kind() == kinds::CALL {
         raised.field("function")?
