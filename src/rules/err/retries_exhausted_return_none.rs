@@ -55,18 +55,21 @@ fn check(cx: &mut Ctx<'_>) {
     }
 }
 
+/// The file's `for` and `while` loops that are in a function, with the function.
+fn loops_in_functions<'a, 't>(
+    idx: &'a NodeIndex<'t>,
+) -> impl Iterator<Item = (Node<'t>, Node<'t>)> + 'a {
+    idx.all(kinds::FOR_STATEMENT)
+        .iter()
+        .chain(idx.all(kinds::WHILE_STATEMENT))
+        .filter_map(|&lp| Some((lp, idx.enclosing(lp, kinds::FUNCTION_DEFINITION)?)))
+}
+
 /// Each retry loop that lets its function return `None` once it runs out of attempts, with
 /// that function and where it ends up.
 fn exhausted_loops<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>, Exhausted)> {
     let mut out = Vec::new();
-    let loops = idx
-        .all(kinds::FOR_STATEMENT)
-        .iter()
-        .chain(idx.all(kinds::WHILE_STATEMENT));
-    for &lp in loops {
-        let Some(func) = idx.enclosing(lp, kinds::FUNCTION_DEFINITION) else {
-            continue;
-        };
+    for (lp, func) in loops_in_functions(idx) {
         if !super::is_retry_loop(lp, func, idx, src) || super::raises_when_exhausted(lp, idx, src) {
             continue;
         }
@@ -113,14 +116,7 @@ fn exhausted_loops<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t
 /// calls the helper and the catching function.
 fn caught_into_none<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>, Exhausted)> {
     let mut out = Vec::new();
-    let loops = idx
-        .all(kinds::FOR_STATEMENT)
-        .iter()
-        .chain(idx.all(kinds::WHILE_STATEMENT));
-    for &lp in loops {
-        let Some(helper) = idx.enclosing(lp, kinds::FUNCTION_DEFINITION) else {
-            continue;
-        };
+    for (lp, helper) in loops_in_functions(idx) {
         let Some(error) = raised_when_spent(lp, idx, src) else {
             continue;
         };

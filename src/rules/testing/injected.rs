@@ -51,11 +51,10 @@ pub fn injected(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Injected> {
             let params = crate::rules::pay::positional_parameters(helper, src);
             let passed = |v: Node<'_>| {
                 let name = syntax::text(v, src);
-                let arg = (v.kind() == kinds::IDENTIFIER)
-                    .then(|| params.iter().position(|p| *p == name))
-                    .flatten()
-                    .and_then(|_| crate::rules::pay::argument_for(call, helper, name, true, src));
-                arg.is_some_and(&double)
+                v.kind() == kinds::IDENTIFIER
+                    && params.contains(&name)
+                    && crate::rules::pay::argument_for(call, helper, name, true, src)
+                        .is_some_and(&double)
             };
             for r in idx.within(helper, kinds::RETURN_STATEMENT) {
                 if let Some(made) = syntax::return_value(*r).filter(|v| v.kind() == kinds::CALL) {
@@ -91,115 +90,113 @@ fn handed<'t>(
     out: &mut Vec<Injected>,
 ) {
     let src = cx.src();
-    {
-        let Some(args) = call.field("arguments") else {
-            return;
-        };
-        // Which of the callee's parameters get a mock: by keyword, or by place.
-        let mut by_keyword: Vec<&str> = Vec::new();
-        let mut by_place: Vec<usize> = Vec::new();
-        let mut place = 0;
-        // A container of mocks (`make_services(store, brightpay)`) handed over: the callee
-        // reaches them as its attributes (`services.brightpay`).
-        let mut holders: Vec<(Result<usize, &str>, Vec<&str>)> = Vec::new();
-        for arg in crate::python::named_children(args) {
-            let (slot, value) = match arg.kind() {
-                kinds::KEYWORD_ARGUMENT => {
-                    let (Some(name), Some(value)) = (arg.field("name"), arg.field("value")) else {
-                        continue;
-                    };
-                    (Err(syntax::text(name, src)), value)
-                }
-                kinds::LIST_SPLAT | kinds::DICTIONARY_SPLAT => break,
-                kinds::COMMENT => continue,
-                _ => {
-                    place += 1;
-                    (Ok(place - 1), arg)
-                }
-            };
-            if double(value) {
-                match slot {
-                    Ok(at) => by_place.push(at),
-                    Err(name) => by_keyword.push(name),
-                }
-            } else {
-                // The container made where it is passed, or bound in the test before
-                // (`services = make_services(store, brightpay)`).
-                let made = match value.kind() {
-                    kinds::CALL => Some(value),
-                    kinds::IDENTIFIER => {
-                        let local = syntax::text(value, src);
-                        idx.within(scope, kinds::ASSIGNMENT)
-                            .iter()
-                            .filter(|a| {
-                                a.field("left").is_some_and(|l| {
-                                    l.kind() == kinds::IDENTIFIER && syntax::text(l, src) == local
-                                })
-                            })
-                            .find_map(|a| a.field("right").filter(|r| r.kind() == kinds::CALL))
-                    }
-                    _ => None,
+    let Some(args) = call.field("arguments") else {
+        return;
+    };
+    // Which of the callee's parameters get a mock: by keyword, or by place.
+    let mut by_keyword: Vec<&str> = Vec::new();
+    let mut by_place: Vec<usize> = Vec::new();
+    let mut place = 0;
+    // A container of mocks (`make_services(store, brightpay)`) handed over: the callee
+    // reaches them as its attributes (`services.brightpay`).
+    let mut holders: Vec<(Result<usize, &str>, Vec<&str>)> = Vec::new();
+    for arg in crate::python::named_children(args) {
+        let (slot, value) = match arg.kind() {
+            kinds::KEYWORD_ARGUMENT => {
+                let (Some(name), Some(value)) = (arg.field("name"), arg.field("value")) else {
+                    continue;
                 };
-                let held = made
-                    .map(|c| mocks_held(c, &double, src))
-                    .unwrap_or_default();
-                if !held.is_empty() {
-                    holders.push((slot, held));
+                (Err(syntax::text(name, src)), value)
+            }
+            kinds::LIST_SPLAT | kinds::DICTIONARY_SPLAT => break,
+            kinds::COMMENT => continue,
+            _ => {
+                place += 1;
+                (Ok(place - 1), arg)
+            }
+        };
+        if double(value) {
+            match slot {
+                Ok(at) => by_place.push(at),
+                Err(name) => by_keyword.push(name),
+            }
+        } else {
+            // The container made where it is passed, or bound in the test before
+            // (`services = make_services(store, brightpay)`).
+            let made = match value.kind() {
+                kinds::CALL => Some(value),
+                kinds::IDENTIFIER => {
+                    let local = syntax::text(value, src);
+                    idx.within(scope, kinds::ASSIGNMENT)
+                        .iter()
+                        .filter(|a| {
+                            a.field("left").is_some_and(|l| {
+                                l.kind() == kinds::IDENTIFIER && syntax::text(l, src) == local
+                            })
+                        })
+                        .find_map(|a| a.field("right").filter(|r| r.kind() == kinds::CALL))
                 }
+                _ => None,
+            };
+            let held = made
+                .map(|c| mocks_held(c, &double, src))
+                .unwrap_or_default();
+            if !held.is_empty() {
+                holders.push((slot, held));
             }
         }
-        if by_keyword.is_empty() && by_place.is_empty() && holders.is_empty() {
-            return;
-        }
-        let name = idx.callee_name(call, src);
-        let constructor = format!("{name}.__init__");
-        let defined = cx
-            .change
-            .functions_named(cx.side, name)
-            .chain(cx.change.functions_named(cx.side, "__init__"))
-            .filter(|(file, f)| {
-                !file.is_test && (f.name == name || f.qualname.ends_with(&constructor))
-            });
-        for (_, f) in defined {
-            let params: Vec<&str> = f.params.split(',').collect();
-            let mocked = |p: &str| {
-                by_keyword.contains(&p)
-                    || params
-                        .iter()
-                        .position(|q| *q == p)
-                        .is_some_and(|i| by_place.contains(&i))
-            };
-            if f.name == "__init__" {
-                let class = f.qualname.trim_end_matches("__init__");
-                for (attribute, param) in f.stores.iter() {
-                    if mocked(param) {
-                        out.push(Injected {
-                            within: class.to_string(),
-                            receiver: format!("self.{attribute}"),
-                        });
-                    }
-                }
-            } else {
-                for p in params.iter().filter(|p| mocked(p)) {
+    }
+    if by_keyword.is_empty() && by_place.is_empty() && holders.is_empty() {
+        return;
+    }
+    let name = idx.callee_name(call, src);
+    let constructor = format!("{name}.__init__");
+    let defined = cx
+        .change
+        .functions_named(cx.side, name)
+        .chain(cx.change.functions_named(cx.side, "__init__"))
+        .filter(|(file, f)| {
+            !file.is_test && (f.name == name || f.qualname.ends_with(&constructor))
+        });
+    for (_, f) in defined {
+        let params: Vec<&str> = f.params.split(',').collect();
+        let mocked = |p: &str| {
+            by_keyword.contains(&p)
+                || params
+                    .iter()
+                    .position(|q| *q == p)
+                    .is_some_and(|i| by_place.contains(&i))
+        };
+        if f.name == "__init__" {
+            let class = f.qualname.trim_end_matches("__init__");
+            for (attribute, param) in f.stores.iter() {
+                if mocked(param) {
                     out.push(Injected {
-                        within: f.qualname.clone(),
-                        receiver: p.to_string(),
+                        within: class.to_string(),
+                        receiver: format!("self.{attribute}"),
                     });
                 }
-                for (slot, held) in &holders {
-                    let param = match slot {
-                        Ok(at) => params.get(*at).copied(),
-                        Err(name) => params.iter().copied().find(|p| p == name),
-                    };
-                    for (p, attribute) in param
-                        .into_iter()
-                        .flat_map(|p| held.iter().map(move |h| (p, h)))
-                    {
-                        out.push(Injected {
-                            within: f.qualname.clone(),
-                            receiver: format!("{p}.{attribute}"),
-                        });
-                    }
+            }
+        } else {
+            for p in params.iter().filter(|p| mocked(p)) {
+                out.push(Injected {
+                    within: f.qualname.clone(),
+                    receiver: p.to_string(),
+                });
+            }
+            for (slot, held) in &holders {
+                let param = match slot {
+                    Ok(at) => params.get(*at).copied(),
+                    Err(name) => params.iter().copied().find(|p| p == name),
+                };
+                for (p, attribute) in param
+                    .into_iter()
+                    .flat_map(|p| held.iter().map(move |h| (p, h)))
+                {
+                    out.push(Injected {
+                        within: f.qualname.clone(),
+                        receiver: format!("{p}.{attribute}"),
+                    });
                 }
             }
         }
