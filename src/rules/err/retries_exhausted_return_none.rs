@@ -15,7 +15,7 @@ pub(crate) static RULE: Rule = Rule {
 };
 
 /// Where a function ends up after its retry loop ran out of attempts.
-struct Exhausted {
+struct Exhausted<'t> {
     lines: (u32, u32),
     falls_off: bool,
     /// Stable across versions: the `return` (or the loop's last words when it falls off).
@@ -23,12 +23,12 @@ struct Exhausted {
     /// The note that says how the `None` comes about, where the lines alone do not show it.
     how: Option<&'static str>,
     /// Where the retries are when they are another function's, whose give-up error this one
-    /// catches: its name, its loop's line, the error.
-    helper: Option<(String, u32, String)>,
+    /// catches: that function's loop, and the error.
+    helper: Option<(Node<'t>, String)>,
 }
 
-impl Exhausted {
-    fn at_return(first: Node<'_>, ret: Node<'_>, key: &str, src: &str) -> Exhausted {
+impl Exhausted<'static> {
+    fn at_return(first: Node<'_>, ret: Node<'_>, key: &str, src: &str) -> Exhausted<'static> {
         Exhausted {
             lines: (syntax::lines(first).0, syntax::lines(ret).1),
             falls_off: false,
@@ -67,7 +67,7 @@ fn loops_in_functions<'a, 't>(
 
 /// Each retry loop that lets its function return `None` once it runs out of attempts, with
 /// that function and where it ends up.
-fn exhausted_loops<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>, Exhausted)> {
+fn exhausted_loops<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>, Exhausted<'t>)> {
     let mut out = Vec::new();
     for (lp, func) in loops_in_functions(idx) {
         if !super::is_retry_loop(lp, func, idx, src) || super::raises_when_exhausted(lp, idx, src) {
@@ -114,7 +114,10 @@ fn exhausted_loops<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t
 /// catches that error from it and gives `None` (`create_payout`'s `except BrightpayUnavailable:
 /// return None`): the retries end in `None` all the same, one call up. Each with the `try` that
 /// calls the helper and the catching function.
-fn caught_into_none<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>, Exhausted)> {
+fn caught_into_none<'t>(
+    idx: &NodeIndex<'t>,
+    src: &str,
+) -> Vec<(Node<'t>, Node<'t>, Exhausted<'t>)> {
     let mut out = Vec::new();
     for (lp, helper) in loops_in_functions(idx) {
         let Some(error) = raised_when_spent(lp, idx, src) else {
@@ -168,7 +171,7 @@ fn caught_into_none<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'
                     helper: None,
                 },
             };
-            exhausted.helper = Some((name.to_string(), syntax::lines(lp).0, error.to_string()));
+            exhausted.helper = Some((lp, error.to_string()));
             out.push((attempt, func, exhausted));
         }
     }
@@ -221,7 +224,7 @@ fn decorator_returns_none(
     decorator: Node<'_>,
     idx: &NodeIndex<'_>,
     src: &str,
-) -> Option<Exhausted> {
+) -> Option<Exhausted<'static>> {
     let mut cursor = decorator.walk();
     let call = decorator
         .named_children(&mut cursor)
@@ -310,7 +313,7 @@ fn gives_up_with_none<'t>(
         })
 }
 
-fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) {
+fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
@@ -340,12 +343,15 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
     // Retries of a helper that talks to the provider put the function that catches their
     // error on the path too.
-    let helper_on_path = exhausted.helper.as_ref().is_some_and(|(helper, _, _)| {
-        cx.facts.is_some_and(|file| {
-            file.functions
-                .iter()
-                .any(|f| f.name == *helper && cx.on_payment_path(Some(f)))
-        })
+    let helper = exhausted.helper.as_ref().and_then(|(helper_loop, error)| {
+        let helper = idx.enclosing(*helper_loop, kinds::FUNCTION_DEFINITION)?;
+        Some((*helper_loop, helper, error))
+    });
+    let helper_on_path = helper.is_some_and(|(_, helper, _)| {
+        let facts = cx
+            .facts
+            .and_then(|f| f.function(&facts::qualname(helper, idx, src)));
+        cx.on_payment_path(facts)
     });
     let on_path = cx.on_payment_path(function.as_ref()) || helper_on_path;
     let raised_before = cx
@@ -368,21 +374,12 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     // Reported for the money alone, with callers that test the `None`: no `AttributeError` to
     // warn of, and no task's retries that it changes.
     let tested_none = retries_money && !raised_before && !expects_result && caller.is_none();
-    let loop_line = match &exhausted.helper {
-        Some((_, line, _)) => *line,
-        None => syntax::lines(lp).0,
+    // The loop, and the library, are the helper's where the retries are another function's.
+    let (retried, requests_in) = match helper {
+        Some((helper_loop, _, _)) => (helper_loop, helper_loop),
+        None => (lp, attempt),
     };
-    // The library is the helper's, where the requests are.
-    let requests_in = match &exhausted.helper {
-        Some((_, line, _)) => idx
-            .all(kinds::WHILE_STATEMENT)
-            .iter()
-            .chain(idx.all(kinds::FOR_STATEMENT))
-            .copied()
-            .find(|l| syntax::lines(*l).0 == *line)
-            .unwrap_or(attempt),
-        None => attempt,
-    };
+    let loop_line = syntax::lines(retried).0;
     let (autoretry_error, transport_error) = transport_errors(cx, requests_in);
     let finding = cx
         .report_lines(&RULE, exhausted.lines, exhausted.key)
@@ -397,9 +394,9 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted) 
     if let Some(how) = exhausted.how {
         finding.note(how);
     }
-    if let Some((helper, _, error)) = &exhausted.helper {
+    if let Some((_, helper, error)) = helper {
         finding
-            .arg("helper", helper.clone())
+            .arg("helper", syntax::function_name(helper, src).to_string())
             .arg("error", error.clone())
             .note("caught");
     }
@@ -530,7 +527,7 @@ fn exhausted_exit(
     func: Node<'_>,
     idx: &NodeIndex<'_>,
     src: &str,
-) -> Option<Exhausted> {
+) -> Option<Exhausted<'static>> {
     // `for ...: ... break` then `else: return None`: the `else` runs only when no attempt
     // broke out.
     let otherwise = lp.field("alternative").and_then(|e| e.field("body"));

@@ -24,11 +24,10 @@ pub struct Injected {
 fn is_double(class: &str) -> bool {
     matches!(
         class,
-        "Mock" | "MagicMock" | "AsyncMock" | "NonCallableMock" | "NonCallableMagicMock"
-    ) || class == "create_autospec"
-        || ["Fake", "Stub", "Dummy", "Mock"]
-            .iter()
-            .any(|p| class.starts_with(p))
+        "MagicMock" | "AsyncMock" | "NonCallableMock" | "NonCallableMagicMock" | "create_autospec"
+    ) || ["Fake", "Stub", "Dummy", "Mock"]
+        .iter()
+        .any(|p| class.starts_with(p))
 }
 
 /// The mocks `test` hands to functions and constructors of the change, and the names they
