@@ -37,6 +37,12 @@ fn check(cx: &mut Ctx<'_>) {
     for (clause, func, caught) in swallowers(idx, src, contextlib) {
         let qualname = crate::rules::facts::qualname(func, idx, src);
         let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
+        if clause.kind() == kinds::EXCEPT_CLAUSE && handler_returns_false(clause, func, idx) {
+            if let Some(function) = &function {
+                false_dropped(cx, clause, function, caught);
+            }
+            continue;
+        }
         let annotation = syntax::return_annotation(func, src)
             .filter(|a| !syntax::annotation_allows_none(a))
             .map(str::to_string);
@@ -116,6 +122,66 @@ fn check(cx: &mut Ctx<'_>) {
     }
 }
 
+/// A broad `except` whose handler returns `False` from a provider call (a function that sends a
+/// request, itself or through its file's helpers), and a caller in the change that drops what
+/// it returns (`client.reverse_redemption(...)` as a statement, then `status = "reversed"`):
+/// the failure is seen by no one. Where the result is kept, `False` is a contract the caller
+/// can check, and nothing is said.
+fn false_dropped(cx: &mut Ctx<'_>, clause: Node<'_>, function: &FunctionFacts, caught: String) {
+    let Some(file) = cx.facts else {
+        return;
+    };
+    // `send_receipt(...) -> bool`: what it tells of is no payment.
+    let beside = function.name.split('_').any(|w| {
+        crate::rules::pay::BESIDE_THE_MONEY
+            .iter()
+            .any(|b| w.eq_ignore_ascii_case(b))
+    });
+    if beside || !reaches_http_in_file(file, function, 2) {
+        return;
+    }
+    let Some((dropper_file, dropper)) = cx
+        .change
+        .calls_named(cx.side, &function.name)
+        .find(|(f, c)| c.discarded && !f.is_test && *c.function != *function.qualname)
+    else {
+        return;
+    };
+    let payment = |name: &str| cx.vocab.is_payment_operation(name);
+    let moves_money = function.payment
+        || file.payment_module
+        || dropper_file.payment_module
+        || payment(&function.name)
+        || payment(&dropper.function);
+    let dropped_at = format!("{}:{}", dropper_file.path, dropper.line);
+    let dropped_by = if dropper.function.is_empty() {
+        "module code".to_string()
+    } else {
+        dropper.function.to_string()
+    };
+    let finding = cx
+        .report(&RULE, clause)
+        .arg("caught", caught)
+        .arg("function", function.qualname.clone())
+        .arg("dropped_by", dropped_by)
+        .arg("dropped_at", dropped_at)
+        .note("false_dropped");
+    if !moves_money {
+        finding.severity(Severity::Important);
+    }
+}
+
+/// Whether the handler's own `return` gives `False`.
+fn handler_returns_false(clause: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>) -> bool {
+    idx.within(clause, kinds::RETURN_STATEMENT)
+        .iter()
+        .filter(|r| {
+            idx.enclosing(**r, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| f.id() == func.id())
+        })
+        .any(|r| r.named_child(0).is_some_and(|v| v.kind() == kinds::FALSE))
+}
+
 /// Whether `f` sends a request, itself or through functions of its file it calls, up to
 /// `depth` calls down.
 fn reaches_http_in_file(file: &FileFacts, f: &FunctionFacts, depth: usize) -> bool {
@@ -165,7 +231,10 @@ fn swallowing_except<'t>(clause: Node<'t>, idx: &NodeIndex<'t>, src: &str) -> Op
         return None;
     }
     idx.enclosing(clause, kinds::FUNCTION_DEFINITION)
-        .filter(|func| handler_returns_none(clause, *func, idx, src, &mut |_| false))
+        .filter(|func| {
+            handler_returns_none(clause, *func, idx, src, &mut |_| false)
+                || handler_returns_false(clause, *func, idx)
+        })
 }
 
 /// Whether the file can call `suppress` at all: it imports `contextlib` or from it.

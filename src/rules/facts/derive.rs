@@ -608,6 +608,10 @@ fn merge(
             for line in &mut func.none_returns {
                 *line = moved(*line);
             }
+            if let Some(fresh) = func.fresh_key.as_deref_mut() {
+                fresh.line = moved(fresh.line);
+            }
+            func.returns_fresh = func.returns_fresh.map(moved);
             out.functions.push(func);
             f += 1;
         }

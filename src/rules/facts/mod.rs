@@ -80,6 +80,24 @@ pub struct FunctionFacts {
     /// `(attribute, parameter)` (`self.gateway = gateway`, `self._http = client or Client()`): a
     /// test that hands the constructor a mock there makes the methods' `self.gateway` that mock.
     pub stores: Box<[(Box<str>, Box<str>)]>,
+    /// [idem family] An idempotency key it sends and makes anew on every call, whatever it is
+    /// handed (`headers["Idempotency-Key"] = uuid.uuid4().hex`): a caller that retries it sends
+    /// another key on every attempt. Read only for functions that name idempotency.
+    pub fresh_key: Option<Box<FreshKey>>,
+    /// [idem family] The line of a `return` that gives a new value on every call (`return
+    /// f"refund:{return_id}:{uuid.uuid4().hex[:12]}"`): a key made by it in a retry is made
+    /// anew on every attempt.
+    pub returns_fresh: Option<u32>,
+}
+
+/// Where a function makes the key it sends (`FunctionFacts::fresh_key`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FreshKey {
+    pub line: u32,
+    /// The key as the request names it (`"Idempotency-Key"`, `idempotency_key`).
+    pub key: String,
+    /// The call that gives a new value each time (`uuid.uuid4()`).
+    pub made: String,
 }
 
 impl FunctionFacts {
@@ -111,6 +129,9 @@ pub struct CallSite {
     pub deref_subscript: bool,
     /// The binding is tested (`if result`, `result is None`) before that line.
     pub checked: bool,
+    /// The call is a statement of its own (`client.reverse(...)`, `await client.reverse(...)`):
+    /// what it returns is dropped.
+    pub discarded: bool,
 }
 
 impl CallSite {
@@ -508,6 +529,11 @@ fn function_facts(
             facts.none_returns.push(syntax::lines(*ret).0);
         } else {
             facts.returns_value = true;
+            if facts.returns_fresh.is_none()
+                && crate::rules::idem::key_made_per_attempt::gives_fresh(*ret, idx, src)
+            {
+                facts.returns_fresh = Some(syntax::lines(*ret).0);
+            }
         }
     }
     facts.raises = idx.within(func, kinds::RAISE_STATEMENT).iter().any(own);
@@ -591,6 +617,10 @@ fn function_facts(
     if !mocks.is_empty() {
         facts.mocks = Some(mocks.into());
     }
+    if facts.mentions_idempotency {
+        facts.fresh_key =
+            crate::rules::idem::key_made_per_attempt::made_anew(func, idx, src).map(Box::new);
+    }
     if facts.name == "__init__" && !facts.params.is_empty() {
         facts.stores = stored_parameters(func, idx, src, &facts.params);
     }
@@ -635,6 +665,12 @@ fn waits_between_attempts(decorator: &str) -> bool {
 const MOCK_MAKERS: &[&str] = &[
     // httpx's own stand-in for the network: a client built on it sends nothing.
     "MockTransport",
+    // `respx.mock(base_url=...)`, `responses.RequestsMock()`, `requests_mock.Mocker()`,
+    // `aioresponses()`: routers that answer the requests of what runs inside them.
+    "mock",
+    "RequestsMock",
+    "Mocker",
+    "aioresponses",
     "MagicMock",
     "Mock",
     "AsyncMock",
@@ -1378,7 +1414,15 @@ fn call_site_with(
                     .any(|(g, _)| guards(*g, at, name, src))
             });
     }
+    let outer = call
+        .parent()
+        .filter(|p| p.kind() == kinds::AWAIT)
+        .unwrap_or(call);
+    let discarded = outer
+        .parent()
+        .is_some_and(|p| p.kind() == kinds::EXPRESSION_STATEMENT);
     CallSite {
+        discarded,
         name_at: name_at(text.callee, text.name),
         callee: Arc::from(text.callee),
         function: func.map(qualname_of).unwrap_or_default(),

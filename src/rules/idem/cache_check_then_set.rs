@@ -125,6 +125,11 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
                 && (money || scope.is_some_and(|func| sends_money(cx, func)))
     });
     let guard = pays_here && guards(cx, scope, read);
+    // A claim helper whose caller pays only when it says yes: the read decides there.
+    let claimed_for = (!guard)
+        .then(|| claim_for_payment(cx, scope, read, function))
+        .flatten();
+    let guard = guard || claimed_for.is_some();
     // What is written when it is neither a key nor a guard: a marker (`"done"`, `1`, `True`)
     // on the money path may be a dedup nobody named; data (a rate, an access token fetched
     // again) is a read-through cache, where two racers both write what is equally right.
@@ -160,6 +165,8 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
         .severity(severity);
     let kind = if read.op == Op::GetOrSet {
         "get_or_set"
+    } else if claimed_for.is_some() {
+        "claim"
     } else if guard {
         "guard"
     } else if severity == Severity::Blocker {
@@ -167,10 +174,13 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
     } else {
         "overwrite"
     };
+    if let Some(caller) = claimed_for {
+        finding.arg("claimed_for", caller);
+    }
     finding.note(kind);
     if severity == Severity::Blocker {
         // A guard stores a marker, not a key the gateway is sent.
-        finding.note(if kind == "guard" {
+        finding.note(if matches!(kind, "guard" | "claim") {
             "eviction_marker"
         } else {
             "eviction"
@@ -361,6 +371,42 @@ fn written_value_node<'t>(cx: &Ctx<'_>, write: &CacheCall<'t>) -> Option<Node<'t
 
 /// Whether the read decides, with an `if` that returns or raises, that the rest of the
 /// function (its payment) is skipped: a dedup guard in front of the payment call.
+/// A helper named for taking a claim or a lock (`_claim(instalment_id)`, `acquire_lock(...)`)
+/// that says no from the read (`if await self.redis.get(key) is not None: return False`), and a
+/// caller of it in the change that goes on to pay (`if not await self._claim(inst.id):
+/// continue` before `self._capture_one(inst)`): the caller that trusts it, by its qualified name.
+fn claim_for_payment(
+    cx: &Ctx<'_>,
+    scope: Option<Node<'_>>,
+    read: &CacheCall<'_>,
+    function: Option<&FunctionFacts>,
+) -> Option<String> {
+    let func = function.filter(|f| f.returns_value)?;
+    let lower = func.name.to_ascii_lowercase();
+    let claims = lower.split('_').any(|w| {
+        matches!(
+            w,
+            "claim" | "lock" | "acquire" | "reserve" | "lease" | "take" | "begin"
+        )
+    });
+    if !claims || !guards(cx, scope, read) {
+        return None;
+    }
+    let pays = |f: &FunctionFacts| {
+        f.payment
+            || cx.vocab.is_payment_operation(&f.name)
+            || f.callees.iter().any(|c| cx.vocab.is_payment_operation(c))
+            || super::reaches_http(cx, f)
+    };
+    cx.change
+        .calls_named(cx.side, &func.name)
+        .filter(|(file, _)| !file.is_test)
+        .find_map(|(file, call)| {
+            let caller = file.function(&call.function)?;
+            (caller.qualname != func.qualname && pays(caller)).then(|| caller.qualname.clone())
+        })
+}
+
 fn guards(cx: &Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>) -> bool {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return false;

@@ -40,9 +40,15 @@ const FRESH: &[&str] = &[
 
 /// Every finding is about a key sent from inside a function, under a name that says so: the
 /// function's text mentions idempotency (`FunctionFacts::mentions_idempotency`, read once by
-/// the facts pass).
+/// the facts pass); or about a retry whose attempts call such a function of another file.
 fn gate(s: &Scan<'_>) -> bool {
-    s.facts.functions.iter().any(|f| f.mentions_idempotency)
+    s.facts.functions.iter().any(|f| {
+        f.mentions_idempotency
+            || f.decorators.iter().any(|d| {
+                let d = d.to_ascii_lowercase();
+                d.contains("retr") || d.contains("backoff")
+            })
+    }) || crate::rules::retry::has_retry_loop(s)
 }
 
 /// `Idempotency-Key`, `idempotency_key=`, `IDEMPOTENCY_HEADER`: the same test as
@@ -59,6 +65,12 @@ fn check(cx: &mut Ctx<'_>) {
     for attempt in attempts::attempts(idx, src) {
         for Site { at, name, value } in key_sites(idx, attempt.body, src) {
             let Some((made, fresh)) = made_in(idx, &attempt, at, value, src) else {
+                if let Some((call, helper)) = made_elsewhere(cx, idx, &attempt, at, value, src)
+                    && !reported.contains(&call.id())
+                {
+                    reported.push(call.id());
+                    report_elsewhere(cx, &attempt, call, (name, helper));
+                }
                 continue;
             };
             if reported.contains(&made.id()) {
@@ -75,6 +87,225 @@ fn check(cx: &mut Ctx<'_>) {
             let helper = facts::qualname(helper, idx, src);
             report(cx, &attempt, (made, fresh), site.name, Some(helper));
         }
+        for (call, (helper, at, fresh)) in helpers_elsewhere(cx, idx, &attempt, src) {
+            if reported.contains(&call.id()) {
+                continue;
+            }
+            reported.push(call.id());
+            let facts::FreshKey { key, made, .. } = fresh;
+            report_elsewhere(cx, &attempt, call, (key, (helper, at, made)));
+        }
+    }
+}
+
+/// Where `func` itself sends an idempotency key that it makes anew on every call, whatever its
+/// caller hands it: `headers["Idempotency-Key"] = uuid.uuid4().hex` in a client's
+/// `submit_transfer`. A key made only when none is given (`idempotency_key or uuid4()`) is the
+/// caller's to keep, and is not counted. For the facts pass (`FunctionFacts::fresh_key`), so
+/// that a retry loop in another file can ask about the function it calls.
+pub(crate) fn made_anew(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Option<facts::FreshKey> {
+    let body = func.field("body")?;
+    let whole = Attempt {
+        body,
+        func,
+        loop_line: None,
+        retried_by: None,
+    };
+    let params = crate::rules::pay::parameters(func, src);
+    key_sites(idx, body, src).into_iter().find_map(|site| {
+        let (made, fresh) = made_in(idx, &whole, site.at, site.value, src)?;
+        if fresh.kind() != kinds::CALL || fallback_choice(fresh, made).is_some() {
+            return None;
+        }
+        // `if not idempotency_key: idempotency_key = new_key()`: made for a caller that gave
+        // none, which a caller that retries may well give.
+        let made_for_a_parameter = made
+            .field("left")
+            .filter(|_| made.kind() == kinds::ASSIGNMENT)
+            .is_some_and(|l| params.iter().any(|p| p == syntax::text(l, src)));
+        if made_for_a_parameter {
+            return None;
+        }
+        Some(facts::FreshKey {
+            line: syntax::lines(made).0,
+            key: site.name,
+            made: syntax::normalized(fresh, src),
+        })
+    })
+}
+
+/// Functions of other files of the change that each attempt calls and that make the key they
+/// send anew (`ferrox_api.submit_credit_transfer(...)`, whose `Idempotency-Key` is
+/// `uuid.uuid4().hex`): with the function, as `qualname` and where it makes the key. Followed
+/// where the call is sure of its function: a module's function by the file's import of it or
+/// of its module; a method by a name every function of which in the change makes one.
+fn helpers_elsewhere<'t>(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'t>,
+    attempt: &Attempt<'t>,
+    src: &str,
+) -> Vec<(Node<'t>, (String, String, facts::FreshKey))> {
+    let mut out = Vec::new();
+    for &call in idx.within(attempt.body, kinds::CALL) {
+        if idx
+            .enclosing(call, kinds::FUNCTION_DEFINITION)
+            .is_none_or(|f| f.id() != attempt.func.id())
+        {
+            continue;
+        }
+        let found = called_elsewhere(cx, idx.call_text(call, src), |f| {
+            f.fresh_key.as_deref().map(|k| (k.line, k.clone()))
+        });
+        if let Some((helper, at, fresh)) = found {
+            out.push((call, (helper, at, fresh)));
+        }
+    }
+    out
+}
+
+/// A key value that calls a function of another file of the change that returns a new value
+/// on every call (`idempotency_key=refund_idempotency_key(event.return_id)`, which appends
+/// `uuid.uuid4().hex[:12]`), directly or through a name set in the stretch: the call, with the
+/// function, where it returns, and what the key is made by.
+fn made_elsewhere<'t>(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'t>,
+    attempt: &Attempt<'t>,
+    site: Node<'t>,
+    value: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, (String, String, String))> {
+    let inside = |n: Node<'_>| syntax::contains(attempt.body, n);
+    let value = if value.kind() == kinds::IDENTIFIER {
+        let name = syntax::text(value, src);
+        idx.assigned_before(Some(attempt.func), name, site.start_byte(), src)
+            .filter(|v| inside(*v))?
+    } else {
+        value
+    };
+    std::iter::once(value)
+        .filter(|n| n.kind() == kinds::CALL)
+        .chain(idx.within(value, kinds::CALL).iter().copied())
+        .filter(|c| inside(*c))
+        .find_map(|call| {
+            let (helper, at, ()) = called_elsewhere(cx, idx.call_text(call, src), |f| {
+                f.returns_fresh.map(|l| (l, ()))
+            })?;
+            Some((
+                call,
+                (helper, at, format!("{}()", syntax::callee(call, src))),
+            ))
+        })
+}
+
+/// The function of another file of the change that a call runs, when `holds` says something of
+/// it: with its qualified name and `path:line` of what it says. Followed where the call is sure
+/// of its function: a module's function by the file's import of it or of its module; a method
+/// or an unimported name by a name every function of which in the change holds it.
+fn called_elsewhere<T>(
+    cx: &Ctx<'_>,
+    parts: syntax::CallText<'_>,
+    holds: impl Fn(&facts::FunctionFacts) -> Option<(u32, T)>,
+) -> Option<(String, String, T)> {
+    let file = cx.facts?;
+    let last = |dotted: &str| dotted.rsplit('.').next().unwrap_or(dotted).to_string();
+    if parts.name.is_empty() || matches!(parts.receiver, Some("self" | "cls")) {
+        return None;
+    }
+    // The file's own functions are `helper_keys`'s and `made_in`'s.
+    if file.functions.iter().any(|f| f.name == parts.name) {
+        return None;
+    }
+    let module = match parts.receiver {
+        Some(receiver) => file.import_target(receiver).map(last),
+        None => file
+            .import_target(parts.name)
+            .and_then(|t| t.rsplit_once('.'))
+            .map(|(m, _)| last(m)),
+    };
+    // `client.post(...)`, `session.request(...)`: a client's verb, whichever client it is.
+    let generic = matches!(
+        parts.name,
+        "get"
+            | "post"
+            | "put"
+            | "patch"
+            | "delete"
+            | "head"
+            | "options"
+            | "request"
+            | "send"
+            | "call"
+            | "execute"
+            | "run"
+            | "fetch"
+            | "stream"
+    );
+    if module.is_none() && generic {
+        return None;
+    }
+    let candidates: Vec<_> = cx
+        .change
+        .functions_named(cx.side, parts.name)
+        .filter(|(other, _)| !other.is_test && other.path != file.path)
+        .filter(|(other, f)| match &module {
+            Some(m) => last(&other.module) == *m && f.qualname == f.name,
+            None => true,
+        })
+        .collect();
+    if candidates.is_empty() || !candidates.iter().all(|(_, f)| holds(f).is_some()) {
+        return None;
+    }
+    let (first_file, first) = candidates.first()?;
+    let (line, said) = holds(first)?;
+    Some((
+        first.qualname.clone(),
+        format!("{}:{line}", first_file.path),
+        said,
+    ))
+}
+
+/// A key made anew by a function of another file that every attempt calls, reported at the
+/// call: the attempt is where one key must be made and handed down.
+fn report_elsewhere(
+    cx: &mut Ctx<'_>,
+    attempt: &Attempt<'_>,
+    call: Node<'_>,
+    (key, (helper, at, made)): (String, (String, String, String)),
+) {
+    let src = cx.src();
+    let qualname = cx
+        .index()
+        .map(|idx| facts::qualname(attempt.func, idx, src))
+        .unwrap_or_default();
+    let clock = ["time", "now", "utcnow"]
+        .iter()
+        .any(|w| made.contains(&format!("{w}(")));
+    let finding = cx
+        .report_lines(
+            &RULE,
+            syntax::lines(call),
+            format!("key-per-attempt-in {helper}"),
+        )
+        .arg("key", key)
+        .arg("made", made)
+        .arg("function", qualname.clone())
+        .arg("helper", helper)
+        .arg("helper_at", at);
+    finding.function = qualname;
+    // Said in the note of where the key is made, which names the retry.
+    match (attempt.loop_line, &attempt.retried_by) {
+        (Some(line), _) => {
+            finding.arg("loop_line", line.to_string());
+        }
+        (None, Some(by)) => {
+            finding.arg("retried_by", by.clone());
+        }
+        (None, None) => {}
+    }
+    finding.note("elsewhere");
+    if clock {
+        finding.note("clock");
     }
 }
 
@@ -479,6 +710,28 @@ fn fresh_call<'t>(node: Node<'t>, idx: &NodeIndex<'t>, src: &str) -> Option<Node
         .filter(|n| n.kind() == kinds::CALL)
         .chain(idx.within(node, kinds::CALL).iter().copied())
         .find(fresh)
+}
+
+/// Whether a `return` gives a new value each time (`return uuid.uuid4().hex`). For the facts
+/// pass (`FunctionFacts::returns_fresh`): the text is looked at first, as most returns give
+/// no such thing.
+pub(crate) fn gives_fresh(ret: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    let text = syntax::text(ret, src);
+    [
+        "uuid",
+        "token_",
+        "urandom",
+        "getrandbits",
+        "rand",
+        "time_ns",
+        "now(",
+    ]
+    .iter()
+    .any(|w| text.contains(w))
+        && idx
+            .within(ret, kinds::CALL)
+            .iter()
+            .any(|c| FRESH.contains(&syntax::callee_name(*c, src)))
 }
 
 /// Whether a function of the file named `name` returns a new value each call: `return

@@ -67,7 +67,7 @@ pub(crate) fn pays(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
 
 /// Words of a function's name that say it tells of a payment rather than makes one, though it
 /// may pass the amount over HTTP from a payment module (`send_receipt(email, total)`).
-const BESIDE_THE_MONEY: &[&str] = &[
+pub(crate) const BESIDE_THE_MONEY: &[&str] = &[
     "notify",
     "notification",
     "email",

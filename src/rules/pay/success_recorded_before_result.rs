@@ -252,8 +252,15 @@ fn report(
             .arg("save_line", syntax::lines(save).0.to_string())
             .note("saved");
     }
-    if let Some(at) = returns_none_at {
+    // Where the function checks for `None`, that the callee returns it is no news.
+    if let Some(at) = returns_none_at.filter(|_| why != "status_later") {
         finding.arg("returns_none_at", at).note("returns_none");
+    }
+    if why == "status_later" {
+        let names: Vec<&str> = syntax::bound_name(call, src).into_iter().collect();
+        if let Some(line) = status_read_after(stmt, block, &names, src) {
+            finding.arg("status_line", line.to_string());
+        }
     }
     if why == "checked_after"
         && let Some(check) = late_check(call, stmt, block, src)
@@ -296,6 +303,7 @@ fn names_a_success_call(src: &str) -> bool {
         &b"complete_"[..],
         &b"settle_"[..],
         &b"confirm_"[..],
+        &b"credit"[..],
     ]
     .into_iter()
     .any(|prefix| {
@@ -306,7 +314,8 @@ fn names_a_success_call(src: &str) -> bool {
                 return false;
             }
             let lower = name[..len].to_ascii_lowercase();
-            std::str::from_utf8(&lower).is_ok_and(|n| says_success(n) || completes(n).is_some())
+            std::str::from_utf8(&lower)
+                .is_ok_and(|n| says_success(n) || completes(n).is_some() || credits(n))
         })
     })
 }
@@ -320,6 +329,17 @@ fn completes(lower: &str) -> Option<&str> {
         .or_else(|| lower.strip_prefix("settle_"))
         .or_else(|| lower.strip_prefix("confirm_"))
         .filter(|noun| !noun.is_empty())
+}
+
+/// `credit`, `credit_wallet`, `credit_topup`: a balance credited with what a payment brought.
+fn credits(lower: &str) -> bool {
+    lower == "credit"
+        || lower.strip_prefix("credit_").is_some_and(|noun| {
+            matches!(
+                noun,
+                "wallet" | "balance" | "account" | "topup" | "top_up" | "funds" | "customer"
+            )
+        })
 }
 
 /// Whether a lower-case name holds a status word that says the money moved (`mark_as_paid`).
@@ -337,6 +357,11 @@ fn is_success_call(
 ) -> bool {
     let syntax::CallText { name, receiver, .. } = text;
     let lower = name.trim_start_matches('_').to_ascii_lowercase();
+    // `wallet.credit(amount)`, `self.credit(...)` in the wallet's own method, `credit_topup(
+    // topup)`: the balance now holds money the payment was to bring.
+    if credits(&lower) {
+        return true;
+    }
     // `complete_refund(refund.id, result.id)`: the name says what is done, on which object.
     if let Some(noun) = completes(&lower) {
         return vocab.is_entity(noun) || matches!(noun, "refund" | "charge" | "capture");
@@ -594,6 +619,7 @@ fn unchecked_call_before<'t>(
     // the same `try`, or an `if` on the answer there.
     let statement = earlier.get(position)?;
     let tail = src.get(call.end_byte()..statement.end_byte()).unwrap_or("");
+    let mut none_only = false;
     let mut checked = mentions(tail, &names)
         && (tail.contains("raise_for_status") || tail.contains("ensure_success"))
         || tail.lines().any(|line| {
@@ -611,6 +637,15 @@ fn unchecked_call_before<'t>(
         let raises = text.contains("raise_for_status") || text.contains("ensure_success");
         // `handle_response(resp)` may well raise on a failed answer: not ours to doubt.
         let handed_on = names.iter().any(|n| passed_as_argument(text, n));
+        // `if intent is None: raise` lets a pending or declined payment through, and the
+        // function reads its status only after the record (`intent.status == "succeeded"`).
+        if s.kind() == kinds::IF_STATEMENT
+            && tests_only_none(*s, &names, src)
+            && status_read_after(stmt, block, &names, src).is_some()
+        {
+            none_only = true;
+            continue;
+        }
         if matches!(s.kind(), kinds::IF_STATEMENT | "assert_statement") || raises || handed_on {
             checked = true;
             break;
@@ -624,7 +659,47 @@ fn unchecked_call_before<'t>(
             names.push(syntax::text(left, src));
         }
     }
-    (!checked).then_some((call, why))
+    (!checked).then_some((call, if none_only { "status_later" } else { why }))
+}
+
+/// Whether an `if`'s condition only asks whether one of `names` is there: `x is None`, `not
+/// x`, `x is not None`, `x`.
+fn tests_only_none(stmt: Node<'_>, names: &[&str], src: &str) -> bool {
+    let Some(condition) = stmt.field("condition") else {
+        return false;
+    };
+    let text = syntax::normalized(condition, src);
+    names.iter().any(|n| {
+        [
+            format!("{n} is None"),
+            format!("not {n}"),
+            format!("{n} is not None"),
+            n.to_string(),
+        ]
+        .contains(&text)
+    })
+}
+
+/// The first statement after `stmt` in its block that reads the status of one of `names`
+/// (`intent.status`, `result["status"]`, `payment.get("status")`): its line.
+fn status_read_after(stmt: Node<'_>, block: Node<'_>, names: &[&str], src: &str) -> Option<u32> {
+    syntax::statements(block)
+        .into_iter()
+        .skip_while(|s| s.id() != stmt.id())
+        .skip(1)
+        .find(|s| {
+            let text = syntax::text(*s, src);
+            names.iter().any(|n| {
+                [
+                    format!("{n}.status"),
+                    format!("{n}[\"status\"]"),
+                    format!("{n}.get(\"status\""),
+                ]
+                .iter()
+                .any(|w| text.contains(w.as_str()))
+            })
+        })
+        .map(|s| syntax::lines(s).0)
 }
 
 /// Whether a record of success sits under an `if` (within its function) that weighs a verdict:

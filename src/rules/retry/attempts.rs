@@ -28,6 +28,32 @@ pub(crate) fn attempts<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<Attempt<'t>> {
             retried_by: None,
         })
         .collect();
+    // `for attempt in Retrying(...)`, `async for attempt in AsyncRetrying(...)` with `with
+    // attempt:` inside: tenacity runs the body again, and stops on its own.
+    for &lp in idx.all(kinds::FOR_STATEMENT) {
+        let by_tenacity = lp.field("right").is_some_and(|r| {
+            r.kind() == kinds::CALL && syntax::callee_name(r, src).ends_with("Retrying")
+        });
+        if !by_tenacity
+            || out
+                .iter()
+                .any(|a| a.body.parent().is_some_and(|p| p.id() == lp.id()))
+        {
+            continue;
+        }
+        let (Some(body), Some(func)) = (
+            lp.field("body"),
+            idx.enclosing(lp, kinds::FUNCTION_DEFINITION),
+        ) else {
+            continue;
+        };
+        out.push(Attempt {
+            body,
+            func,
+            loop_line: Some(syntax::lines(lp).0),
+            retried_by: None,
+        });
+    }
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         let Some(body) = func.field("body") else {
             continue;

@@ -74,7 +74,10 @@ fn check(cx: &mut Ctx<'_>) {
     };
     retries_that_count_attempts(cx, idx, src);
     delays_without_unit(cx, idx, src);
-    bare_time_arithmetic(cx, idx, src);
+    // A test that asserts `expire=4 * 60 * 60` pins the code's value; a name would hide it.
+    if !cx.facts.is_some_and(|f| f.is_test) {
+        bare_time_arithmetic(cx, idx, src);
+    }
 }
 
 /// `MAX_RETRIES = 3` with `range(1, MAX_RETRIES + 1)`: three attempts, two retries.

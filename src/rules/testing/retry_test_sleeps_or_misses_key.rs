@@ -90,7 +90,11 @@ fn check(cx: &mut Ctx<'_>) {
             });
         let misses_key =
             keyed.is_some() && !checks_key && !callees.iter().any(|c| key_pinned.contains(&c.name));
-        if sleeps.is_none() && !misses_key {
+        let own_sleep = own_sleep(cx, &test).filter(|_| {
+            let tokens: Vec<String> = CLOCK_MOCKS.iter().map(|s| s.to_string()).collect();
+            !mocks.cover(&tokens)
+        });
+        if sleeps.is_none() && !misses_key && own_sleep.is_none() {
             continue;
         }
         let finding = cx
@@ -101,6 +105,9 @@ fn check(cx: &mut Ctx<'_>) {
                 .arg("sleeper", r.function.name.clone())
                 .note("sleep");
         }
+        if let Some(call) = own_sleep {
+            finding.arg("own_sleep", call).note("own_sleep");
+        }
         if let Some(r) = keyed.as_ref().filter(|_| misses_key) {
             finding
                 .arg("keyed", r.path.first().cloned().unwrap_or_default())
@@ -109,15 +116,65 @@ fn check(cx: &mut Ctx<'_>) {
     }
 }
 
+/// A sleep the test itself takes to wait out a backoff (`time.sleep(6)  # first retry_backoff
+/// step is 5s`, `await asyncio.sleep(RETRY_DELAY)`): half a second or more, or a delay by name.
+/// A shorter one lets a thread or the loop run.
+fn own_sleep(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<String> {
+    let (idx, src) = (cx.index()?, cx.src());
+    idx.within(test.node, kinds::CALL).iter().find_map(|call| {
+        let callee = syntax::callee(*call, src);
+        // A bare `sleep` only as the library's (`from time import sleep`), not a fake handed in.
+        let library = match callee {
+            "time.sleep" | "asyncio.sleep" | "gevent.sleep" => true,
+            "sleep" => cx
+                .facts
+                .and_then(|f| f.import_target("sleep"))
+                .is_some_and(|t| matches!(t, "time.sleep" | "asyncio.sleep" | "gevent.sleep")),
+            _ => false,
+        };
+        if !library {
+            return None;
+        }
+        let arg = *syntax::positional_args(*call).first()?;
+        let text = syntax::text(arg, src);
+        let long = match arg.kind() {
+            kinds::INTEGER | kinds::FLOAT => {
+                text.replace('_', "").parse::<f64>().is_ok_and(|s| s >= 0.5)
+            }
+            _ => {
+                let lower = text.to_ascii_lowercase();
+                ["backoff", "delay", "retry", "interval", "wait", "cooldown"]
+                    .iter()
+                    .any(|w| lower.contains(w))
+            }
+        };
+        long.then(|| syntax::normalized(*call, src))
+    })
+}
+
 /// Whether the test looks at the key its code sends: it names idempotency or dedup, or
 /// asserts on keys (`assert keys == {f"order-{order_id}:rk1:card"}`, `assert len(set(sent_keys))
-/// == 1`), which in a retry test are what the attempts sent.
+/// == 1`), which in a retry test are what the attempts sent, or asserts that every attempt was
+/// handed the same thing (`self.assertEqual([c.args[1] for c in submit.call_args_list],
+/// [payout] * 3)`), which carries the key.
 fn looks_at_key(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     let text = syntax::text(test.node, cx.src());
+    let asserts = |line: &&str| {
+        let line = line.trim_start();
+        line.starts_with("assert ") || line.starts_with("self.assert")
+    };
     mentions_key(text)
         || text
             .lines()
-            .any(|line| line.trim_start().starts_with("assert ") && names_keys(line))
+            .filter(asserts)
+            .any(|line| names_keys(line) || same_for_every_attempt(line))
+}
+
+/// `[c.args[1] for c in submit.call_args_list] == [payout] * 3`, `len({...call_args_list})
+/// == 1`: one argument on every call.
+fn same_for_every_attempt(line: &str) -> bool {
+    line.contains("call_args_list")
+        && (line.contains("] *") || line.contains("len(set(") || line.contains("len({"))
 }
 
 /// `keys`, `gift_keys`, `key`, `sent_key` as a word of the text.
