@@ -184,14 +184,21 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         }
         // Only now: most files have no touched payment call, and need no old tree.
-        let Some(old_file) = cx.other.get() else {
-            return;
-        };
-        let old = Side {
+        let old = cx.other.get().map(|old_file| Side {
             idx: old_file.index(),
             src: old_file.text(),
-        };
-        let Some(before) = counterpart(call, new, old) else {
+        });
+        let before = old.and_then(|old| Some((counterpart(call, new, old)?, old)));
+        if let Some(overridden) = overridable(call, new, cx.vocab)
+            // Charged the same way before: not this change's doing.
+            && before.is_none_or(|(before, old)| {
+                syntax::normalized(before, old.src) != syntax::normalized(call, new.src)
+            })
+        {
+            report_overridable(cx, call, new, overridden);
+            continue;
+        }
+        let Some((before, old)) = before else {
             continue;
         };
         let moved = moved_arguments(call, before, new, old, cx.vocab);
@@ -200,6 +207,126 @@ fn check(cx: &mut Ctx<'_>) {
         }
         report(cx, call, new, &moved);
     }
+}
+
+/// A money argument the caller may set over the stored one: `amount_cents or
+/// self.amount_cents`, `amount if amount is not None else order.total` (itself, or a local set
+/// so before the call), where the first is a parameter of the function and the other is
+/// stored. As `(what is charged, the stored value, the parameter)`.
+fn overridable(
+    call: Node<'_>,
+    side: Side<'_>,
+    vocab: &Vocabulary,
+) -> Option<(String, String, String)> {
+    // A refund, a capture or a release of part of a payment takes its amount from the caller
+    // by design (`refund(amount=None)` refunds in full); a charge does not.
+    let by_part = ["refund", "capture", "void", "release", "reverse", "cancel"];
+    let names = [
+        syntax::callee_name(call, side.src).to_ascii_lowercase(),
+        side.idx
+            .enclosing(call, kinds::FUNCTION_DEFINITION)
+            .map(|f| syntax::function_name(f, side.src).to_ascii_lowercase())
+            .unwrap_or_default(),
+    ];
+    if names.iter().any(|n| by_part.iter().any(|w| n.contains(w))) {
+        return None;
+    }
+    let func = side.idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
+    let params = super::parameters(func, side.src);
+    let money = syntax::keyword_args(call, side.src)
+        .into_iter()
+        .filter(|(name, _)| vocab.is_money_argument(name))
+        .map(|(_, value)| value)
+        .chain(syntax::positional_args(call));
+    money.into_iter().find_map(|value| {
+        let value = super::unwrap_conversion(value, side.src);
+        let value = if value.kind() == kinds::IDENTIFIER {
+            local_value(value, call, side).unwrap_or(value)
+        } else {
+            value
+        };
+        let (given, stored) = match value.kind() {
+            // `amount_cents or self.amount_cents`
+            kinds::BOOLEAN_OPERATOR
+                if value
+                    .child_by_field_name("operator")
+                    .is_some_and(|o| syntax::text(o, side.src) == "or") =>
+            {
+                (value.field("left")?, value.field("right")?)
+            }
+            // `amount if amount is not None else order.total`
+            kinds::CONDITIONAL_EXPRESSION => {
+                let parts = crate::python::named_children(value);
+                let (body, condition, alternative) =
+                    (*parts.first()?, *parts.get(1)?, *parts.get(2)?);
+                let name = syntax::text(body, side.src);
+                let tested = syntax::text(condition, side.src);
+                if !(tested == name || tested == format!("{name} is not None")) {
+                    return None;
+                }
+                (body, alternative)
+            }
+            _ => return None,
+        };
+        let param = syntax::text(given, side.src);
+        let is_param = given.kind() == kinds::IDENTIFIER && params.iter().any(|p| p == param);
+        // `if amount > payment.captured: raise`: the caller's amount is weighed against the
+        // record, which is the point of taking one (a partial refund).
+        let weighed = side
+            .idx
+            .within(func, kinds::COMPARISON_OPERATOR)
+            .iter()
+            .any(|c| {
+                syntax::text(*c, side.src)
+                    .split(|ch: char| !(ch.is_alphanumeric() || ch == '_'))
+                    .any(|w| w == param)
+                    && !syntax::text(*c, side.src).contains("None")
+            });
+        if weighed {
+            return None;
+        }
+        (is_param
+            && (is_stored(stored, call, side, vocab) || own_attribute(stored, func, side, vocab)))
+        .then(|| {
+            (
+                syntax::normalized(value, side.src),
+                syntax::normalized(stored, side.src),
+                param.to_string(),
+            )
+        })
+    })
+}
+
+/// `self.amount_cents` in a method of an entity's class (`Order.pay_one_click`).
+fn own_attribute(value: Node<'_>, func: Node<'_>, side: Side<'_>, vocab: &Vocabulary) -> bool {
+    super::entity_object(value, side.src) == Some("self")
+        && side
+            .idx
+            .enclosing(func, kinds::CLASS_DEFINITION)
+            .and_then(|c| c.field("name"))
+            .is_some_and(|n| vocab.is_entity(syntax::text(n, side.src)))
+}
+
+fn report_overridable(
+    cx: &mut Ctx<'_>,
+    call: Node<'_>,
+    new: Side<'_>,
+    (charged, stored, param): (String, String, String),
+) {
+    let function = enclosing_qualname(call, new);
+    let callee = syntax::callee(call, new.src).to_string();
+    let finding = cx
+        .report_lines(
+            &RULE,
+            syntax::lines(call),
+            syntax::normalized(call, new.src),
+        )
+        .arg("callee", callee)
+        .arg("function", function)
+        .arg("charged", charged)
+        .arg("stored", stored)
+        .arg("param", param);
+    finding.note("overridable");
 }
 
 fn report(cx: &mut Ctx<'_>, call: Node<'_>, new: Side<'_>, moved: &[Moved]) {
