@@ -415,10 +415,45 @@ fn gather_code(file: &ParsedFile, mut facts: FileFacts, vocab: &Vocabulary) -> F
     let calls = idx
         .all(kinds::CALL)
         .iter()
-        .map(|&call| call_site_with(call, idx, src, &qualname_of))
+        .map(|&call| {
+            let mut site = call_site_with(call, idx, src, &qualname_of);
+            site.discarded = stands_alone(call.start_byte(), call.end_byte(), src);
+            site
+        })
         .collect();
     facts.calls = calls;
     facts
+}
+
+/// Whether the call at `start..end` is a statement of its own, what it returns dropped
+/// (`client.reverse(...)`, `await client.reverse(...)` on their own lines), read from the text:
+/// asking the call for its parent walks the tree down from its root, for every call of a
+/// change. Alone on its lines, after an indent and perhaps `await`, with nothing but a comment
+/// after it, and after a line that does not leave an expression open (a bracket, a comma, an
+/// operator, a backslash): not `x = (` then the call, nor `f(a,` then the call.
+fn stands_alone(start: usize, end: usize, src: &str) -> bool {
+    let (Some(head), Some(tail)) = (src.get(..start), src.get(end..)) else {
+        return false;
+    };
+    let line_start = head.rfind('\n').map_or(0, |i| i + 1);
+    let before = head[line_start..].trim_start();
+    if !(before.is_empty() || before == "await ") {
+        return false;
+    }
+    let rest = tail.split('\n').next().unwrap_or("").trim_start();
+    if !(rest.is_empty() || rest.starts_with('#')) {
+        return false;
+    }
+    let previous = head[..line_start]
+        .trim_end()
+        .rsplit('\n')
+        .next()
+        .unwrap_or("");
+    // A trailing comment is not code (a `#` in a string is rare enough at a line's end).
+    let previous = previous.split('#').next().unwrap_or(previous).trim_end();
+    !previous.ends_with([
+        '(', '[', '{', ',', '=', '+', '-', '*', '/', '%', '<', '>', '&', '|', '^', '~', '\\',
+    ])
 }
 
 /// What an unaliased `import a.b` is recorded as: it binds `a`, and a reader may want the
@@ -1414,15 +1449,9 @@ fn call_site_with(
                     .any(|(g, _)| guards(*g, at, name, src))
             });
     }
-    let outer = call
-        .parent()
-        .filter(|p| p.kind() == kinds::AWAIT)
-        .unwrap_or(call);
-    let discarded = outer
-        .parent()
-        .is_some_and(|p| p.kind() == kinds::EXPRESSION_STATEMENT);
     CallSite {
-        discarded,
+        // Set by `gather_code`, which sees the statements.
+        discarded: false,
         name_at: name_at(text.callee, text.name),
         callee: Arc::from(text.callee),
         function: func.map(qualname_of).unwrap_or_default(),
@@ -1691,6 +1720,27 @@ mod tests {
         assert_eq!(sites[0].deref_line, Some(3));
         assert!(!sites[0].checked);
         assert!(sites[1].checked);
+    }
+
+    #[test]
+    fn call_sites_know_when_what_they_return_is_dropped() {
+        let src = "async def a(c, o):\n    c.reverse(o)  # best effort\n    await c.refund(o)\n    r = c.charge(o)\n    c.void(o).json()\n    f(\n        c.capture(o),\n    )\n    x = (\n        c.cancel(o)\n    )\n    if r:\n        c.release(o)\n    return c.payout(o)\n";
+        let f = facts("svc.py", src);
+        let dropped = |name: &str| {
+            f.calls
+                .iter()
+                .find(|c| c.name() == name)
+                .map(|c| c.discarded)
+        };
+        assert_eq!(dropped("reverse"), Some(true));
+        assert_eq!(dropped("refund"), Some(true));
+        assert_eq!(dropped("charge"), Some(false));
+        assert_eq!(dropped("void"), Some(false));
+        assert_eq!(dropped("json"), Some(true));
+        assert_eq!(dropped("capture"), Some(false));
+        assert_eq!(dropped("cancel"), Some(false));
+        assert_eq!(dropped("release"), Some(true));
+        assert_eq!(dropped("payout"), Some(false));
     }
 
     #[test]
