@@ -435,20 +435,22 @@ fn stands_alone(start: usize, end: usize, src: &str) -> bool {
     let (Some(head), Some(tail)) = (src.get(..start), src.get(end..)) else {
         return false;
     };
-    let line_start = head.rfind('\n').map_or(0, |i| i + 1);
-    let before = head[line_start..].trim_start();
-    if !(before.is_empty() || before == "await ") {
+    // Most calls are not at the start of their line: the byte before them says so.
+    let indent = |text: &str| text.len() - text.trim_end_matches([' ', '\t']).len();
+    let mut line_start = start - indent(head);
+    if let Some(awaited) = head[..line_start].strip_suffix("await") {
+        line_start = awaited.len() - indent(awaited);
+    }
+    if line_start > 0 && head.as_bytes()[line_start - 1] != b'\n' {
         return false;
     }
-    let rest = tail.split('\n').next().unwrap_or("").trim_start();
+    let line_end = memchr::memchr(b'\n', tail.as_bytes()).unwrap_or(tail.len());
+    let rest = tail[..line_end].trim_start();
     if !(rest.is_empty() || rest.starts_with('#')) {
         return false;
     }
-    let previous = head[..line_start]
-        .trim_end()
-        .rsplit('\n')
-        .next()
-        .unwrap_or("");
+    let above = head[..line_start].trim_end();
+    let previous = &above[memchr::memrchr(b'\n', above.as_bytes()).map_or(0, |i| i + 1)..];
     // A trailing comment is not code (a `#` in a string is rare enough at a line's end).
     let previous = previous.split('#').next().unwrap_or(previous).trim_end();
     !previous.ends_with([
@@ -652,7 +654,9 @@ fn function_facts(
     if !mocks.is_empty() {
         facts.mocks = Some(mocks.into());
     }
-    if facts.mentions_idempotency {
+    if facts.mentions_idempotency
+        && crate::rules::idem::key_made_per_attempt::names_fresh(syntax::text(func, src))
+    {
         facts.fresh_key =
             crate::rules::idem::key_made_per_attempt::made_anew(func, idx, src).map(Box::new);
     }

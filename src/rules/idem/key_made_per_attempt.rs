@@ -44,10 +44,9 @@ const FRESH: &[&str] = &[
 fn gate(s: &Scan<'_>) -> bool {
     s.facts.functions.iter().any(|f| {
         f.mentions_idempotency
-            || f.decorators.iter().any(|d| {
-                let d = d.to_ascii_lowercase();
-                d.contains("retr") || d.contains("backoff")
-            })
+            || f.decorators
+                .iter()
+                .any(|d| d.contains("retr") || d.contains("Retr") || d.contains("backoff"))
     }) || crate::rules::retry::has_retry_loop(s)
 }
 
@@ -716,22 +715,22 @@ fn fresh_call<'t>(node: Node<'t>, idx: &NodeIndex<'t>, src: &str) -> Option<Node
 /// pass (`FunctionFacts::returns_fresh`): the text is looked at first, as most returns give
 /// no such thing.
 pub(crate) fn gives_fresh(ret: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
-    let text = syntax::text(ret, src);
-    [
-        "uuid",
-        "token_",
-        "urandom",
-        "getrandbits",
-        "rand",
-        "time_ns",
-        "now(",
-    ]
-    .iter()
-    .any(|w| text.contains(w))
+    names_fresh(syntax::text(ret, src))
         && idx
             .within(ret, kinds::CALL)
             .iter()
             .any(|c| FRESH.contains(&syntax::callee_name(*c, src)))
+}
+
+/// Whether a text may call one of `FRESH`: it holds `uuid`, `rand` (`randint`, `urandom`,
+/// `getrandbits`), `token_`, `time_ns` or `now(`. One pass for the rare letters, as it is asked
+/// of every `return` of a change.
+pub(crate) fn names_fresh(text: &str) -> bool {
+    static WORDS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 5]> =
+        std::sync::LazyLock::new(|| {
+            ["uuid", "rand", "now(", "token_", "time_ns"].map(memchr::memmem::Finder::new)
+        });
+    WORDS.iter().any(|w| w.find(text.as_bytes()).is_some())
 }
 
 /// Whether a function of the file named `name` returns a new value each call: `return
