@@ -34,11 +34,7 @@ pub(crate) fn attempts<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<Attempt<'t>> {
         let by_tenacity = lp.field("right").is_some_and(|r| {
             r.kind() == kinds::CALL && syntax::callee_name(r, src).ends_with("Retrying")
         });
-        if !by_tenacity
-            || out
-                .iter()
-                .any(|a| a.body.parent().is_some_and(|p| p.id() == lp.id()))
-        {
+        if !by_tenacity {
             continue;
         }
         let (Some(body), Some(func)) = (
@@ -47,6 +43,9 @@ pub(crate) fn attempts<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<Attempt<'t>> {
         ) else {
             continue;
         };
+        if out.iter().any(|a| a.body.id() == body.id()) {
+            continue;
+        }
         out.push(Attempt {
             body,
             func,

@@ -3,6 +3,7 @@
 //! has, what they mock, and what the code they call reaches.
 
 mod injected;
+mod live_setup;
 pub mod retry_test_sleeps_or_misses_key;
 pub mod test_reaches_live_service;
 

@@ -67,14 +67,14 @@ fn check(cx: &mut Ctx<'_>) {
         let mut callees = callees_under_test(cx, &test);
         super::through_helpers(cx, &test, &mut callees);
         let mocks = Mocks::of(cx, &test, &file_mocks);
+        let clock_mocked = {
+            let tokens: Vec<String> = CLOCK_MOCKS.iter().map(|s| s.to_string()).collect();
+            mocks.cover(&tokens)
+        };
         let sleeps = callees
             .iter()
             .find_map(|c| c.reach(cx, DEPTH, &SLEEPS))
-            .filter(|r| !mocks.spec_a_class_on(cx, &r.path))
-            .filter(|_| {
-                let tokens: Vec<String> = CLOCK_MOCKS.iter().map(|s| s.to_string()).collect();
-                !mocks.cover(&tokens)
-            });
+            .filter(|r| !clock_mocked && !mocks.spec_a_class_on(cx, &r.path));
         let keyed = callees
             .iter()
             .find_map(|c| c.reach(cx, DEPTH, &KEYED))
@@ -90,10 +90,7 @@ fn check(cx: &mut Ctx<'_>) {
             });
         let misses_key =
             keyed.is_some() && !checks_key && !callees.iter().any(|c| key_pinned.contains(&c.name));
-        let own_sleep = own_sleep(cx, &test).filter(|_| {
-            let tokens: Vec<String> = CLOCK_MOCKS.iter().map(|s| s.to_string()).collect();
-            !mocks.cover(&tokens)
-        });
+        let own_sleep = own_sleep(cx, &test).filter(|_| !clock_mocked);
         if sleeps.is_none() && !misses_key && own_sleep.is_none() {
             continue;
         }

@@ -1,7 +1,9 @@
 //! TEST001 test-reaches-live-service: a test whose code under test, after this change, reaches
 //! Redis/a cache or an HTTP service that the test does not mock.
-use super::{FileMocks, Mocks, Runs, TestFn, callees_under_test, injected, runs_by, tests_of};
-use crate::python::{Fields, syntax};
+use super::{
+    FileMocks, Mocks, Runs, TestFn, callees_under_test, injected, live_setup, runs_by, tests_of,
+};
+use crate::python::syntax;
 use crate::rules::facts::{FileFacts, FunctionFacts};
 use crate::rules::reach::{self, Reach, Trait};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan};
@@ -161,142 +163,8 @@ fn check(cx: &mut Ctx<'_>) {
             report(cx, test, service, &r);
         }
     }
-    live_fixtures(cx, &tests, &reach_the_cache);
-    live_cache_settings(cx, &tests, &reach_the_cache);
-}
-
-/// Tests run with Django's cache pointed at a live server (`@override_settings(CACHES=
-/// REDIS_CACHE)`, the dict written there or at module level, with a Redis or Memcached backend
-/// or location): every cache call of the code under test goes to that server. On the test or
-/// its class; said once, where the code the test calls is not already seen to reach a cache.
-fn live_cache_settings(cx: &mut Ctx<'_>, tests: &[TestFn<'_>], reported: &[&str]) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
-        return;
-    };
-    let live = |text: &str| {
-        let lower = text.to_ascii_lowercase();
-        ["rediscache", "redis://", "rediss://", "memcache"]
-            .iter()
-            .any(|w| lower.contains(w))
-            && !["locmem", "dummycache", "fake"]
-                .iter()
-                .any(|w| lower.contains(w))
-    };
-    let mut found = Vec::new();
-    for test in tests.iter().filter(|t| t.runs == Runs::Always) {
-        if reported.contains(&test.facts.name.as_str()) {
-            continue;
-        }
-        let class = idx
-            .enclosing(test.node, crate::python::kinds::CLASS_DEFINITION)
-            .and_then(|c| idx.decorated(c));
-        let decorators = syntax::decorators(test.outer)
-            .into_iter()
-            .chain(class.map(syntax::decorators).unwrap_or_default());
-        let setting = decorators.map(|d| syntax::text(d, src)).find_map(|d| {
-            let value = d
-                .split_once("override_settings(")?
-                .1
-                .split_once("CACHES=")?
-                .1;
-            let value = value.split([',', ')']).next().unwrap_or(value).trim();
-            let (text, shown) = if value.starts_with('{') {
-                (d.to_string(), "{...}")
-            } else {
-                (module_value(idx, src, value)?, value)
-            };
-            live(&text).then(|| format!("override_settings(CACHES={shown})"))
-        });
-        if let Some(setting) = setting {
-            found.push((test.outer, test.facts.name.clone(), setting));
-        }
-    }
-    for (outer, name, setting) in found {
-        let finding = cx.report_lines(
-            &RULE,
-            syntax::lines(outer),
-            format!("settings:cache:{name}"),
-        );
-        finding.function = name.clone();
-        let finding = finding
-            .arg("test", name)
-            .arg("setting", setting)
-            .arg("client", "django.core.cache".to_string());
-        finding.note("settings").note("cache");
-        finding.point = Some("cache");
-    }
-}
-
-/// The text of what a module-level assignment binds `name` to (`REDIS_CACHE = {...}`).
-fn module_value(idx: &crate::python::NodeIndex<'_>, src: &str, name: &str) -> Option<String> {
-    crate::rules::retry::eval::module_assignments(idx)
-        .into_iter()
-        .find(|a| {
-            a.field("left")
-                .is_some_and(|l| syntax::text(l, src) == name)
-        })
-        .and_then(|a| a.field("right"))
-        .map(|r| syntax::text(r, src).to_string())
-}
-
-/// Fixtures of a test file that connect to a live Redis (`redis.Redis.from_url(REDIS_URL)`):
-/// every test handed one runs against the server, whatever the code under test reaches. Handed
-/// by name to the tests that ask for it; asked for by none, it overrides a fixture of the same
-/// name that others are built on (conftest's `kv` under the app's), and so reaches the file's
-/// tests through them. One that skips when the server is not there (`pytest.skip` after a
-/// failed `ping()`) is a live test on request. Said of the tests, when the code they call is
-/// seen to reach the server (`reported`), not again of the fixture.
-fn live_fixtures(cx: &mut Ctx<'_>, tests: &[TestFn<'_>], reported: &[&str]) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
-        return;
-    };
-    let mut found = Vec::new();
-    for (decorated, def) in super::fixtures(idx, src) {
-        let text = syntax::text(decorated, src).to_ascii_lowercase();
-        if !super::live_cache(&text) || text.contains("skip") {
-            continue;
-        }
-        let name = syntax::function_name(def, src).to_string();
-        let lower = name.to_ascii_lowercase();
-        let askers: Vec<&TestFn<'_>> = tests
-            .iter()
-            .filter(|t| super::parameters(t.node, src).contains(&lower))
-            .collect();
-        let handed: Vec<&TestFn<'_>> = if askers.is_empty() {
-            tests.iter().collect()
-        } else {
-            askers
-        };
-        let runs = handed.iter().any(|t| t.runs == Runs::Always);
-        let said = handed
-            .iter()
-            .any(|t| reported.contains(&t.facts.name.as_str()));
-        if !runs || said {
-            continue;
-        }
-        let connect = idx
-            .within(def, crate::python::kinds::CALL)
-            .iter()
-            .find(|c| super::live_cache(&syntax::text(**c, src).to_ascii_lowercase()))
-            .map(|c| format!("{}(...)", syntax::callee(*c, src)))
-            .unwrap_or_else(|| "redis.Redis(...)".to_string());
-        let flushes = ["flushdb(", "flushall("].iter().any(|w| text.contains(w));
-        found.push((decorated, name, connect, flushes));
-    }
-    for (decorated, name, connect, flushes) in found {
-        let key = format!("fixture:cache:{name}");
-        let finding = cx.report_lines(&RULE, syntax::lines(decorated), key);
-        finding.function = name.clone();
-        let finding = finding
-            .arg("fixture", name)
-            .arg("connect", connect)
-            .arg("client", "redis".to_string());
-        finding.note("fixture").note("cache");
-        if flushes {
-            finding.note("flush");
-        }
-        finding.point = Some("cache");
-    }
+    live_setup::fixtures(cx, &tests, &reach_the_cache);
+    live_setup::cache_settings(cx, &tests, &reach_the_cache);
 }
 
 /// Names whose patching takes the service out of the way: the functions on the path to it, and
