@@ -46,7 +46,7 @@ fn gate(s: &Scan<'_>) -> bool {
         f.mentions_idempotency
             || f.decorators
                 .iter()
-                .any(|d| d.contains("retr") || d.contains("Retr") || d.contains("backoff"))
+                .any(|d| attempts::retried_by_decorator(d).is_some())
     }) || crate::rules::retry::has_retry_loop(s)
 }
 
@@ -64,11 +64,18 @@ fn check(cx: &mut Ctx<'_>) {
     for attempt in attempts::attempts(idx, src) {
         for Site { at, name, value } in key_sites(idx, attempt.body, src) {
             let Some((made, fresh)) = made_in(idx, &attempt, at, value, src) else {
-                if let Some((call, helper)) = made_elsewhere(cx, idx, &attempt, at, value, src)
+                if let Some((call, (helper, at, made))) =
+                    made_elsewhere(cx, idx, &attempt, at, value, src)
                     && !reported.contains(&call.id())
                 {
                     reported.push(call.id());
-                    report_elsewhere(cx, &attempt, call, (name, helper));
+                    let elsewhere = MadeElsewhere {
+                        key: name,
+                        helper,
+                        at,
+                        made,
+                    };
+                    report_elsewhere(cx, &attempt, call, elsewhere);
                 }
                 continue;
             };
@@ -92,7 +99,13 @@ fn check(cx: &mut Ctx<'_>) {
             }
             reported.push(call.id());
             let facts::FreshKey { key, made, .. } = fresh;
-            report_elsewhere(cx, &attempt, call, (key, (helper, at, made)));
+            let elsewhere = MadeElsewhere {
+                key,
+                helper,
+                at,
+                made,
+            };
+            report_elsewhere(cx, &attempt, call, elsewhere);
         }
     }
 }
@@ -264,22 +277,38 @@ fn called_elsewhere<T>(
     ))
 }
 
+/// A key made in a function of another file of the change.
+struct MadeElsewhere {
+    /// The key as the request names it.
+    key: String,
+    /// The function's qualified name, and `path:line` where it makes the key.
+    helper: String,
+    at: String,
+    /// The call that makes it (`uuid.uuid4()`, `refund_idempotency_key()`).
+    made: String,
+}
+
 /// A key made anew by a function of another file that every attempt calls, reported at the
 /// call: the attempt is where one key must be made and handed down.
 fn report_elsewhere(
     cx: &mut Ctx<'_>,
     attempt: &Attempt<'_>,
     call: Node<'_>,
-    (key, (helper, at, made)): (String, (String, String, String)),
+    elsewhere: MadeElsewhere,
 ) {
+    let MadeElsewhere {
+        key,
+        helper,
+        at,
+        made,
+    } = elsewhere;
     let src = cx.src();
     let qualname = cx
         .index()
         .map(|idx| facts::qualname(attempt.func, idx, src))
         .unwrap_or_default();
-    let clock = ["time", "now", "utcnow"]
-        .iter()
-        .any(|w| made.contains(&format!("{w}(")));
+    let callee = made.split('(').next().unwrap_or(&made);
+    let clock = is_clock(callee.rsplit('.').next().unwrap_or(callee));
     let finding = cx
         .report_lines(
             &RULE,
@@ -293,15 +322,7 @@ fn report_elsewhere(
         .arg("helper_at", at);
     finding.function = qualname;
     // Said in the note of where the key is made, which names the retry.
-    match (attempt.loop_line, &attempt.retried_by) {
-        (Some(line), _) => {
-            finding.arg("loop_line", line.to_string());
-        }
-        (None, Some(by)) => {
-            finding.arg("retried_by", by.clone());
-        }
-        (None, None) => {}
-    }
+    cite_retry(finding, attempt);
     finding.note("elsewhere");
     if clock {
         finding.note("clock");
@@ -436,11 +457,7 @@ fn report(
     helper: Option<String>,
 ) {
     let src = cx.src();
-    // The clock, not randomness: `time.time()`, `time_ns()`, `datetime.now()`.
-    let clock = matches!(
-        syntax::callee_name(fresh, src),
-        "time" | "time_ns" | "now" | "utcnow"
-    );
+    let clock = is_clock(syntax::callee_name(fresh, src));
     let counted = fresh.kind() != kinds::CALL;
     // `idempotency_key or uuid4()`: made anew only when the caller gave none.
     let fallback_from = fallback_choice(fresh, made)
@@ -473,14 +490,8 @@ fn report(
         .arg("made", fresh)
         .arg("function", qualname.clone());
     finding.function = qualname;
-    match (attempt.loop_line, &attempt.retried_by) {
-        (Some(line), _) => {
-            finding.arg("loop_line", line.to_string()).note("loop");
-        }
-        (None, Some(by)) => {
-            finding.arg("retried_by", by.clone()).note("retried");
-        }
-        (None, None) => {}
+    if let Some(note) = cite_retry(finding, attempt) {
+        finding.note(note);
     }
     if let Some(helper) = helper {
         finding.arg("helper", helper).note("helper");
@@ -493,6 +504,27 @@ fn report(
     }
     if let Some(counter) = counter {
         finding.arg("counter", counter).note("counter");
+    }
+}
+
+/// The clock, not randomness: `time.time()`, `time_ns()`, `datetime.now()`.
+fn is_clock(name: &str) -> bool {
+    matches!(name, "time" | "time_ns" | "now" | "utcnow")
+}
+
+/// Names what runs the attempts again (`loop_line`, or `retried_by`), with the note that says
+/// it in its own words, for a finding that does not say it otherwise.
+fn cite_retry(finding: &mut crate::review::Finding, attempt: &Attempt<'_>) -> Option<&'static str> {
+    match (attempt.loop_line, &attempt.retried_by) {
+        (Some(line), _) => {
+            finding.arg("loop_line", line.to_string());
+            Some("loop")
+        }
+        (None, Some(by)) => {
+            finding.arg("retried_by", by.clone());
+            Some("retried")
+        }
+        (None, None) => None,
     }
 }
 
@@ -723,8 +755,8 @@ pub(crate) fn gives_fresh(ret: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool
 }
 
 /// Whether a text may call one of `FRESH`: it holds `uuid`, `rand` (`randint`, `urandom`,
-/// `getrandbits`), `token_`, `time_ns` or `now(`. One pass for the rare letters, as it is asked
-/// of every `return` of a change.
+/// `getrandbits`), `token_`, `time_ns` or `now(`. With finders built once, as it is asked of
+/// every `return` of a change.
 pub(crate) fn names_fresh(text: &str) -> bool {
     static WORDS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 5]> =
         std::sync::LazyLock::new(|| {

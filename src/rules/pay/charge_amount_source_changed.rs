@@ -270,19 +270,7 @@ fn overridable(
         };
         let param = syntax::text(given, side.src);
         let is_param = given.kind() == kinds::IDENTIFIER && params.iter().any(|p| p == param);
-        // `if amount > payment.captured: raise`: the caller's amount is weighed against the
-        // record, which is the point of taking one (a partial refund).
-        let weighed = side
-            .idx
-            .within(func, kinds::COMPARISON_OPERATOR)
-            .iter()
-            .any(|c| {
-                syntax::text(*c, side.src)
-                    .split(|ch: char| !(ch.is_alphanumeric() || ch == '_'))
-                    .any(|w| w == param)
-                    && !syntax::text(*c, side.src).contains("None")
-            });
-        if weighed {
+        if weighed(func, param, side, |_| true) {
             return None;
         }
         (is_param
@@ -757,20 +745,28 @@ fn overridden_by_parameter<'t>(
     {
         return None;
     }
-    // `elif amount > order.refundable:` or `if amount != invoice.total: raise`: the caller's
-    // amount is checked against the record, which is the point of taking it.
-    let checked = side
-        .idx
+    // The guard's own `amount is None` is no weighing.
+    let checked = weighed(func, name, side, |c| {
+        !syntax::contains(guard, c) || c.start_byte() > value_set.end_byte()
+    });
+    (!checked).then_some(guard)
+}
+
+/// Whether `func` compares `name` with a record's value (`elif amount > order.refundable:`, `if
+/// amount != invoice.total: raise`, `0 < deposit <= self.amount_cents`), in the comparisons
+/// `counted` keeps: the caller's amount is checked against the record, which is the point of
+/// taking one.
+fn weighed(func: Node<'_>, name: &str, side: Side<'_>, counted: impl Fn(Node<'_>) -> bool) -> bool {
+    side.idx
         .within(func, kinds::COMPARISON_OPERATOR)
         .iter()
-        .filter(|c| !syntax::contains(guard, **c) || c.start_byte() > value_set.end_byte())
+        .filter(|c| counted(**c))
         .any(|c| {
             let text = syntax::text(*c, side.src);
             text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
                 .any(|w| w == name)
                 && (text.contains('.') || text.contains('['))
-        });
-    (!checked).then_some(guard)
+        })
 }
 
 /// Whether `name` is a parameter of the function around `call`.
