@@ -98,7 +98,14 @@ impl Default for Vocabulary {
                 "transfer",
             ]),
             cache_clients: words(&["redis", "cache", "rds", "r", "kv"]),
-            task_decorators: words(&["task", "shared_task", "periodic_task", "actor", "job"]),
+            task_decorators: words(&[
+                "task",
+                "shared_task",
+                "periodic_task",
+                "db_task",
+                "actor",
+                "job",
+            ]),
         }
     }
 }

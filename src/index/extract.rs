@@ -446,7 +446,7 @@ fn mock_text(
     out
 }
 
-fn decorators(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Vec<Decorator> {
+pub(crate) fn decorators(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Vec<Decorator> {
     let Some(parent) = idx.decorated(func) else {
         return Vec::new();
     };

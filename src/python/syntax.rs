@@ -590,6 +590,30 @@ pub fn contains_lowercase(hay: &str, needle: &str) -> bool {
     })
 }
 
+/// The function a call hands to a thread or an executor to run (`apply_event` of
+/// `run_in_threadpool(apply_event, ...)`, `asyncio.to_thread(f, ...)`, `loop.run_in_executor(None,
+/// f, ...)`, `sync_to_async(f)`), as written: what the code really calls there.
+pub fn handed_callee<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let at = match callee_name(call, src) {
+        "run_in_threadpool" | "to_thread" | "sync_to_async" | "run_sync" => 0,
+        "run_in_executor" => 1,
+        _ => return None,
+    };
+    let arg = *positional_args(call).get(at)?;
+    matches!(arg.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE).then(|| text(arg, src))
+}
+
+/// The words that name an idempotency key in code: every provider's `Idempotency-Key`
+/// (`Cko-Idempotency-Key`, `idempotency_key=`), and PayPal's `PayPal-Request-Id`.
+pub const IDEMPOTENCY_WORDS: [&str; 3] = ["idempot", "paypal-request-id", "paypal_request_id"];
+
+/// Whether code (not its comments) names an idempotency key (`IDEMPOTENCY_WORDS`).
+pub fn code_names_idempotency(code: &str) -> bool {
+    IDEMPOTENCY_WORDS
+        .iter()
+        .any(|w| code_contains_lowercase(code, w))
+}
+
 /// `contains_lowercase` on code, not on its comments: a line's text from a `#` that no quote
 /// before it opens is left out (`# writes are retried by callers that own an idempotency key`
 /// says nothing of what the function sends).

@@ -3,6 +3,7 @@
 
 pub mod broad_except_returns_none;
 pub mod error_contract_changed;
+pub mod failure_swallowed;
 pub mod retries_exhausted_return_none;
 pub mod traceback_lost;
 

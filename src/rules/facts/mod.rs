@@ -314,6 +314,14 @@ pub(crate) const PAYMENT_SDKS: &[&str] = &[
 impl FileFacts {
     /// Whether a dotted callee (`stripe.Refund.create`, `Payment.create`) is a payment SDK's,
     /// by the import of its first name.
+    /// Whether the file imports a payment provider's SDK (`import stripe`).
+    pub(crate) fn imports_payment_sdk(&self) -> bool {
+        self.imports.iter().any(|i| {
+            let root = i.target.split('.').next().unwrap_or(&i.target);
+            PAYMENT_SDKS.contains(&root)
+        })
+    }
+
     pub(crate) fn calls_payment_sdk(&self, callee: &str) -> bool {
         let Some((root, _)) = callee.split_once('.') else {
             return false;
@@ -425,13 +433,40 @@ fn gather_code(file: &ParsedFile, mut facts: FileFacts, vocab: &Vocabulary) -> F
     facts
 }
 
+/// Whether a function's code names an idempotency key: not its comments, nor its docstring
+/// (`anything that identifies the operation, idempotency keys included, is the caller's`).
+fn names_idempotency_in_code(func: Node<'_>, src: &str) -> bool {
+    let text = syntax::text(func, src);
+    if !syntax::IDEMPOTENCY_WORDS
+        .iter()
+        .any(|w| syntax::contains_lowercase(text, w))
+    {
+        return false;
+    }
+    let docstring = func
+        .field("body")
+        .and_then(|b| b.named_child(0))
+        .filter(|s| s.kind() == kinds::EXPRESSION_STATEMENT)
+        .filter(|s| s.named_child(0).is_some_and(|n| n.kind() == kinds::STRING));
+    match docstring {
+        Some(doc) => {
+            let (before, after) = (
+                src.get(func.start_byte()..doc.start_byte()).unwrap_or(""),
+                src.get(doc.end_byte()..func.end_byte()).unwrap_or(""),
+            );
+            syntax::code_names_idempotency(before) || syntax::code_names_idempotency(after)
+        }
+        None => syntax::code_names_idempotency(text),
+    }
+}
+
 /// Whether the call at `start..end` is a statement of its own, what it returns dropped
 /// (`client.reverse(...)`, `await client.reverse(...)` on their own lines), read from the text:
 /// asking the call for its parent walks the tree down from its root, for every call of a
 /// change. Alone on its lines, after an indent and perhaps `await`, with nothing but a comment
 /// after it, and after a line that does not leave an expression open (a bracket, a comma, an
 /// operator, a backslash): not `x = (` then the call, nor `f(a,` then the call.
-fn stands_alone(start: usize, end: usize, src: &str) -> bool {
+pub(crate) fn stands_alone(start: usize, end: usize, src: &str) -> bool {
     let (Some(head), Some(tail)) = (src.get(..start), src.get(end..)) else {
         return false;
     };
@@ -550,7 +585,7 @@ fn function_facts(
         is_async: syntax::is_async(func),
         annotation: syntax::return_annotation(func, src).map(str::to_string),
         is_test: file.is_test && name.starts_with("test"),
-        mentions_idempotency: syntax::code_contains_lowercase(syntax::text(func, src), "idempot"),
+        mentions_idempotency: names_idempotency_in_code(func, src),
         params: crate::rules::pay::positional_parameters(func, src)
             .join(",")
             .into(),

@@ -53,7 +53,9 @@ fn gate(s: &Scan<'_>) -> bool {
 /// `Idempotency-Key`, `idempotency_key=`, `IDEMPOTENCY_HEADER`: the same test as
 /// `mentions_idempotency`'s.
 fn names_key(text: &str) -> bool {
-    syntax::contains_lowercase(text, "idempot")
+    syntax::IDEMPOTENCY_WORDS
+        .iter()
+        .any(|w| syntax::contains_lowercase(text, w))
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -681,7 +683,20 @@ fn counters<'s>(idx: &NodeIndex<'_>, attempt: &Attempt<'_>, src: &'s str) -> Vec
     let mut out = Vec::new();
     if attempt.loop_line.is_none() {
         if attempt.retried_by.is_some() {
-            out.push("self.request.retries");
+            // Celery's count of retries and arq's of tries, and the names the function gives
+            // them (`job_try: int = ctx["job_try"]`).
+            out.extend(["self.request.retries", "ctx[\"job_try\"]", "ctx['job_try']"]);
+            for a in idx.within(attempt.func, kinds::ASSIGNMENT) {
+                let (Some(left), Some(right)) = (a.field("left"), a.field("right")) else {
+                    continue;
+                };
+                let value = syntax::text(right, src);
+                if left.kind() == kinds::IDENTIFIER
+                    && (value.contains("job_try") || value.ends_with("request.retries"))
+                {
+                    out.push(syntax::text(left, src));
+                }
+            }
         }
         return out;
     }
@@ -716,7 +731,9 @@ fn counter_read<'t>(node: Node<'t>, counters: &[&str], src: &str) -> Option<Node
     let mut pending = vec![node];
     while let Some(n) = pending.pop() {
         match n.kind() {
-            kinds::IDENTIFIER | kinds::ATTRIBUTE if counters.contains(&syntax::text(n, src)) => {
+            kinds::IDENTIFIER | kinds::ATTRIBUTE | kinds::SUBSCRIPT
+                if counters.contains(&syntax::text(n, src)) =>
+            {
                 return Some(n);
             }
             // `len(attempts)`, `lambda attempt: ...`: not the counter's value.

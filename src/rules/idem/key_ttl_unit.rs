@@ -59,14 +59,7 @@ fn check(cx: &mut Ctx<'_>) {
         let function = super::function_facts(cx, call);
         let on_path = super::on_money_path(cx, function);
         let amount = eval::Env::of(idx, src, func).eval(value);
-        // A claim on a refund or an idempotency key is about money wherever the change calls it
-        // from; a job's lock elsewhere still runs twice, but pays nothing twice.
-        let about_money = {
-            let text = format!("{key} {qualname} {}", cx.path);
-            super::is_idempotency_text(&text)
-                || camel_words(&text)
-                    .any(|w| cx.vocab.is_payment_operation(&w) || cx.vocab.is_entity(&w))
-        };
+        let about_money = about_money(cx, &key, &qualname);
         let finding = cx
             .report(&RULE, call)
             .arg("arg", arg)
@@ -100,6 +93,29 @@ fn check(cx: &mut Ctx<'_>) {
             });
         }
     }
+}
+
+/// Whether a key is about money wherever the change calls it from: a claim on a refund or an
+/// idempotency key is; a job's lock elsewhere still runs twice, but pays nothing twice.
+pub(super) fn about_money(cx: &Ctx<'_>, key: &str, qualname: &str) -> bool {
+    let text = format!("{key} {qualname} {}", cx.path);
+    super::is_idempotency_text(&text)
+        || camel_words(&text).any(|w| cx.vocab.is_payment_operation(&w) || cx.vocab.is_entity(&w))
+}
+
+/// Whether a lifetime given in milliseconds is written as seconds, by its name or its value
+/// (`px=ttl_seconds`, `px=24 * 60 * 60`): IDEM006's case.
+pub(super) fn says_seconds(idx: &NodeIndex<'_>, src: &str, value: Node<'_>) -> bool {
+    let value = unwrap(value);
+    let text = syntax::text(value, src);
+    !converted(text)
+        && (names_seconds(text)
+            || written_in_seconds(
+                idx,
+                src,
+                idx.enclosing(value, kinds::FUNCTION_DEFINITION),
+                value,
+            ))
 }
 
 /// The argument of a Redis call that takes milliseconds, with how to name it.
@@ -342,7 +358,7 @@ fn passed_as_seconds(cx: &Ctx<'_>, idx: &NodeIndex<'_>, text: &str) -> Option<(u
 /// Whether the key is one that stops a repeat: a claim (`nx=True`), an idempotency, dedup or
 /// lock key, or one whose names (`text`: the key and the function's qualified name) say it
 /// marks something seen, claimed or in flight.
-fn guards_a_repeat(cx: &Ctx<'_>, call: Node<'_>, text: &str) -> bool {
+pub(super) fn guards_a_repeat(cx: &Ctx<'_>, call: Node<'_>, text: &str) -> bool {
     if super::cache_call(call, cx).is_some_and(|c| matches!(c.op, Op::AtomicWrite)) {
         return true;
     }

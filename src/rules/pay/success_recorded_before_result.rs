@@ -187,7 +187,12 @@ fn report(
     let last = save_after(stmt, block, src)
         .map_or(syntax::lines(stmt).1, |s| syntax::lines(s).1)
         .max(syntax::lines(call).1);
-    let callee = syntax::callee_name(call, src).to_string();
+    // A payment handed to a thread is named by what it hands (`gateway.charge_saved_card`).
+    let handed = syntax::handed_callee(call, src);
+    let callee = handed
+        .map(|h| h.rsplit('.').next().unwrap_or(h))
+        .unwrap_or_else(|| syntax::callee_name(call, src))
+        .to_string();
     let returns_none_at = cx
         .change
         .functions_named(cx.side, &callee)
@@ -216,7 +221,12 @@ fn report(
     let finding = cx
         .report_lines(&RULE, (first, last), key)
         .arg("assignment", written)
-        .arg("callee", syntax::callee(call, src).to_string())
+        .arg(
+            "callee",
+            handed
+                .unwrap_or_else(|| syntax::callee(call, src))
+                .to_string(),
+        )
         .arg(
             if recording_call {
                 "recording_call"
@@ -576,14 +586,19 @@ fn unchecked_call_before<'t>(
         .collect();
     let (position, call, http) = earlier.iter().enumerate().rev().find_map(|(i, s)| {
         idx.within(*s, kinds::CALL).iter().find_map(|c| {
-            if super::pays(cx, *c, src) || wraps_payment(cx, syntax::callee_name(*c, src)) {
+            if super::pays(cx, *c, src)
+                || wraps_payment(cx, syntax::callee_name(*c, src))
+                || hands_a_payment(cx, *c, src)
+            {
                 Some((i, *c, false))
             } else {
                 http_payment(cx, *c).then_some((i, *c, true))
             }
         })
     })?;
-    let callee = syntax::callee_name(call, src);
+    let callee = syntax::handed_callee(call, src)
+        .map(|h| h.rsplit('.').next().unwrap_or(h))
+        .unwrap_or_else(|| syntax::callee_name(call, src));
     let binding = syntax::bound_name(call, src);
     // The function itself decides on the answer, only too late: `if result.status == "failed":
     // raise` after `complete_refund(...)`, whatever it looked at before.
@@ -605,6 +620,8 @@ fn unchecked_call_before<'t>(
         })
     {
         // The SDK's object for a payment it made, which says whether the money moved.
+        "sdk_status_unchecked"
+    } else if binding.is_some() && sdk_wrapper_elsewhere(cx, callee) {
         "sdk_status_unchecked"
     } else {
         return None;
@@ -789,6 +806,34 @@ fn wraps_payment_sdk(cx: &Ctx<'_>, file: &facts::FileFacts, name: &str) -> bool 
     returns_a_call(cx, name, |v, src| {
         file.calls_payment_sdk(syntax::callee(v, src))
     })
+}
+
+/// Whether the call hands a payment operation to a thread (`await asyncio.to_thread(
+/// gateway.charge_saved_card, ...)`): what it returns is that payment's result.
+fn hands_a_payment(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
+    syntax::handed_callee(call, src).is_some_and(|h| {
+        let name = h.rsplit('.').next().unwrap_or(h);
+        cx.vocab.is_payment_operation(name)
+            && !name.split('_').any(|w| {
+                super::BESIDE_THE_MONEY
+                    .iter()
+                    .any(|b| w.eq_ignore_ascii_case(b))
+            })
+    })
+}
+
+/// Whether every function of the change named `name` hands back what a payment SDK made
+/// (`return stripe.PaymentIntent.create(...)` in the gateway module): its caller holds the
+/// SDK's object, whose status says whether the money moved.
+fn sdk_wrapper_elsewhere(cx: &Ctx<'_>, name: &str) -> bool {
+    let mut found = false;
+    for (file, f) in cx.change.functions_named(cx.side, name) {
+        if file.is_test || !(f.returns_value && f.payment && file.imports_payment_sdk()) {
+            return false;
+        }
+        found = true;
+    }
+    found
 }
 
 /// Whether a function of the file named `name` hands back what a payment call made: `return

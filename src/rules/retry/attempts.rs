@@ -87,7 +87,22 @@ pub(crate) fn retried_by(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> Opti
             .is_some_and(|f| f.id() == func.id())
             && syntax::callee(*c, src) == "self.retry"
     });
-    calls_retry.then(|| "self.retry(...)".to_string())
+    if calls_retry {
+        return Some("self.retry(...)".to_string());
+    }
+    // arq runs a job again when it raises `Retry(defer=...)`.
+    let raises_retry = idx.within(func, kinds::CALL).iter().any(|c| {
+        matches!(
+            syntax::callee(*c, src),
+            "Retry" | "arq.Retry" | "arq.worker.Retry"
+        ) && src
+            .get(..c.start_byte())
+            .is_some_and(|head| head.trim_end().ends_with("raise"))
+            && idx
+                .enclosing(*c, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| f.id() == func.id())
+    });
+    raises_retry.then(|| "raise Retry(...)".to_string())
 }
 
 /// What a decorator (its text, `@retry(...)`) shows of itself when it runs the function again
@@ -97,7 +112,14 @@ pub(crate) fn retried_by_decorator(d: &str) -> Option<String> {
     let d = d.trim_start_matches('@');
     let head = d.split('(').next().unwrap_or(d).trim();
     let last = head.rsplit('.').next().unwrap_or(head);
-    let retries = last == "retry"
+    // A project's own retrying decorator says so in its name: `retry_async`, `with_retries`.
+    let named = last
+        .split('_')
+        .any(|w| matches!(w, "retry" | "retries" | "retrying" | "retried"))
+        && !last
+            .split('_')
+            .any(|w| matches!(w, "no" | "without" | "skip"));
+    let retries = named
         || head.starts_with("backoff.on_")
         || head.starts_with("retrying.")
         || head.starts_with("tenacity.")

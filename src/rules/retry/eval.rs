@@ -51,6 +51,8 @@ impl<'t> Env<'t, '_> {
             }
             kinds::BINARY_OPERATOR => self.binary(node, depth),
             kinds::IDENTIFIER => self.name(node, text, depth),
+            // A counter the framework keeps (`self.request.retries`).
+            kinds::ATTRIBUTE => self.counter.filter(|(c, _)| *c == text).map(|(_, v)| v),
             kinds::CALL => self.call(node, depth),
             _ => None,
         }
@@ -74,6 +76,9 @@ impl<'t> Env<'t, '_> {
 
     fn call(&self, node: Node<'_>, depth: usize) -> Option<f64> {
         let name = syntax::callee(node, self.src);
+        if name == "timedelta" || name.ends_with(".timedelta") {
+            return self.timedelta(node, depth);
+        }
         let args: Option<Vec<f64>> = syntax::positional_args(node)
             .into_iter()
             .map(|a| self.eval_at(a, depth + 1))
@@ -85,6 +90,29 @@ impl<'t> Env<'t, '_> {
             "float" | "int" if args.len() == 1 => args.first().copied(),
             _ => None,
         }
+    }
+
+    /// `timedelta(hours=1)`, `timedelta(1, 30)`: its seconds.
+    fn timedelta(&self, node: Node<'_>, depth: usize) -> Option<f64> {
+        const UNITS: [(&str, f64); 7] = [
+            ("days", 86_400.0),
+            ("seconds", 1.0),
+            ("microseconds", 1e-6),
+            ("milliseconds", 1e-3),
+            ("minutes", 60.0),
+            ("hours", 3_600.0),
+            ("weeks", 604_800.0),
+        ];
+        let mut total = 0.0;
+        for (i, arg) in syntax::positional_args(node).into_iter().enumerate() {
+            total += self.eval_at(arg, depth + 1)? * UNITS.get(i)?.1;
+        }
+        for (unit, scale) in UNITS {
+            if let Some(arg) = syntax::keyword_arg(node, unit, self.src) {
+                total += self.eval_at(arg, depth + 1)? * scale;
+            }
+        }
+        total.is_finite().then_some(total)
     }
 
     fn name(&self, node: Node<'_>, name: &str, depth: usize) -> Option<f64> {

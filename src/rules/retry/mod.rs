@@ -11,6 +11,7 @@ pub mod sleep_after_last_attempt;
 
 pub(crate) mod eval;
 pub(crate) mod loops;
+pub(crate) mod task_retries;
 
 /// Whether the file holds a retry loop, where most of the family's checks start; worked out
 /// once per file for all of them.

@@ -178,6 +178,9 @@ pub struct Mocks<'m> {
     shared: &'m [String],
     class: Option<std::rc::Rc<[String]>>,
     params: Vec<String>,
+    /// Attributes the test or its `setUp` configures as mocks (`create_transfer` of
+    /// `self.provider.create_transfer.side_effect = [...]`), lowercase.
+    configured: Vec<String>,
 }
 
 /// What mocks for every test of a file side, read once for all of them: the autouse fixtures of
@@ -268,6 +271,7 @@ impl<'m> Mocks<'m> {
                 shared: &[],
                 class: None,
                 params: Vec::new(),
+                configured: Vec::new(),
             };
         };
         let lower = |n: Node<'_>| syntax::text(n, src).to_ascii_lowercase();
@@ -332,11 +336,16 @@ impl<'m> Mocks<'m> {
                 .filter(|(_, text)| !live_cache(text))
                 .map(|(_, text)| text),
         );
+        let mut configured = configured_mocks(syntax::text(test.node, src));
+        for text in class.as_deref().unwrap_or_default() {
+            configured.extend(configured_mocks(text));
+        }
         Mocks {
             texts,
             shared: &file.shared,
             class,
             params,
+            configured,
         }
     }
 
@@ -372,11 +381,50 @@ impl Mocks<'_> {
             })
     }
 
+    /// Whether a function on the path to the service is an attribute the test configures as a
+    /// mock (`self.provider.create_transfer.side_effect = [...]`): what the code calls there is
+    /// the mock, whatever the real method would reach.
+    pub fn configured_on(&self, path: &[String]) -> bool {
+        !self.configured.is_empty()
+            && path.iter().any(|name| {
+                let last = name.rsplit('.').next().unwrap_or(name);
+                self.configured.iter().any(|c| c.eq_ignore_ascii_case(last))
+            })
+    }
+
     /// Whether a patch target ends with `name` (`"app.payments.service.create_charge"`,
     /// `patch.object(client, "create_charge")`): the function itself is replaced.
     pub fn replace_function(&self, name: &str) -> bool {
         self.texts().any(|t| replaces(t, name))
     }
+}
+
+/// The attributes a text configures as mocks: `create_transfer` of
+/// `provider.create_transfer.side_effect = ...` or `.return_value = ...` (not `return_value ==`).
+fn configured_mocks(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for marker in [".side_effect", ".return_value"] {
+        for (at, _) in text.match_indices(marker) {
+            let after = text[at + marker.len()..].trim_start();
+            if !after.starts_with('=') || after.starts_with("==") {
+                continue;
+            }
+            let head = &text[..at];
+            let start = head
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .map_or(0, |i| i + 1);
+            let name = &head[start..];
+            // `patcher.start().return_value`: a call's result names nothing.
+            if name.is_empty() || !head[..start].ends_with('.') {
+                continue;
+            }
+            let name = name.to_ascii_lowercase();
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+    }
+    out
 }
 
 /// The classes a mock's text (lowercase) makes stand-ins for: `spec=X`, `spec_set=X`,

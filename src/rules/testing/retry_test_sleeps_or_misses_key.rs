@@ -74,11 +74,15 @@ fn check(cx: &mut Ctx<'_>) {
         let sleeps = callees
             .iter()
             .find_map(|c| c.reach(cx, DEPTH, &SLEEPS))
-            .filter(|r| !clock_mocked && !mocks.spec_a_class_on(cx, &r.path));
+            .filter(|r| {
+                !clock_mocked
+                    && !mocks.spec_a_class_on(cx, &r.path)
+                    && !mocks.configured_on(&r.path)
+            });
         let keyed = callees
             .iter()
             .find_map(|c| c.reach(cx, DEPTH, &KEYED))
-            .filter(|r| !mocks.spec_a_class_on(cx, &r.path));
+            .filter(|r| !mocks.spec_a_class_on(cx, &r.path) && !mocks.configured_on(&r.path));
         // `assert len(set(_sent_keys(gateway))) == 1`: a helper of the file may read the keys.
         let checks_key = looks_at_key(cx, &test)
             || cx.facts.is_some_and(|f| {
@@ -186,7 +190,7 @@ fn names_keys(text: &str) -> bool {
 
 fn mentions_key(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
-    lower.contains("idempot") || lower.contains("dedup")
+    syntax::IDEMPOTENCY_WORDS.iter().any(|w| lower.contains(w)) || lower.contains("dedup")
 }
 
 /// Named for retries or timeouts, or makes the first calls fail (`side_effect = [Timeout(), ...]`).

@@ -1,0 +1,294 @@
+//! ERR005 payment-failure-swallowed: a broad `except` around a step that moves money, or that
+//! applies a payment event a provider or a broker delivered, whose handler only logs (or rolls
+//! back) and lets the code go on as if the step had worked. Nothing records the failure and
+//! nothing retries it; in a webhook view or a message consumer, returning normally also
+//! acknowledges the event, and the sender never delivers it again.
+//!
+//! A handler that raises, answers with an error, nacks, records the failure (an assignment, a
+//! call other than logging) or returns `None` or `False` (ERR001's case) is a decision, and is
+//! left alone. So is a batch loop that logs one item's failure and goes on to the next: the item
+//! keeps its state for the next run.
+use tree_sitter::Node;
+
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::review::Severity;
+use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "ERR005",
+    doc: include_str!("../../../rules/err/ERR005.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// Every finding is a broad `except` in a function of code, not of a test.
+fn gate(s: &Scan<'_>) -> bool {
+    !s.facts.is_test
+        && s.index()
+            .all(kinds::EXCEPT_CLAUSE)
+            .iter()
+            .any(|&c| syntax::is_broad_except(c, s.src()))
+}
+
+/// Who delivered what a handler applies, and so who is told it was applied when it returns.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Inbound {
+    /// A webhook or notification view: the provider.
+    Provider,
+    /// A message consumer: the broker.
+    Broker,
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    if cx.facts.is_some_and(|f| f.is_test) {
+        return;
+    }
+    for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
+        if !syntax::is_broad_except(clause, src) {
+            continue;
+        }
+        let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        let Some(handler) = clause
+            .named_children(&mut clause.walk())
+            .filter(|c| c.kind() == kinds::BLOCK)
+            .last()
+        else {
+            continue;
+        };
+        if !only_logs(handler, src) {
+            continue;
+        }
+        // Asked only of the few handlers that swallow: tree-sitter finds a parent from the root.
+        let Some(body) = clause
+            .parent()
+            .filter(|t| t.kind() == kinds::TRY_STATEMENT)
+            .and_then(|t| t.field("body"))
+        else {
+            continue;
+        };
+        let inbound = inbound(cx, idx, func);
+        let Some((step, pays)) = step_of(cx, idx, func, body, inbound.is_some()) else {
+            continue;
+        };
+        if inbound.is_none() {
+            let name = syntax::function_name(func, src);
+            // A batch loop leaves the failed item as it was for the next run; a notification
+            // of its own is beside the money.
+            if !pays || in_a_loop(idx, clause, func) || beside_the_money(name) {
+                continue;
+            }
+        }
+        let qualname = facts::qualname(func, idx, src);
+        let payment_module = cx.facts.is_some_and(|f| f.payment_module);
+        let finding = cx
+            .report(&RULE, clause)
+            .arg("function", qualname)
+            .arg("step", step.0)
+            .arg("step_line", step.1.to_string());
+        match inbound {
+            Some(Inbound::Provider) => finding.note("provider"),
+            Some(Inbound::Broker) => finding.note("broker"),
+            None => finding.note("step"),
+        };
+        if !pays && !payment_module {
+            finding.severity(Severity::Important);
+        }
+    }
+}
+
+/// Whether every statement of a handler only records that something failed: logging, a
+/// rollback, `pass`, `continue`, or a `return` of something that is no error (`return order`).
+fn only_logs(handler: Node<'_>, src: &str) -> bool {
+    let statements = syntax::statements(handler);
+    !statements.is_empty()
+        && statements.iter().all(|s| match s.kind() {
+            kinds::PASS_STATEMENT | kinds::CONTINUE_STATEMENT => true,
+            kinds::EXPRESSION_STATEMENT => s
+                .named_child(0)
+                .map(crate::rules::idem::strip_await)
+                .is_some_and(|e| e.kind() == kinds::CALL && logs(syntax::callee(e, src))),
+            kinds::RETURN_STATEMENT => s.named_child(0).is_some_and(|v| no_error(v, src)),
+            _ => false,
+        })
+}
+
+/// `logger.exception`, `log.warning`, `logging.error`, `print`, `sentry_sdk.capture_exception`,
+/// `statsd.incr`, `db.session.rollback`: calls that record or undo, not decide.
+fn logs(callee: &str) -> bool {
+    let (receiver, name) = callee.rsplit_once('.').unwrap_or(("", callee));
+    let receiver = receiver
+        .rsplit('.')
+        .next()
+        .unwrap_or(receiver)
+        .to_ascii_lowercase();
+    matches!(name, "print" | "capture_exception" | "rollback")
+        || receiver.ends_with("log")
+        || receiver.ends_with("logger")
+        || receiver == "logging"
+        || receiver.contains("metric")
+        || receiver.contains("statsd")
+        || receiver == "sentry_sdk"
+}
+
+/// A value a handler returns that says nothing failed: not `None` or `False` (ERR001's), nor an
+/// error answer (`Response(status=503)`, `{"status": "error"}`, `web.HTTPServiceUnavailable()`).
+fn no_error(value: Node<'_>, src: &str) -> bool {
+    if matches!(value.kind(), kinds::NONE | kinds::FALSE) {
+        return false;
+    }
+    let text = syntax::text(value, src).to_ascii_lowercase();
+    let error_code = text
+        .as_bytes()
+        .windows(3)
+        .any(|w| matches!(w[0], b'4' | b'5') && w[1].is_ascii_digit() && w[2].is_ascii_digit());
+    !error_code
+        && ![
+            "error",
+            "fail",
+            "retry",
+            "nack",
+            "reject",
+            "unavailable",
+            "invalid",
+        ]
+        .iter()
+        .any(|w| text.contains(w))
+}
+
+/// Whether the function answers a provider or a broker: a view of a webhook or a notification
+/// (by its name, its class's or its file's, taking a request), or a consumer of messages.
+fn inbound(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>) -> Option<Inbound> {
+    let src = cx.src();
+    let class = idx
+        .enclosing(func, kinds::CLASS_DEFINITION)
+        .and_then(|c| c.field("name"))
+        .map_or("", |n| syntax::text(n, src));
+    let names = format!("{} {class} {}", syntax::function_name(func, src), cx.path);
+    let words: Vec<String> = split_words(&names).collect();
+    let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+    let text = syntax::text(func, src);
+    // A view: it takes the request, or a route decorator makes it one (Flask's global
+    // `request`).
+    let takes_request = crate::rules::pay::parameters(func, src)
+        .iter()
+        .any(|p| matches!(p.as_str(), "request" | "req"))
+        || idx.decorated(func).is_some_and(|d| {
+            syntax::decorators(d).into_iter().any(|d| {
+                let text = syntax::text(d, src);
+                [
+                    ".post(",
+                    ".route(",
+                    "api_view",
+                    "csrf_exempt",
+                    "require_post",
+                ]
+                .iter()
+                .any(|m| text.contains(m))
+            })
+        });
+    if has(&[
+        "webhook",
+        "webhooks",
+        "notification",
+        "notifications",
+        "callback",
+        "ipn",
+    ]) && takes_request
+    {
+        return Some(Inbound::Provider);
+    }
+    let consumes = has(&["consumer", "consumers", "consume", "listener", "subscriber"])
+        || text.contains("message.process(")
+        || text.contains(".ack(")
+        || text.contains("basic_ack(");
+    consumes.then_some(Inbound::Broker)
+}
+
+/// The words of names, `PaygateNotificationView` and `stripe_webhook` alike, lowercase.
+fn split_words(text: &str) -> impl Iterator<Item = String> + '_ {
+    let mut spaced = String::with_capacity(text.len() + 8);
+    let mut previous_lower = false;
+    for c in text.chars() {
+        if c.is_ascii_uppercase() && previous_lower {
+            spaced.push(' ');
+        }
+        previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        spaced.push(c);
+    }
+    spaced
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect::<Vec<_>>()
+        .into_iter()
+}
+
+/// The first call of the `try` body that moves money or applies a payment's event, as written
+/// and with its line, and whether it pays (a payment operation by name): `payouts.create_payouts`,
+/// `self._refunds.handle`, `services.process_notification` in a view of notifications. A call
+/// handed to a thread (`run_in_threadpool(apply_event, ...)`) is the function it hands.
+fn step_of(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    body: Node<'_>,
+    inbound: bool,
+) -> Option<((String, u32), bool)> {
+    let src = cx.src();
+    let mut applies: Option<(String, u32)> = None;
+    for &call in idx.within(body, kinds::CALL) {
+        if !super::owned_by(call, func, idx) {
+            continue;
+        }
+        let callee = syntax::handed_callee(call, src).unwrap_or_else(|| syntax::callee(call, src));
+        if logs(callee) || callee.is_empty() {
+            continue;
+        }
+        let words: Vec<String> = split_words(callee).collect();
+        if words.iter().any(|w| beside_the_money(w)) {
+            continue;
+        }
+        let pays = words
+            .iter()
+            .any(|w| cx.vocab.is_payment_operation(w.trim_end_matches('s')));
+        let line = syntax::lines(call).0;
+        if pays {
+            return Some(((callee.to_string(), line), true));
+        }
+        let names_payment = words.iter().any(|w| {
+            cx.vocab.is_entity(w.trim_end_matches('s'))
+                || matches!(
+                    w.as_str(),
+                    "handle" | "process" | "apply" | "dispatch" | "notification" | "event"
+                )
+        });
+        if inbound && names_payment && applies.is_none() {
+            applies = Some((callee.to_string(), line));
+        }
+    }
+    applies.map(|a| (a, false))
+}
+
+fn beside_the_money(word: &str) -> bool {
+    word.split('_').any(|w| {
+        crate::rules::pay::BESIDE_THE_MONEY
+            .iter()
+            .filter(|b| !matches!(**b, "event" | "webhook" | "notification"))
+            .any(|b| w.eq_ignore_ascii_case(b))
+    })
+}
+
+/// Whether the `except` is inside a loop of the function.
+fn in_a_loop(idx: &NodeIndex<'_>, clause: Node<'_>, func: Node<'_>) -> bool {
+    [kinds::FOR_STATEMENT, kinds::WHILE_STATEMENT]
+        .iter()
+        .any(|k| {
+            idx.enclosing(clause, k)
+                .is_some_and(|l| super::owned_by(l, func, idx))
+        })
+}
