@@ -97,7 +97,7 @@ impl Default for Vocabulary {
                 "debit",
                 "transfer",
             ]),
-            cache_clients: words(&["redis", "cache", "rds", "r", "kv"]),
+            cache_clients: words(&["redis", "cache", "rds", "r", "kv", "mc"]),
             task_decorators: words(&[
                 "task",
                 "shared_task",

@@ -78,6 +78,7 @@ pub static ALL: &[&Rule] = &[
     &pay::charge_amount_source_changed::RULE,
     &pay::success_recorded_before_result::RULE,
     &pay::arguments_swapped::RULE,
+    &pay::minor_units_truncated::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

@@ -60,17 +60,23 @@ fn check(cx: &mut Ctx<'_>) {
         else {
             continue;
         };
-        if !only_logs(handler, src) {
+        let Some(locals) = only_logs(handler, src) else {
             continue;
-        }
+        };
         // Asked only of the few handlers that swallow: tree-sitter finds a parent from the root.
-        let Some(body) = clause
-            .parent()
-            .filter(|t| t.kind() == kinds::TRY_STATEMENT)
-            .and_then(|t| t.field("body"))
+        let Some(try_statement) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT)
         else {
             continue;
         };
+        let Some(body) = try_statement.field("body") else {
+            continue;
+        };
+        let after = src
+            .get(try_statement.end_byte()..func.end_byte())
+            .unwrap_or("");
+        if locals.iter().any(|l| decided_on(after, l)) {
+            continue;
+        }
         let inbound = inbound(cx, idx, func);
         let Some((step, pays)) = step_of(cx, idx, func, body, inbound.is_some()) else {
             continue;
@@ -102,19 +108,58 @@ fn check(cx: &mut Ctx<'_>) {
 }
 
 /// Whether every statement of a handler only records that something failed: logging, a
-/// rollback, `pass`, `continue`, or a `return` of something that is no error (`return order`).
-fn only_logs(handler: Node<'_>, src: &str) -> bool {
+/// rollback, `pass`, `continue`, a `return` of something that is no error (`return order`), or
+/// a value given to a local name (`outcome = "error"`); with those names, which the code after
+/// may still decide on.
+fn only_logs<'s>(handler: Node<'_>, src: &'s str) -> Option<Vec<&'s str>> {
     let statements = syntax::statements(handler);
-    !statements.is_empty()
+    let mut locals = Vec::new();
+    let all = !statements.is_empty()
         && statements.iter().all(|s| match s.kind() {
             kinds::PASS_STATEMENT | kinds::CONTINUE_STATEMENT => true,
-            kinds::EXPRESSION_STATEMENT => s
-                .named_child(0)
-                .map(crate::rules::idem::strip_await)
-                .is_some_and(|e| e.kind() == kinds::CALL && logs(syntax::callee(e, src))),
+            kinds::EXPRESSION_STATEMENT => {
+                let Some(e) = s.named_child(0).map(crate::rules::idem::strip_await) else {
+                    return false;
+                };
+                match e.kind() {
+                    kinds::CALL => logs(syntax::callee(e, src)),
+                    kinds::ASSIGNMENT => {
+                        let local = e
+                            .field("left")
+                            .filter(|l| l.kind() == kinds::IDENTIFIER)
+                            .zip(e.field("right"))
+                            .filter(|(_, r)| r.kind() != kinds::CALL);
+                        if let Some((left, _)) = local {
+                            locals.push(syntax::text(left, src));
+                        }
+                        local.is_some()
+                    }
+                    _ => false,
+                }
+            }
             kinds::RETURN_STATEMENT => s.named_child(0).is_some_and(|v| no_error(v, src)),
             _ => false,
-        })
+        });
+    all.then_some(locals)
+}
+
+/// Whether code decides on a local name: an `if` or a `while` on it, a `raise` or an HTTP
+/// status set from it (`resp.status = ...`, `status_code=`).
+fn decided_on(code: &str, local: &str) -> bool {
+    let names = |line: &str| {
+        line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w == local)
+    };
+    code.lines().any(|line| {
+        let line = line.trim_start();
+        names(line)
+            && (line.starts_with("if ")
+                || line.starts_with("elif ")
+                || line.starts_with("while ")
+                || line.starts_with("raise")
+                || line.contains(".status =")
+                || line.contains("status_code"))
+    })
 }
 
 /// `logger.exception`, `log.warning`, `logging.error`, `print`, `sentry_sdk.capture_exception`,
@@ -260,14 +305,13 @@ fn step_of(
         if pays {
             return Some(((callee.to_string(), line), true));
         }
-        let names_payment = words.iter().any(|w| {
-            cx.vocab.is_entity(w.trim_end_matches('s'))
-                || matches!(
-                    w.as_str(),
-                    "handle" | "process" | "apply" | "dispatch" | "notification" | "event"
-                )
-        });
-        if inbound && names_payment && applies.is_none() {
+        // In a webhook or a consumer, the `try` is the processing of what was delivered,
+        // whatever its steps are called (`handler(self, event["data"]["object"])`); not a write
+        // to a cache beside it.
+        let beside_a_cache = words
+            .iter()
+            .any(|w| w.contains("cache") || w.contains("redis"));
+        if inbound && !beside_a_cache && applies.is_none() {
             applies = Some((callee.to_string(), line));
         }
     }

@@ -43,6 +43,14 @@ fn check(cx: &mut Ctx<'_>) {
         if !crate::rules::idem::on_money_path(cx, function) {
             continue;
         }
+        // The code's own errors (`except RefundRejected as exc`) are raised on purpose, with a
+        // message that says what went wrong; where they were raised is no news.
+        if idx
+            .enclosing(call, kinds::EXCEPT_CLAUSE)
+            .is_some_and(|clause| own_errors_only(cx, idx, clause))
+        {
+            continue;
+        }
         let receiver = syntax::receiver(call)
             .map(|r| syntax::text(r, src))
             .unwrap_or("logger")
@@ -56,6 +64,38 @@ fn check(cx: &mut Ctx<'_>) {
         }
         finding.arg("receiver", receiver);
     }
+}
+
+/// Whether an `except` catches only exceptions the project defines: classes of the file, or
+/// names imported from the project's own package (`from marketpay.refunds import RefundError`,
+/// `from .errors import Declined`, `refunds.RefundError`).
+fn own_errors_only(cx: &Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>) -> bool {
+    let src = cx.src();
+    let package = cx
+        .path
+        .split('/')
+        .find(|p| !matches!(*p, "src" | "lib" | "app" | ""))
+        .unwrap_or("");
+    let types = syntax::except_types(clause);
+    !types.is_empty()
+        && types.iter().all(|t| {
+            let text = syntax::text(*t, src);
+            let root = text.split('.').next().unwrap_or(text);
+            let last = text.rsplit('.').next().unwrap_or(text);
+            let defined_here = idx.all(kinds::CLASS_DEFINITION).iter().any(|c| {
+                c.field("name")
+                    .is_some_and(|n| syntax::text(n, src) == last)
+            });
+            let imported_from_project =
+                cx.facts
+                    .and_then(|f| f.import_target(root))
+                    .is_some_and(|target| {
+                        target.starts_with('.')
+                            || !package.is_empty() && target.split('.').next() == Some(package)
+                    });
+            !matches!(last, "Exception" | "BaseException")
+                && (defined_here || imported_from_project)
+        })
 }
 
 /// Each logging call that passes a caught exception without its traceback: the call, its

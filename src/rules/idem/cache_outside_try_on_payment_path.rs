@@ -50,7 +50,12 @@ fn check(cx: &mut Ctx<'_>) {
         let function = paying.qualname.clone();
         // Django's cache raises what its backend raises: naming redis-py's error there would
         // send the reader to catch the wrong class.
-        let error = if access.django {
+        // Nor where the client is a memcached one (pymemcache's `mc`).
+        let memcached = file.imports.iter().any(|i| i.target.contains("memcache"))
+            || callee.rsplit('.').nth(1).is_some_and(|r| {
+                matches!(r.trim_start_matches('_'), "mc") || r.contains("memcache")
+            });
+        let error = if access.django || memcached {
             ""
         } else {
             " (`redis.ConnectionError`)"
@@ -116,6 +121,29 @@ fn callers_by_name<'c>(
 /// A function a web framework calls for a request: `@app.post("/...")`, `@bp.route(...)`,
 /// `@router.get(...)`, DRF's `@api_view([...])` and `@action(...)`, Django's `@require_POST`.
 fn is_route(func: &facts::FunctionFacts) -> bool {
+    // A class-based view's handler: Falcon's `on_post(self, req, resp)`, a Django or DRF view's
+    // `post(self, request)`, Starlette's `HTTPEndpoint`.
+    let class = func
+        .qualname
+        .rsplit_once('.')
+        .map_or("", |(class, _)| class.rsplit('.').next().unwrap_or(class));
+    let takes_request = func
+        .params
+        .split(',')
+        .next()
+        .is_some_and(|p| matches!(p, "request" | "req"));
+    let handler = match func.name.as_str() {
+        "on_get" | "on_post" | "on_put" | "on_patch" | "on_delete" => true,
+        "get" | "post" | "put" | "patch" | "delete" => {
+            ["View", "ViewSet", "Resource", "Endpoint", "Handler"]
+                .iter()
+                .any(|s| class.ends_with(s))
+        }
+        _ => false,
+    };
+    if handler && takes_request {
+        return true;
+    }
     func.decorators.iter().any(|d| {
         let (callee, args) = d.split_once('(').unwrap_or((d, ""));
         let callee = callee.trim();

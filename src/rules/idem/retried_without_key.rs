@@ -21,7 +21,7 @@ use tree_sitter::Node;
 use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::http::{self, HttpCall};
 use crate::rules::retry::attempts::{self, Attempt};
-use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts, pay};
+use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan, facts, pay};
 
 pub(crate) static RULE: Rule = Rule {
     id: "IDEM005",
@@ -96,6 +96,16 @@ fn check(cx: &mut Ctx<'_>) {
                 continue;
             }
             let Some(post) = moves_money(cx, idx, &requests, call) else {
+                if let Some(through) = unkeyed_helper_post(cx, idx, &requests, call)
+                    && let Some(after) = retried_after(idx, &attempt, call, src)
+                {
+                    reported.push(call.id());
+                    report(cx, &attempt, call, after, &Post::Literal, None)
+                        .arg("helper", through.helper)
+                        .arg("verb", through.verb)
+                        .arg("key_param", through.key_param)
+                        .note("through_helper");
+                }
                 continue;
             };
             let forwarded = match &post {
@@ -277,14 +287,14 @@ enum After {
     Result,
 }
 
-fn report(
-    cx: &mut Ctx<'_>,
+fn report<'c>(
+    cx: &'c mut Ctx<'_>,
     attempt: &Attempt<'_>,
     call: Node<'_>,
     after: After,
     post: &Post<'_>,
     forwarded: Option<&str>,
-) {
+) -> &'c mut crate::review::Finding {
     let src = cx.src();
     let callee = syntax::callee(call, src).to_string();
     let qualname = cx
@@ -342,6 +352,87 @@ fn report(
     if let Some(reference) = reference {
         finding.arg("reference", reference).note("reference");
     }
+    finding
+}
+
+/// A POST sent through a request helper of the file that takes an idempotency key the call
+/// leaves out.
+struct ThroughHelper {
+    helper: String,
+    /// The method as the call writes it (`"POST"`).
+    verb: String,
+    /// The helper's parameter for the key (`idempotency_key`).
+    key_param: String,
+}
+
+/// `self._request("POST", "/v1/transfers", json={...})` where `_request(self, method, path, *,
+/// json=None, idempotency_key=None)` of the file sends `method` over HTTP and sets the key only
+/// when it is given: a POST of money that carries no key. Only where the call shows it all: the
+/// helper's request takes its method from a parameter the call fills with `"POST"`, and the call
+/// passes neither the key nor a `**` splat. Money by what the call passes, its URL, or the
+/// function that calls it.
+fn unkeyed_helper_post(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    requests: &[HttpCall<'_>],
+    call: Node<'_>,
+) -> Option<ThroughHelper> {
+    let src = cx.src();
+    let parts = cx.call_text(call);
+    let on_self = match parts.receiver {
+        None => false,
+        Some("self" | "cls") => true,
+        Some(_) => return None,
+    };
+    if syntax::has_dict_splat(call) {
+        return None;
+    }
+    let class_of = |n: Node<'_>| idx.enclosing(n, kinds::CLASS_DEFINITION).map(|c| c.id());
+    let helper = idx
+        .all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .copied()
+        .find(|f| {
+            syntax::function_name(*f, src) == parts.name
+                && if on_self {
+                    class_of(*f).is_some() && class_of(*f) == class_of(call)
+                } else {
+                    class_of(*f).is_none()
+                }
+        })?;
+    let request = requests
+        .iter()
+        .find(|r| !r.constructor && syntax::contains(helper, r.node))?;
+    let method_param = http::method_arg(request.node, src)
+        .filter(|m| m.kind() == kinds::IDENTIFIER)
+        .map(|m| syntax::text(m, src))?;
+    let positional = pay::positional_parameters(helper, src);
+    let args = syntax::positional_args(call);
+    let passed = |name: &str| {
+        syntax::keyword_arg(call, name, src).or_else(|| {
+            let at = positional.iter().position(|p| *p == name)?;
+            args.get(at).copied()
+        })
+    };
+    let verb = passed(method_param)?;
+    if http::method_of(verb, src) != Some("post") {
+        return None;
+    }
+    let key_param = pay::parameters(helper, src)
+        .into_iter()
+        .find(|p| crate::rules::idem::is_idempotency_text(p) && !p.contains("lock"))?;
+    if passed(&key_param).is_some() {
+        return None;
+    }
+    let money = pay::passes_money(call, src, cx.vocab)
+        || crate::rules::idem::function_facts(cx, call)
+            .is_some_and(|f| f.payment || cx.vocab.is_payment_operation(&f.name))
+        || cx.facts.is_some_and(|f| f.payment_module);
+    money.then(|| ThroughHelper {
+        helper: facts::qualname(helper, idx, src),
+        verb: syntax::text(verb, src).to_string(),
+        key_param,
+    })
 }
 
 /// How a request is known to be a POST.

@@ -621,7 +621,7 @@ fn unchecked_call_before<'t>(
     {
         // The SDK's object for a payment it made, which says whether the money moved.
         "sdk_status_unchecked"
-    } else if binding.is_some() && sdk_wrapper_elsewhere(cx, callee) {
+    } else if binding.is_some() && payment_wrapper_elsewhere(cx, callee) {
         "sdk_status_unchecked"
     } else {
         return None;
@@ -822,13 +822,28 @@ fn hands_a_payment(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
     })
 }
 
-/// Whether every function of the change named `name` hands back what a payment SDK made
-/// (`return stripe.PaymentIntent.create(...)` in the gateway module): its caller holds the
-/// SDK's object, whose status says whether the money moved.
-fn sdk_wrapper_elsewhere(cx: &Ctx<'_>, name: &str) -> bool {
+/// Whether every function of the change named `name` hands back the payment a provider made:
+/// what a payment SDK returns (`return stripe.PaymentIntent.create(...)` in the gateway
+/// module), or, for a payment operation by name (`create_transfer`), the answer of the request
+/// it sends itself or through a helper of its file (`return self._request("POST", ...)`). Its
+/// caller holds the payment, whose status says whether the money moved.
+fn payment_wrapper_elsewhere(cx: &Ctx<'_>, name: &str) -> bool {
+    let operation = cx.vocab.is_payment_operation(name)
+        && !name.split('_').any(|w| {
+            super::BESIDE_THE_MONEY
+                .iter()
+                .any(|b| w.eq_ignore_ascii_case(b))
+        });
     let mut found = false;
     for (file, f) in cx.change.functions_named(cx.side, name) {
-        if file.is_test || !(f.returns_value && f.payment && file.imports_payment_sdk()) {
+        let sdk = f.payment && file.imports_payment_sdk();
+        let http = operation
+            && (f.http
+                || file
+                    .functions
+                    .iter()
+                    .any(|g| g.http && f.callees.binary_search(&g.name).is_ok()));
+        if file.is_test || !f.returns_value || !(sdk || http) {
             return false;
         }
         found = true;

@@ -119,7 +119,19 @@ pub(crate) fn retried_by_decorator(d: &str) -> Option<String> {
         && !last
             .split('_')
             .any(|w| matches!(w, "no" | "without" | "skip"));
+    // huey's `@huey.task(retries=3)` and dramatiq's `@dramatiq.actor(max_retries=5)` run the
+    // task again after any exception; Celery's `max_retries` alone does not.
+    let spelled = |keyword: &str| {
+        d.split(keyword).nth(1).is_some_and(|rest| {
+            let value = rest.trim_start();
+            !value.starts_with('0') && !value.starts_with("None")
+        })
+    };
+    let task_retries = d.contains("(")
+        && (spelled("(retries=") || spelled(" retries=") || spelled(",retries="))
+        || last == "actor" && spelled("max_retries=");
     let retries = named
+        || task_retries
         || head.starts_with("backoff.on_")
         || head.starts_with("retrying.")
         || head.starts_with("tenacity.")

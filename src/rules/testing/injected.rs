@@ -36,7 +36,23 @@ pub fn injected(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Injected> {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return Vec::new();
     };
-    let double = |value: Node<'_>| double_value(idx, test, value, src);
+    // A fixture the test asks for that neither its file nor the change defines (the
+    // repository's `conftest.py`): what it hands the code is the test's to control, a fake far
+    // more often than a live client, and nothing in sight says otherwise.
+    let unseen: Vec<String> = super::parameters(test.node, src)
+        .into_iter()
+        .filter(|p| super::fixture_named(idx, src, p).is_none())
+        .filter(|p| {
+            !cx.change
+                .functions_named(cx.side, p)
+                .any(|(file, _)| file.is_test)
+        })
+        .collect();
+    let double = |value: Node<'_>| {
+        double_value(idx, test, value, src)
+            || value.kind() == kinds::IDENTIFIER
+                && unseen.iter().any(|p| p == syntax::text(value, src))
+    };
     let mut out = Vec::new();
     for &call in idx.within(test.node, kinds::CALL) {
         handed(cx, idx, call, test.node, &double, &mut out);

@@ -98,7 +98,13 @@ pub(super) fn fixtures(cx: &mut Ctx<'_>, tests: &[TestFn<'_>], reported: &[&str]
         } else {
             askers
         };
-        let runs = handed.iter().any(|t| t.runs == Runs::Always);
+        // A `conftest.py` fixture is handed to the tests of other files of the change.
+        let elsewhere = if handed.is_empty() && is_conftest(cx.path) {
+            users_elsewhere(cx, &lower)
+        } else {
+            Vec::new()
+        };
+        let runs = handed.iter().any(|t| t.runs == Runs::Always) || !elsewhere.is_empty();
         let said = handed
             .iter()
             .any(|t| reported.contains(&t.facts.name.as_str()));
@@ -112,9 +118,9 @@ pub(super) fn fixtures(cx: &mut Ctx<'_>, tests: &[TestFn<'_>], reported: &[&str]
             .map(|c| format!("{}(...)", syntax::callee(*c, src)))
             .unwrap_or_else(|| "redis.Redis(...)".to_string());
         let flushes = ["flushdb(", "flushall("].iter().any(|w| text.contains(w));
-        found.push((decorated, name, connect, flushes));
+        found.push((decorated, name, connect, flushes, elsewhere));
     }
-    for (decorated, name, connect, flushes) in found {
+    for (decorated, name, connect, flushes, elsewhere) in found {
         let key = format!("fixture:cache:{name}");
         let finding = cx.report_lines(&RULE, syntax::lines(decorated), key);
         finding.function = name.clone();
@@ -126,6 +132,46 @@ pub(super) fn fixtures(cx: &mut Ctx<'_>, tests: &[TestFn<'_>], reported: &[&str]
         if flushes {
             finding.note("flush");
         }
+        for (path, line, test) in elsewhere.into_iter().take(MAX_USERS_CITED) {
+            finding.evidence(&path, line, "evidence_handed", vec![("test_name", test)]);
+        }
         finding.point = Some("cache");
     }
+}
+
+/// How many of the tests a `conftest.py` fixture is handed to are cited.
+const MAX_USERS_CITED: usize = 3;
+
+fn is_conftest(path: &str) -> bool {
+    path.rsplit('/').next() == Some("conftest.py")
+}
+
+/// The tests of the change's other test files handed a fixture of `conftest.py`: asking for it
+/// by name, or for a fixture of their file built on it (`api(engine, kv)`), and not marked to
+/// run on request; as (path, line, name).
+fn users_elsewhere(cx: &Ctx<'_>, fixture: &str) -> Vec<(String, u32, String)> {
+    let mut out = Vec::new();
+    for file in cx.change.side(cx.side) {
+        if !file.is_test || file.path == cx.path {
+            continue;
+        }
+        let mut names = vec![fixture];
+        names.extend(
+            file.functions
+                .iter()
+                .filter(|f| !f.is_test && f.fixture_params.iter().any(|p| p == fixture))
+                .map(|f| f.name.as_str()),
+        );
+        for f in file.functions.iter().filter(|f| f.is_test) {
+            let asks = f.params.split(',').any(|p| names.contains(&p));
+            let always = f
+                .decorators
+                .iter()
+                .all(|d| super::runs_by(d) == Runs::Always);
+            if asks && always {
+                out.push((file.path.clone(), f.lines.0, f.name.clone()));
+            }
+        }
+    }
+    out
 }

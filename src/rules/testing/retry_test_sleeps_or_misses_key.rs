@@ -225,6 +225,9 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return false;
     };
+    if declines_only(syntax::text(test.outer, src)) {
+        return false;
+    }
     // A name is not enough where nothing in the test fails: `test_refund_claim_outlives_the_
     // retry_window` checks a TTL, `test_sale_sends_timeout_and_parses_result` one answer.
     if !denied && named && sets_up_a_failure(syntax::text(test.outer, src)) {
@@ -245,6 +248,28 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     assigned
         .chain(passed)
         .any(|value| starts_with_exception(value, src))
+}
+
+/// Whether the only failure a test arranges is a decline (`side_effect = card_error()`): the
+/// provider's final answer, after which a dunning schedule tries a new payment another day; no
+/// request is sent again, and no key has to be the same.
+fn declines_only(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    ["carderror", "card_error", "declin"]
+        .iter()
+        .any(|w| lower.contains(w))
+        && ![
+            "timeout",
+            "connection",
+            "unavailable",
+            "transient",
+            "ratelimit",
+            "rate_limit",
+            "status=5",
+            "status_code=5",
+        ]
+        .iter()
+        .any(|w| lower.contains(w))
 }
 
 /// Whether a test's text arranges something to fail: an exception or an error answer handed to

@@ -1,0 +1,169 @@
+//! PAY004 minor-units-truncated: an amount turned into minor units as `int(amount * 100)`.
+//! `int` truncates: a float amount (`19.99 * 100` is `1998.9999999999998`) comes out a cent
+//! short, and a `Decimal` with more places than the currency keeps (a fee at a rate, a share) is
+//! cut down instead of rounded. The hundred is also the currency's exponent written in, wrong
+//! for JPY (none) and KWD (three).
+use tree_sitter::Node;
+
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "PAY004",
+    doc: include_str!("../../../rules/pay/PAY004.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// Every finding is an `int(...)` of a product with a hundred.
+fn gate(s: &Scan<'_>) -> bool {
+    !s.facts.is_test && s.mentions(&["100"]) && s.mentions(&["int("])
+}
+
+/// Words of an amount beside the vocabulary's money arguments: what is split, kept or paid out.
+const AMOUNT_WORDS: &[&str] = &[
+    "net", "gross", "fee", "fees", "subtotal", "balance", "cost", "share", "refund", "payout",
+    "tip", "tax", "discount", "charge",
+];
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    if cx.facts.is_some_and(|f| f.is_test) {
+        return;
+    }
+    for &call in idx.all(kinds::CALL) {
+        if syntax::callee(call, src) != "int" {
+            continue;
+        }
+        let args = syntax::positional_args(call);
+        let [arg] = args.as_slice() else {
+            continue;
+        };
+        let Some(amount) = hundredfold(unwrap(*arg), src) else {
+            continue;
+        };
+        let amount_text = syntax::text(amount, src);
+        if !names_an_amount(cx, amount_text) || in_minor_units(amount_text) {
+            continue;
+        }
+        let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION);
+        let kind = number_kind(idx, src, func, amount);
+        let currency_in_sight =
+            func.is_some_and(|f| syntax::contains_lowercase(syntax::text(f, src), "currency"));
+        // A `Decimal` of two places times a hundred is exact: only the currency's exponent is
+        // then at stake, and only where the currency varies.
+        if kind == Kind::Decimal && !currency_in_sight {
+            continue;
+        }
+        let finding = cx
+            .report(&RULE, call)
+            .arg("expr", syntax::normalized(call, src))
+            .arg("amount", syntax::normalized(amount, src));
+        match kind {
+            Kind::Float => finding.note("float"),
+            Kind::Decimal => finding.note("decimal"),
+            Kind::Unknown => finding.note("either"),
+        };
+        if currency_in_sight {
+            finding.note("exponent");
+        }
+    }
+}
+
+fn unwrap(node: Node<'_>) -> Node<'_> {
+    if node.kind() == kinds::PARENTHESIZED_EXPRESSION {
+        node.named_child(0).map_or(node, unwrap)
+    } else {
+        node
+    }
+}
+
+/// `x` of `x * 100` or `100 * x`.
+fn hundredfold<'t>(product: Node<'t>, src: &str) -> Option<Node<'t>> {
+    if product.kind() != kinds::BINARY_OPERATOR
+        || product.field("operator").map(|o| o.kind()) != Some("*")
+    {
+        return None;
+    }
+    let (left, right) = (product.field("left")?, product.field("right")?);
+    let hundred = |n: Node<'_>| {
+        matches!(n.kind(), kinds::INTEGER | kinds::FLOAT)
+            && matches!(syntax::text(n, src), "100" | "100.0")
+    };
+    if hundred(right) {
+        Some(unwrap(left))
+    } else if hundred(left) {
+        Some(unwrap(right))
+    } else {
+        None
+    }
+}
+
+/// Whether the text names money: `amount`, `order.total`, `net`, `item.unit_price`.
+fn names_an_amount(cx: &Ctx<'_>, text: &str) -> bool {
+    words(text).any(|w| cx.vocab.is_money_argument(&w) || AMOUNT_WORDS.contains(&w.as_str()))
+}
+
+/// Already minor units, or a percentage: `amount_cents`, `total_minor`, `rate`, `ratio`.
+fn in_minor_units(text: &str) -> bool {
+    words(text).any(|w| {
+        matches!(
+            w.as_str(),
+            "cents" | "cent" | "minor" | "pence" | "kopecks" | "rate" | "ratio" | "percent" | "pct"
+        )
+    })
+}
+
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Float,
+    Decimal,
+    Unknown,
+}
+
+/// What the amount is, as far as the function shows: `float(...)` or a `float` annotation,
+/// `Decimal(...)` or a `Decimal` annotation, on the expression, the name's assignment or its
+/// parameter.
+fn number_kind(idx: &NodeIndex<'_>, src: &str, func: Option<Node<'_>>, amount: Node<'_>) -> Kind {
+    let of_text = |text: &str| {
+        if text.contains("float") {
+            Some(Kind::Float)
+        } else if text.contains("Decimal") {
+            Some(Kind::Decimal)
+        } else {
+            None
+        }
+    };
+    let own = syntax::text(amount, src);
+    if let Some(kind) = of_text(own) {
+        return kind;
+    }
+    let (Some(func), kinds::IDENTIFIER) = (func, amount.kind()) else {
+        return Kind::Unknown;
+    };
+    let assigned = idx
+        .within(func, kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| a.end_byte() <= amount.start_byte())
+        .rfind(|a| a.field("left").is_some_and(|l| syntax::text(l, src) == own))
+        .map(|a| syntax::text(*a, src));
+    if let Some(kind) = assigned.and_then(of_text) {
+        return kind;
+    }
+    let parameter = func
+        .field("parameters")
+        .map(crate::python::named_children)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|p| syntax::parameter_name(*p, src) == own)
+        .map(|p| syntax::text(p, src));
+    parameter.and_then(of_text).unwrap_or(Kind::Unknown)
+}
