@@ -180,7 +180,7 @@ fn check(cx: &mut Ctx<'_>) {
         src: new_file.text(),
     };
     for call in candidate_calls(cx, new.idx, new.src) {
-        if !super::pays(cx, call, new.src) {
+        if !super::pays(cx, call, new.src) && !super::hands_a_payment(cx, call, new.src) {
             continue;
         }
         // Only now: most files have no touched payment call, and need no old tree.
@@ -189,6 +189,15 @@ fn check(cx: &mut Ctx<'_>) {
             src: old_file.text(),
         });
         let before = old.and_then(|old| Some((counterpart(call, new, old)?, old)));
+        let changed_here = before.is_none_or(|(before, old)| {
+            syntax::normalized(before, old.src) != syntax::normalized(call, new.src)
+        });
+        if let Some(owed) = not_what_is_owed(call, new, cx.vocab)
+            && changed_here
+        {
+            report_not_owed(cx, call, new, owed);
+            continue;
+        }
         if let Some(overridden) = overridable(call, new, cx.vocab)
             // Charged the same way before: not this change's doing.
             && before.is_none_or(|(before, old)| {
@@ -283,6 +292,128 @@ fn overridable(
             )
         })
     })
+}
+
+/// Objects of the catalogue, whose price is today's, not the one a customer was billed.
+const CATALOGUE: &[&str] = &[
+    "plan",
+    "product",
+    "tariff",
+    "sku",
+    "variant",
+    "listing",
+    "catalog",
+    "catalogue",
+    "offer",
+];
+
+/// What is being paid when a function holds it: its total is what the customer owes.
+const OWED: &[&str] = &["invoice", "order", "cart", "basket", "booking", "bill"];
+
+/// What a charge takes instead of what is owed.
+struct NotOwed {
+    charged: String,
+    /// `subtotal` or `catalogue`.
+    kind: &'static str,
+    /// The invoice or order the function holds (`invoice`), for a catalogue price.
+    entity: Option<String>,
+}
+
+/// A charge of a subtotal (`invoice.subtotal_cents`: before tax, shipping and discounts), or of
+/// the catalogue's current price (`subscription.plan.price_cents`) in a function that holds the
+/// invoice or order being paid. Not for refunds, captures and other operations on part of a
+/// payment, which take their amount by design.
+fn not_what_is_owed(call: Node<'_>, side: Side<'_>, vocab: &Vocabulary) -> Option<NotOwed> {
+    let by_part = ["refund", "capture", "void", "release", "reverse", "cancel"];
+    let func = side.idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
+    let names = [
+        syntax::callee_name(call, side.src).to_ascii_lowercase(),
+        syntax::function_name(func, side.src).to_ascii_lowercase(),
+    ];
+    if names.iter().any(|n| by_part.iter().any(|w| n.contains(w))) {
+        return None;
+    }
+    syntax::keyword_args(call, side.src)
+        .into_iter()
+        .filter(|(name, _)| vocab.is_money_argument(name) && !name.contains("currency"))
+        .find_map(|(_, value)| {
+            let value = super::unwrap_conversion(value, side.src);
+            let value = if value.kind() == kinds::IDENTIFIER {
+                local_value(value, call, side).unwrap_or(value)
+            } else {
+                value
+            };
+            if value.kind() != kinds::ATTRIBUTE {
+                return None;
+            }
+            let text = syntax::normalized(value, side.src);
+            let parts: Vec<String> = text.split('.').map(str::to_ascii_lowercase).collect();
+            let (last, objects) = parts.split_last()?;
+            if last.contains("subtotal") || last.contains("sub_total") {
+                return Some(NotOwed {
+                    charged: text,
+                    kind: "subtotal",
+                    entity: None,
+                });
+            }
+            let catalogue =
+                last.contains("price") && objects.iter().any(|o| CATALOGUE.contains(&o.as_str()));
+            if !catalogue {
+                return None;
+            }
+            let entity = owed_in(func, side)?;
+            Some(NotOwed {
+                charged: text,
+                kind: "catalogue",
+                entity: Some(entity),
+            })
+        })
+}
+
+/// The invoice or order a function holds: a parameter or a local named for one (`invoice`,
+/// `order`, `renewal_invoice`).
+fn owed_in(func: Node<'_>, side: Side<'_>) -> Option<String> {
+    let owed = |name: &str| {
+        name.to_ascii_lowercase()
+            .split('_')
+            .any(|w| OWED.contains(&w))
+    };
+    super::parameters(func, side.src)
+        .into_iter()
+        .find(|p| owed(p))
+        .or_else(|| {
+            side.idx
+                .within(func, kinds::ASSIGNMENT)
+                .iter()
+                .filter_map(|a| a.field("left"))
+                .filter(|l| l.kind() == kinds::IDENTIFIER)
+                .map(|l| syntax::text(l, side.src).to_string())
+                .find(|n| owed(n))
+        })
+}
+
+fn report_not_owed(cx: &mut Ctx<'_>, call: Node<'_>, new: Side<'_>, owed: NotOwed) {
+    let function = enclosing_qualname(call, new);
+    // A payment handed to a thread is named by what it hands.
+    let callee = syntax::handed_callee(call, new.src)
+        .unwrap_or_else(|| syntax::callee(call, new.src))
+        .to_string();
+    let finding = cx
+        .report_lines(
+            &RULE,
+            syntax::lines(call),
+            syntax::normalized(call, new.src),
+        )
+        .arg("callee", callee)
+        .arg("function", function)
+        .arg("charged", owed.charged)
+        .arg(owed.kind, "yes");
+    if let Some(entity) = owed.entity {
+        finding.arg("entity", entity);
+    }
+    finding
+        .note("not_owed")
+        .severity(crate::review::Severity::Important);
 }
 
 /// `self.amount_cents` in a method of an entity's class (`Order.pay_one_click`).

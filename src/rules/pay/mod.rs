@@ -66,6 +66,18 @@ pub(crate) fn pays(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
     found
 }
 
+/// Whether the call hands a payment operation to a thread (`await asyncio.to_thread(
+/// gateway.charge_saved_card, ...)`): what it returns is that payment's result.
+pub(crate) fn hands_a_payment(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
+    syntax::handed_callee(call, src).is_some_and(|h| {
+        let name = h.rsplit('.').next().unwrap_or(h);
+        cx.vocab.is_payment_operation(name)
+            && !name
+                .split('_')
+                .any(|w| BESIDE_THE_MONEY.iter().any(|b| w.eq_ignore_ascii_case(b)))
+    })
+}
+
 /// Words of a function's name that say it tells of a payment rather than makes one, though it
 /// may pass the amount over HTTP from a payment module (`send_receipt(email, total)`).
 pub(crate) const BESIDE_THE_MONEY: &[&str] = &[

@@ -588,7 +588,7 @@ fn unchecked_call_before<'t>(
         idx.within(*s, kinds::CALL).iter().find_map(|c| {
             if super::pays(cx, *c, src)
                 || wraps_payment(cx, syntax::callee_name(*c, src))
-                || hands_a_payment(cx, *c, src)
+                || super::hands_a_payment(cx, *c, src)
             {
                 Some((i, *c, false))
             } else {
@@ -805,20 +805,6 @@ fn late_check<'t>(call: Node<'_>, stmt: Node<'_>, block: Node<'t>, src: &str) ->
 fn wraps_payment_sdk(cx: &Ctx<'_>, file: &facts::FileFacts, name: &str) -> bool {
     returns_a_call(cx, name, |v, src| {
         file.calls_payment_sdk(syntax::callee(v, src))
-    })
-}
-
-/// Whether the call hands a payment operation to a thread (`await asyncio.to_thread(
-/// gateway.charge_saved_card, ...)`): what it returns is that payment's result.
-fn hands_a_payment(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
-    syntax::handed_callee(call, src).is_some_and(|h| {
-        let name = h.rsplit('.').next().unwrap_or(h);
-        cx.vocab.is_payment_operation(name)
-            && !name.split('_').any(|w| {
-                super::BESIDE_THE_MONEY
-                    .iter()
-                    .any(|b| w.eq_ignore_ascii_case(b))
-            })
     })
 }
 
