@@ -22,11 +22,7 @@ pub struct TaskRef {
 
 impl TaskRef {
     pub fn keyword(&self, name: &str) -> Option<&str> {
-        self.decorator
-            .keywords
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+        self.decorator.keyword(name)
     }
 
     /// The exception names of `autoretry_for=(A, b.B)`: `A`, `b.B`.

@@ -65,6 +65,16 @@ pub struct Decorator {
     pub splat: bool,
 }
 
+impl Decorator {
+    /// The text of keyword argument `name`, as written (`retries=3` gives `3`).
+    pub fn keyword(&self, name: &str) -> Option<&str> {
+        self.keywords
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 /// `redis_client = redis.Redis.from_url(URL, decode_responses=True)`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Assignment {

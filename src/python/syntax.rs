@@ -590,6 +590,25 @@ pub fn contains_lowercase(hay: &str, needle: &str) -> bool {
     })
 }
 
+/// The words of names, `RefundClaims`, `PaygateNotificationView` and `refund_claims` alike,
+/// lowercase.
+pub fn name_words(text: &str) -> Vec<String> {
+    let mut spaced = String::with_capacity(text.len() + 8);
+    let mut previous_lower = false;
+    for c in text.chars() {
+        if c.is_ascii_uppercase() && previous_lower {
+            spaced.push(' ');
+        }
+        previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        spaced.push(c);
+    }
+    spaced
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
 /// The function a call hands to a thread or an executor to run (`apply_event` of
 /// `run_in_threadpool(apply_event, ...)`, `asyncio.to_thread(f, ...)`, `loop.run_in_executor(None,
 /// f, ...)`, `sync_to_async(f)`), as written: what the code really calls there.

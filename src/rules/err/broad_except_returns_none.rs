@@ -132,11 +132,7 @@ fn false_dropped(cx: &mut Ctx<'_>, clause: Node<'_>, function: &FunctionFacts, c
         return;
     };
     // `send_receipt(...) -> bool`: what it tells of is no payment.
-    let beside = function.name.split('_').any(|w| {
-        crate::rules::pay::BESIDE_THE_MONEY
-            .iter()
-            .any(|b| w.eq_ignore_ascii_case(b))
-    });
+    let beside = crate::rules::pay::beside_the_money(&function.name);
     if beside || !reaches_http_in_file(file, function, 2) {
         return;
     }

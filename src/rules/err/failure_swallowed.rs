@@ -53,11 +53,7 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
             continue;
         };
-        let Some(handler) = clause
-            .named_children(&mut clause.walk())
-            .filter(|c| c.kind() == kinds::BLOCK)
-            .last()
-        else {
+        let Some(handler) = syntax::except_body(clause) else {
             continue;
         };
         let Some(locals) = only_logs(handler, src) else {
@@ -162,22 +158,9 @@ fn decided_on(code: &str, local: &str) -> bool {
     })
 }
 
-/// `logger.exception`, `log.warning`, `logging.error`, `print`, `sentry_sdk.capture_exception`,
-/// `statsd.incr`, `db.session.rollback`: calls that record or undo, not decide.
+/// A call that records or undoes, not decides: logging, metrics, Sentry, a rollback.
 fn logs(callee: &str) -> bool {
-    let (receiver, name) = callee.rsplit_once('.').unwrap_or(("", callee));
-    let receiver = receiver
-        .rsplit('.')
-        .next()
-        .unwrap_or(receiver)
-        .to_ascii_lowercase();
-    matches!(name, "print" | "capture_exception" | "rollback")
-        || receiver.ends_with("log")
-        || receiver.ends_with("logger")
-        || receiver == "logging"
-        || receiver.contains("metric")
-        || receiver.contains("statsd")
-        || receiver == "sentry_sdk"
+    facts::only_records(callee) || callee.rsplit('.').next() == Some("rollback")
 }
 
 /// A value a handler returns that says nothing failed: not `None` or `False` (ERR001's), nor an
@@ -214,7 +197,7 @@ fn inbound(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>) -> Option<Inbound>
         .and_then(|c| c.field("name"))
         .map_or("", |n| syntax::text(n, src));
     let names = format!("{} {class} {}", syntax::function_name(func, src), cx.path);
-    let words: Vec<String> = split_words(&names).collect();
+    let words = syntax::name_words(&names);
     let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
     let text = syntax::text(func, src);
     // A view: it takes the request, or a route decorator makes it one (Flask's global
@@ -254,25 +237,6 @@ fn inbound(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>) -> Option<Inbound>
     consumes.then_some(Inbound::Broker)
 }
 
-/// The words of names, `PaygateNotificationView` and `stripe_webhook` alike, lowercase.
-fn split_words(text: &str) -> impl Iterator<Item = String> + '_ {
-    let mut spaced = String::with_capacity(text.len() + 8);
-    let mut previous_lower = false;
-    for c in text.chars() {
-        if c.is_ascii_uppercase() && previous_lower {
-            spaced.push(' ');
-        }
-        previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
-        spaced.push(c);
-    }
-    spaced
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_ascii_lowercase)
-        .collect::<Vec<_>>()
-        .into_iter()
-}
-
 /// The first call of the `try` body that moves money or applies a payment's event, as written
 /// and with its line, and whether it pays (a payment operation by name): `payouts.create_payouts`,
 /// `self._refunds.handle`, `services.process_notification` in a view of notifications. A call
@@ -294,7 +258,7 @@ fn step_of(
         if logs(callee) || callee.is_empty() {
             continue;
         }
-        let words: Vec<String> = split_words(callee).collect();
+        let words = syntax::name_words(callee);
         if words.iter().any(|w| beside_the_money(w)) {
             continue;
         }

@@ -433,6 +433,24 @@ fn gather_code(file: &ParsedFile, mut facts: FileFacts, vocab: &Vocabulary) -> F
     facts
 }
 
+/// Whether a call only records what happened: logging (`logger.info`, `log.warning`,
+/// `logging.error`), metrics (`statsd.incr`), Sentry (`sentry_sdk.capture_exception`), `print`.
+pub(crate) fn only_records(callee: &str) -> bool {
+    let (receiver, name) = callee.rsplit_once('.').unwrap_or(("", callee));
+    let receiver = receiver
+        .rsplit('.')
+        .next()
+        .unwrap_or(receiver)
+        .to_ascii_lowercase();
+    matches!(name, "print" | "capture_exception" | "capture_message")
+        || receiver.ends_with("log")
+        || receiver.ends_with("logger")
+        || receiver == "logging"
+        || receiver.contains("metric")
+        || receiver.contains("statsd")
+        || receiver == "sentry_sdk"
+}
+
 /// Whether a function's code names an idempotency key: not its comments, nor its docstring
 /// (`anything that identifies the operation, idempotency keys included, is the caller's`).
 fn names_idempotency_in_code(func: Node<'_>, src: &str) -> bool {

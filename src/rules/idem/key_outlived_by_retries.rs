@@ -8,7 +8,7 @@
 use tree_sitter::Node;
 
 use super::key_ttl_unit;
-use crate::index::{Decorator, TaskRef};
+use crate::index::TaskRef;
 use crate::python::{NodeIndex, kinds, syntax};
 use crate::review::Severity;
 use crate::rules::facts;
@@ -200,25 +200,7 @@ fn before_the_work(
             .within(func, kinds::CALL)
             .iter()
             .filter(|c| owned(c))
-            .any(|c| !logs(syntax::callee(*c, src)))
-}
-
-/// `logger.info`, `log.warning`, `logging.exception`, `print`, `statsd.incr`: calls that record,
-/// not work.
-fn logs(callee: &str) -> bool {
-    let receiver = callee.rsplit_once('.').map_or("", |(r, _)| r);
-    let receiver = receiver
-        .rsplit('.')
-        .next()
-        .unwrap_or(receiver)
-        .to_ascii_lowercase();
-    callee == "print"
-        || receiver.ends_with("log")
-        || receiver.ends_with("logger")
-        || receiver == "logging"
-        || receiver.contains("metric")
-        || receiver.contains("statsd")
-        || receiver == "sentry_sdk"
+            .any(|c| !facts::only_records(syntax::callee(*c, src)))
 }
 
 /// The argument giving a cache write's lifetime, and what turns it into seconds: `ex=` and
@@ -309,21 +291,14 @@ fn retried_by<'t>(
                         .find(|f| facts::qualname(*f, idx, src) == task.qualname)
                 })
                 .flatten();
-            let default =
-                keyword(&task.decorator, "default_retry_delay").map_or(Some(180.0), &number);
+            let default = task
+                .keyword("default_retry_delay")
+                .map_or(Some(180.0), &number);
             let own = |n: usize| task_retries::own_retry_delays(idx, src, def?, n, default);
             let schedule = task_retries::of_task(&task.decorator, &number, Some(&own))?;
             Some((task, schedule))
         })
         .collect()
-}
-
-fn keyword<'d>(decorator: &'d Decorator, name: &str) -> Option<&'d str> {
-    decorator
-        .keywords
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
 }
 
 /// From the diff alone: `func` itself if it is a task, and the tasks of the file that call it.

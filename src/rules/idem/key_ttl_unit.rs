@@ -100,7 +100,9 @@ fn check(cx: &mut Ctx<'_>) {
 pub(super) fn about_money(cx: &Ctx<'_>, key: &str, qualname: &str) -> bool {
     let text = format!("{key} {qualname} {}", cx.path);
     super::is_idempotency_text(&text)
-        || camel_words(&text).any(|w| cx.vocab.is_payment_operation(&w) || cx.vocab.is_entity(&w))
+        || syntax::name_words(&text)
+            .iter()
+            .any(|w| cx.vocab.is_payment_operation(w) || cx.vocab.is_entity(w))
 }
 
 /// Whether a lifetime given in milliseconds is written as seconds, by its name or its value
@@ -262,20 +264,6 @@ fn words(text: &str) -> impl Iterator<Item = String> + '_ {
         .map(|w| w.to_ascii_lowercase())
 }
 
-/// The words of names, `RefundClaims` and `refund_claims` alike, lowercase.
-fn camel_words(text: &str) -> impl Iterator<Item = String> + '_ {
-    let mut spaced = String::with_capacity(text.len() + 8);
-    let mut previous_lower = false;
-    for c in text.chars() {
-        if c.is_ascii_uppercase() && previous_lower {
-            spaced.push(' ');
-        }
-        previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
-        spaced.push(c);
-    }
-    words(&spaced).collect::<Vec<_>>().into_iter()
-}
-
 /// `ttl_seconds`, `LOCK_TTL_SECS`, `timeout_s`, `ttlSeconds`, `delta.total_seconds()`; not
 /// `second_attempt_ttl`, whose "second" is no unit.
 fn names_seconds(text: &str) -> bool {
@@ -425,7 +413,7 @@ mod tests {
 
     #[test]
     fn camel_case_names_split_into_words() {
-        let words: Vec<String> = camel_words("RefundClaims.reserve charge_key").collect();
+        let words = syntax::name_words("RefundClaims.reserve charge_key");
         assert_eq!(words, ["refund", "claims", "reserve", "charge", "key"]);
     }
 }

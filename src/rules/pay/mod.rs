@@ -50,10 +50,7 @@ pub(crate) fn pays(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
         return false;
     }
     let name = syntax::callee_name(call, src);
-    if name
-        .split('_')
-        .any(|w| BESIDE_THE_MONEY.iter().any(|b| w.eq_ignore_ascii_case(b)))
-    {
+    if beside_the_money(name) {
         return false;
     }
     let mut found = false;
@@ -71,11 +68,15 @@ pub(crate) fn pays(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
 pub(crate) fn hands_a_payment(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
     syntax::handed_callee(call, src).is_some_and(|h| {
         let name = h.rsplit('.').next().unwrap_or(h);
-        cx.vocab.is_payment_operation(name)
-            && !name
-                .split('_')
-                .any(|w| BESIDE_THE_MONEY.iter().any(|b| w.eq_ignore_ascii_case(b)))
+        cx.vocab.is_payment_operation(name) && !beside_the_money(name)
     })
+}
+
+/// Whether a word of a function's name says it tells of a payment rather than makes one
+/// (`BESIDE_THE_MONEY`: `send_receipt`, `notify_refund`).
+pub(crate) fn beside_the_money(name: &str) -> bool {
+    name.split('_')
+        .any(|w| BESIDE_THE_MONEY.iter().any(|b| w.eq_ignore_ascii_case(b)))
 }
 
 /// Words of a function's name that say it tells of a payment rather than makes one, though it

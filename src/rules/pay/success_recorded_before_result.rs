@@ -814,12 +814,7 @@ fn wraps_payment_sdk(cx: &Ctx<'_>, file: &facts::FileFacts, name: &str) -> bool 
 /// it sends itself or through a helper of its file (`return self._request("POST", ...)`). Its
 /// caller holds the payment, whose status says whether the money moved.
 fn payment_wrapper_elsewhere(cx: &Ctx<'_>, name: &str) -> bool {
-    let operation = cx.vocab.is_payment_operation(name)
-        && !name.split('_').any(|w| {
-            super::BESIDE_THE_MONEY
-                .iter()
-                .any(|b| w.eq_ignore_ascii_case(b))
-        });
+    let operation = cx.vocab.is_payment_operation(name) && !super::beside_the_money(name);
     let mut found = false;
     for (file, f) in cx.change.functions_named(cx.side, name) {
         let sdk = f.payment && file.imports_payment_sdk();

@@ -60,13 +60,7 @@ pub(crate) fn of_task(
     if decorator.splat {
         return None;
     }
-    let keyword = |name: &str| {
-        decorator
-            .keywords
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
+    let keyword = |name: &str| decorator.keyword(name);
     let count =
         |value: f64| -> Option<usize> { (value >= 1.0).then(|| (value as usize).min(MAX_RETRIES)) };
     // huey: `@huey.task(retries=3, retry_delay=60)`.
