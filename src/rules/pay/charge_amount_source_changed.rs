@@ -392,20 +392,28 @@ fn owed_in(func: Node<'_>, side: Side<'_>) -> Option<String> {
         })
 }
 
-fn report_not_owed(cx: &mut Ctx<'_>, call: Node<'_>, new: Side<'_>, owed: NotOwed) {
+/// A finding on a payment call, with the call and its function named.
+fn report_call<'c>(
+    cx: &'c mut Ctx<'_>,
+    call: Node<'_>,
+    new: Side<'_>,
+) -> &'c mut crate::review::Finding {
     let function = enclosing_qualname(call, new);
     // A payment handed to a thread is named by what it hands.
     let callee = syntax::handed_callee(call, new.src)
         .unwrap_or_else(|| syntax::callee(call, new.src))
         .to_string();
-    let finding = cx
-        .report_lines(
-            &RULE,
-            syntax::lines(call),
-            syntax::normalized(call, new.src),
-        )
-        .arg("callee", callee)
-        .arg("function", function)
+    cx.report_lines(
+        &RULE,
+        syntax::lines(call),
+        syntax::normalized(call, new.src),
+    )
+    .arg("callee", callee)
+    .arg("function", function)
+}
+
+fn report_not_owed(cx: &mut Ctx<'_>, call: Node<'_>, new: Side<'_>, owed: NotOwed) {
+    let finding = report_call(cx, call, new)
         .arg("charged", owed.charged)
         .arg(owed.kind, "yes");
     if let Some(entity) = owed.entity {
@@ -432,20 +440,11 @@ fn report_overridable(
     new: Side<'_>,
     (charged, stored, param): (String, String, String),
 ) {
-    let function = enclosing_qualname(call, new);
-    let callee = syntax::callee(call, new.src).to_string();
-    let finding = cx
-        .report_lines(
-            &RULE,
-            syntax::lines(call),
-            syntax::normalized(call, new.src),
-        )
-        .arg("callee", callee)
-        .arg("function", function)
+    report_call(cx, call, new)
         .arg("charged", charged)
         .arg("stored", stored)
-        .arg("param", param);
-    finding.note("overridable");
+        .arg("param", param)
+        .note("overridable");
 }
 
 fn report(cx: &mut Ctx<'_>, call: Node<'_>, new: Side<'_>, moved: &[Moved]) {
