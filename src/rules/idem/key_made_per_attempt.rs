@@ -20,8 +20,8 @@ pub(crate) static RULE: Rule = Rule {
     gate: Gate::When(gate),
 };
 
-/// Calls whose every call gives a new value: random identifiers and the clock.
-const FRESH: &[&str] = &[
+/// Calls whose every call gives a new random value.
+const RANDOM: &[&str] = &[
     "uuid1",
     "uuid4",
     "uuid6",
@@ -33,10 +33,21 @@ const FRESH: &[&str] = &[
     "getrandbits",
     "randint",
     "randrange",
-    "time_ns",
-    "now",
-    "utcnow",
 ];
+
+/// Calls whose every call gives a new value: random identifiers (`RANDOM`) and the clock.
+fn fresh(name: &str) -> bool {
+    RANDOM.contains(&name) || matches!(name, "time_ns" | "now" | "utcnow")
+}
+
+/// Whether an expression makes a random token (`str(uuid.uuid4())`, `secrets.token_hex(16)`):
+/// an identifier made on the spot, not a timestamp.
+pub(crate) fn makes_random_token(node: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
+    std::iter::once(node)
+        .filter(|n| n.kind() == kinds::CALL)
+        .chain(idx.within(node, kinds::CALL).iter().copied())
+        .any(|c| RANDOM.contains(&syntax::callee_name(c, src)))
+}
 
 /// Every finding is about a key sent from inside a function, under a name that says so: the
 /// function's text mentions idempotency (`FunctionFacts::mentions_idempotency`, read once by
@@ -750,9 +761,7 @@ fn counter_read<'t>(node: Node<'t>, counters: &[&str], src: &str) -> Option<Node
 fn fresh_call<'t>(node: Node<'t>, idx: &NodeIndex<'t>, src: &str) -> Option<Node<'t>> {
     let fresh = |c: &Node<'_>| {
         let name = syntax::callee_name(*c, src);
-        FRESH.contains(&name)
-            || syntax::callee(*c, src) == "time.time"
-            || returns_fresh(idx, name, src)
+        fresh(name) || syntax::callee(*c, src) == "time.time" || returns_fresh(idx, name, src)
     };
     // `within` leaves `node` itself out: `key = uuid.uuid4()` is the call.
     std::iter::once(node)
@@ -769,10 +778,10 @@ pub(crate) fn gives_fresh(ret: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool
         && idx
             .within(ret, kinds::CALL)
             .iter()
-            .any(|c| FRESH.contains(&syntax::callee_name(*c, src)))
+            .any(|c| fresh(syntax::callee_name(*c, src)))
 }
 
-/// Whether a text may call one of `FRESH`: it holds `uuid`, `rand` (`randint`, `urandom`,
+/// Whether a text may call one of the `fresh` calls: it holds `uuid`, `rand` (`randint`, `urandom`,
 /// `getrandbits`), `token_`, `time_ns` or `now(`. With finders built once, as it is asked of
 /// every `return` of a change.
 pub(crate) fn names_fresh(text: &str) -> bool {
@@ -791,7 +800,7 @@ fn returns_fresh(idx: &NodeIndex<'_>, name: &str, src: &str) -> bool {
             std::iter::once(v)
                 .filter(|v| v.kind() == kinds::CALL)
                 .chain(idx.within(v, kinds::CALL).iter().copied())
-                .any(|c| FRESH.contains(&syntax::callee_name(c, src)))
+                .any(|c| fresh(syntax::callee_name(c, src)))
         })
 }
 

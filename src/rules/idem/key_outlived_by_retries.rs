@@ -76,7 +76,10 @@ fn check(cx: &mut Ctx<'_>) {
         else {
             continue;
         };
-        let minted = stores_a_fresh_value(call, method, src);
+        // What it holds is an idempotency key made on the spot: a retry after it expires makes
+        // a new one.
+        let minted = stored_value(call, method, src)
+            .is_some_and(|v| super::key_made_per_attempt::makes_random_token(v, idx, src));
         // `key` says less than what it holds: `f"renewal:{subscription_id}"`.
         let shown = match super::resolve(cx, call, &key) {
             resolved if is_name(&key) && resolved.len() <= MAX_KEY_CHARS => resolved,
@@ -180,11 +183,7 @@ fn before_the_work(
     if !facts::stands_alone(call.start_byte(), call.end_byte(), src) {
         return true;
     }
-    let stored = match method {
-        "setex" | "psetex" => syntax::positional_args(call).get(2).copied(),
-        _ => syntax::positional_args(call).get(1).copied(),
-    }
-    .map(|v| syntax::normalized(v, src));
+    let stored = stored_value(call, method, src).map(|v| syntax::normalized(v, src));
     let owned =
         |n: &Node<'_>| super::owned_by(idx, *n, Some(func)) && n.start_byte() > call.end_byte();
     let hands_back = idx
@@ -240,23 +239,15 @@ fn released(cx: &Ctx<'_>, idx: &NodeIndex<'_>, write: Node<'_>, key: &str) -> bo
     })
 }
 
-/// Whether the value stored under the key is a token made on the spot (`str(uuid.uuid4())`,
-/// `secrets.token_hex()`): an idempotency key kept for the retries, which a retry after it
-/// expires makes anew.
-fn stores_a_fresh_value(call: Node<'_>, method: &str, src: &str) -> bool {
-    let value = match method {
+/// The value a cache write stores: `setex(name, time, value)`'s third, every other's second.
+fn stored_value<'t>(call: Node<'t>, method: &str, src: &str) -> Option<Node<'t>> {
+    match method {
         "setex" | "psetex" => syntax::positional_args(call).get(2).copied(),
         _ => syntax::positional_args(call)
             .get(1)
             .copied()
             .or_else(|| syntax::keyword_arg(call, "value", src)),
-    };
-    value.is_some_and(|v| {
-        let text = syntax::text(v, src);
-        ["uuid", "token_", "urandom", "random"]
-            .iter()
-            .any(|w| syntax::contains_lowercase(text, w))
-    })
+    }
 }
 
 /// The tasks that run `func` and how long each goes on retrying, nearest first: from the
