@@ -297,6 +297,9 @@ pub struct Memo {
     /// The file's functions that make one cache call with a key from a parameter
     /// (`idem::wrapped_cache_call`).
     pub(crate) cache_wrappers: std::cell::OnceCell<Vec<idem::Wrapper>>,
+    /// The names of the file's pytest fixtures (`testing::injected`): asked of each test's
+    /// parameters, read once for a test module of thousands of tests.
+    pub(crate) fixture_names: std::cell::OnceCell<Vec<String>>,
 }
 
 /// What a check that needs nothing beyond one file side reads of it. Both a rule's `Ctx` and a

@@ -6,9 +6,9 @@ use tree_sitter::Node;
 
 use super::{TestFn, receiver_classes};
 use crate::python::{Fields, NodeIndex, kinds, syntax};
-use crate::rules::Ctx;
 use crate::rules::facts::{FileFacts, FunctionFacts};
 use crate::rules::reach::Reach;
+use crate::rules::{Ctx, Local};
 
 /// Where a mock the test hands over is seen in the code under test: by `receiver` (a parameter
 /// `client`, or `self.gateway`) in the function `within` names (a qualified name), or in every
@@ -39,19 +39,24 @@ pub fn injected(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Injected> {
     // A fixture the test asks for that neither its file nor the change defines (the
     // repository's `conftest.py`): what it hands the code is the test's to control, a fake far
     // more often than a live client, and nothing in sight says otherwise.
-    let unseen: Vec<String> = super::parameters(test.node, src)
-        .into_iter()
-        .filter(|p| super::fixture_named(idx, src, p).is_none())
-        .filter(|p| {
-            !cx.change
-                .functions_named(cx.side, p)
+    // Asked only of the values a test hands the code, against the file's fixtures read once.
+    let params = super::parameters(test.node, src);
+    let unseen = |name: &str| {
+        params.iter().any(|p| p == name)
+            && !cx
+                .memo()
+                .fixture_names
+                .get_or_init(|| super::fixture_names(idx, src))
+                .iter()
+                .any(|f| f == name)
+            && !cx
+                .change
+                .functions_named(cx.side, name)
                 .any(|(file, _)| file.is_test)
-        })
-        .collect();
+    };
     let double = |value: Node<'_>| {
         double_value(idx, test, value, src)
-            || value.kind() == kinds::IDENTIFIER
-                && unseen.iter().any(|p| p == syntax::text(value, src))
+            || value.kind() == kinds::IDENTIFIER && unseen(syntax::text(value, src))
     };
     let mut out = Vec::new();
     for &call in idx.within(test.node, kinds::CALL) {

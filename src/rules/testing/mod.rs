@@ -891,6 +891,13 @@ fn made_by_fixture<'s>(idx: &NodeIndex<'_>, src: &'s str, name: &str) -> Option<
 }
 
 /// The fixture of the file named `name`.
+/// The names of the file's fixtures.
+fn fixture_names(idx: &NodeIndex<'_>, src: &str) -> Vec<String> {
+    fixtures(idx, src)
+        .map(|(_, def)| syntax::function_name(def, src).to_string())
+        .collect()
+}
+
 fn fixture_named<'t>(idx: &NodeIndex<'t>, src: &str, name: &str) -> Option<Node<'t>> {
     fixtures(idx, src)
         .map(|(_, def)| def)
