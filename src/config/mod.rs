@@ -69,6 +69,8 @@ impl Default for Vocabulary {
                 "debit",
                 "disburse",
                 "authorize",
+                "authorise",
+                "create_payment",
                 "create_payment_intent",
                 "confirm_payment_intent",
                 "make_payment",

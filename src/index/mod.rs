@@ -310,6 +310,31 @@ impl ProjectIndex {
                 ix.add(m);
             }
         }
+        // The `conftest.py` files above each changed test file: their fixtures are what the
+        // tests take without defining (a `respx` router, a fake Redis).
+        let on_disk_set: HashSet<&str> = on_disk.iter().map(String::as_str).collect();
+        let mut conftests: BTreeSet<String> = BTreeSet::new();
+        for path in changed
+            .iter()
+            .filter(|p| crate::rules::facts::is_test_path(p))
+        {
+            let mut dir = path.as_str();
+            while let Some((parent, _)) = dir.rsplit_once('/') {
+                conftests.insert(format!("{parent}/conftest.py"));
+                dir = parent;
+            }
+            conftests.insert("conftest.py".to_string());
+        }
+        let conftests: Vec<String> = conftests
+            .into_iter()
+            .filter(|p| on_disk_set.contains(p.as_str()) && !ix.paths.contains(p))
+            .collect();
+        for m in parallel_filter_map(&conftests, |path| {
+            let (path, text) = read(path)?;
+            parse(&path, text)
+        }) {
+            ix.add(m);
+        }
         (ProjectIndex::from_parts(ix), errors)
     }
 

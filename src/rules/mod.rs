@@ -66,6 +66,7 @@ pub static ALL: &[&Rule] = &[
     &err::error_contract_changed::RULE,
     &err::traceback_lost::RULE,
     &err::failure_swallowed::RULE,
+    &err::timeout_read_as_failure::RULE,
     &http::scalar_timeout::RULE,
     &http::http_call_without_timeout::RULE,
     &idem::cache_check_then_set::RULE,

@@ -5,6 +5,7 @@ pub mod broad_except_returns_none;
 pub mod error_contract_changed;
 pub mod failure_swallowed;
 pub mod retries_exhausted_return_none;
+pub mod timeout_read_as_failure;
 pub mod traceback_lost;
 
 use tree_sitter::Node;

@@ -324,6 +324,17 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted<'
         .filter(|a| !syntax::annotation_allows_none(a))
         .map(str::to_string);
     let caller = super::dereferencing_caller(cx, &name);
+    // A caller that drops the result of a payment (`await psp.capture(...)`, then the trip is
+    // marked paid) cannot tell the spent attempts from a success.
+    let dropper = caller
+        .is_none()
+        .then(|| {
+            cx.change
+                .calls_named(cx.side, &name)
+                .find(|(f, c)| c.discarded && !f.is_test)
+                .map(|(f, c)| format!("`{}` ({}:{})", c.function, f.path, c.line))
+        })
+        .flatten();
     // A decorator's attempts are the whole function.
     let attempt = if lp.kind() == kinds::DECORATOR {
         func
@@ -353,7 +364,10 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted<'
             .and_then(|f| f.function(&facts::qualname(helper, idx, src)));
         cx.on_payment_path(facts)
     });
-    let on_path = cx.on_payment_path(function.as_ref()) || helper_on_path;
+    // `capture` over the client's own `_post`: its name says what it retries.
+    let names_payment =
+        cx.vocab.is_payment_operation(&name) && !crate::rules::pay::beside_the_money(&name);
+    let on_path = cx.on_payment_path(function.as_ref()) || helper_on_path || names_payment;
     let raised_before = cx
         .other_facts
         .and_then(|f| f.function(&qualname))
@@ -413,6 +427,9 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted<'
         // What the "task" note says a typical caller fails with.
         None => {
             finding.arg("error_name", facts::none_error(false).0);
+            if let Some(dropper) = dropper {
+                finding.arg("dropper", dropper).note("dropped");
+            }
         }
     }
     if on_path && !tested_none {

@@ -283,6 +283,7 @@ fn is_payment_word(word: &str) -> bool {
             | b"klarna"
             | b"worldpay"
             | b"revolut"
+            | b"psp"
     )
 }
 

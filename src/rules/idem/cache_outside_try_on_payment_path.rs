@@ -87,9 +87,12 @@ fn serves_requests(cx: &Ctx<'_>, file: &FileFacts, func: &facts::FunctionFacts) 
     let Some(callers) = callers_by_name(cx, file, func) else {
         return false;
     };
+    // A caller that catches the outage (a batch that logs one payee's crash and goes on to
+    // the next) has decided what it means.
     !callers.is_empty()
         && callers.iter().all(|(caller_file, caller)| {
             is_route(caller)
+                || caller.caught.iter().any(|t| catches_outage(t))
                 || callers_by_name(cx, caller_file, caller)
                     .is_some_and(|up| !up.is_empty() && up.iter().all(|(_, f)| is_route(f)))
         })
@@ -204,7 +207,51 @@ fn cache_access(cx: &Ctx<'_>, call: Node<'_>, caller: &str) -> Option<Access> {
             .functions_named(side, helper)
             .any(|(_, f)| f.caught.iter().any(|t| catches_outage(t)))
     });
-    if decided {
+    // Redis as the service's own store (`TripStore.update_tip`, `WalletRepository.save`): its
+    // outage is the database's, which no one wraps at every write, not a cache's beside the
+    // payment.
+    // Not a store of keys, claims or locks (`IdempotencyRepository.reserve`): that is the
+    // cache beside the payment this rule is about.
+    let store = cx.change.functions_named(side, name).all(|(_, f)| {
+        let guards = syntax::name_words(&f.qualname).iter().any(|w| {
+            w.starts_with("idempot")
+                || w.starts_with("dedup")
+                || matches!(
+                    w.as_str(),
+                    "lock" | "locks" | "claim" | "claims" | "reserve" | "acquire" | "seen"
+                )
+        });
+        !guards
+            && f.qualname.rsplit_once('.').is_some_and(|(class, _)| {
+                let class = class.rsplit('.').next().unwrap_or(class);
+                ["Store", "Repository", "Repo", "Dao", "DAO", "Ledger"]
+                    .iter()
+                    .any(|s| class.ends_with(s))
+            })
+    });
+    // A helper that only drops a cached view (`cache.delete(summary_key)` after booking)
+    // guards nothing the payment depends on.
+    let only_invalidates = {
+        let mut cache_calls = reach
+            .file
+            .calls
+            .iter()
+            .filter(|c| *c.function == *reach.function.qualname)
+            .filter(|c| {
+                c.receiver().is_some_and(|r| {
+                    facts::is_cache_name(facts::last_name(r), reach.file, cx.vocab)
+                })
+            })
+            .peekable();
+        cache_calls.peek().is_some()
+            && cache_calls.all(|c| {
+                matches!(
+                    c.name(),
+                    "delete" | "delete_many" | "unlink" | "delete_pattern" | "clear"
+                )
+            })
+    };
+    if decided || store || only_invalidates {
         return None;
     }
     Some(Access {

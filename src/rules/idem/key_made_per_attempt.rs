@@ -135,6 +135,7 @@ pub(crate) fn made_anew(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Optio
         func,
         loop_line: None,
         retried_by: None,
+        counted: false,
     };
     let params = crate::rules::pay::parameters(func, src);
     key_sites(idx, body, src).into_iter().find_map(|site| {
@@ -389,6 +390,7 @@ fn helper_keys<'t>(
             func: helper,
             loop_line: attempt.loop_line,
             retried_by: attempt.retried_by.clone(),
+            counted: attempt.counted,
         };
         for site in key_sites(idx, body, src) {
             let Some((made, fresh)) = made_in(idx, &inner, site.at, site.value, src) else {
@@ -534,6 +536,8 @@ fn cite_retry(finding: &mut crate::review::Finding, attempt: &Attempt<'_>) -> Op
             finding.arg("loop_line", line.to_string());
             Some("loop")
         }
+        // The counter note names what the job reads.
+        (None, Some(_)) if attempt.counted => None,
         (None, Some(by)) => {
             finding.arg("retried_by", by.clone());
             Some("retried")
@@ -698,6 +702,11 @@ fn counters<'s>(idx: &NodeIndex<'_>, attempt: &Attempt<'_>, src: &'s str) -> Vec
             // Celery's count of retries and arq's of tries, and the names the function gives
             // them (`job_try: int = ctx["job_try"]`).
             out.extend(["self.request.retries", "ctx[\"job_try\"]", "ctx['job_try']"]);
+            out.extend(crate::rules::retry::attempts::job_attempt_counts(
+                idx,
+                attempt.func,
+                src,
+            ));
             for a in idx.within(attempt.func, kinds::ASSIGNMENT) {
                 let (Some(left), Some(right)) = (a.field("left"), a.field("right")) else {
                     continue;

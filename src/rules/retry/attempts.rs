@@ -14,6 +14,9 @@ pub(crate) struct Attempt<'t> {
     pub loop_line: Option<u32>,
     /// What runs the function again, for a function retried whole (`@retry(...)`).
     pub retried_by: Option<String>,
+    /// Retried whole because it reads its own attempt count (`ctx["job"].attempts`, in
+    /// `retried_by`): its queue runs it again, configured where the code does not show.
+    pub counted: bool,
 }
 
 /// The retried stretches of the file: every retry loop, and the body of every function that
@@ -26,6 +29,7 @@ pub(crate) fn attempts<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<Attempt<'t>> {
             func: l.func,
             loop_line: Some(syntax::lines(l.node).0),
             retried_by: None,
+            counted: false,
         })
         .collect();
     // `for attempt in Retrying(...)`, `async for attempt in AsyncRetrying(...)` with `with
@@ -51,6 +55,7 @@ pub(crate) fn attempts<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<Attempt<'t>> {
             func,
             loop_line: Some(syntax::lines(lp).0),
             retried_by: None,
+            counted: false,
         });
     }
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
@@ -63,6 +68,17 @@ pub(crate) fn attempts<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<Attempt<'t>> {
                 func,
                 loop_line: None,
                 retried_by: Some(by),
+                counted: false,
+            });
+        } else if let Some(read) = job_attempt_counts(idx, func, src).first() {
+            // A job that reads its own attempt count (saq's `ctx["job"].attempts`, a
+            // message's `retries`) is run again by its queue, whatever configures that.
+            out.push(Attempt {
+                body,
+                func,
+                loop_line: None,
+                retried_by: Some(read.to_string()),
+                counted: true,
             });
         }
     }
@@ -103,6 +119,37 @@ pub(crate) fn retried_by(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> Opti
                 .is_some_and(|f| f.id() == func.id())
     });
     raises_retry.then(|| "raise Retry(...)".to_string())
+}
+
+/// Where a job reads the count of its own attempts: `ctx["job"].attempts`, `job.attempts`,
+/// `message.retries` (not `self.request.retries`, which `self.retry` comes with, nor a loop's
+/// own counter). The text is asked first: few functions read one.
+pub(crate) fn job_attempt_counts<'s>(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    src: &'s str,
+) -> Vec<&'s str> {
+    let text = syntax::text(func, src);
+    if !(text.contains(".attempts") || text.contains(".retries")) {
+        return Vec::new();
+    }
+    idx.within(func, kinds::ATTRIBUTE)
+        .iter()
+        .filter(|a| {
+            let attribute = a.field("attribute").map(|n| syntax::text(n, src));
+            let object = a.field("object").map_or("", |o| syntax::text(o, src));
+            let job = syntax::name_words(object)
+                .iter()
+                .any(|w| matches!(w.as_str(), "job" | "ctx" | "message" | "msg" | "task"));
+            matches!(attribute, Some("attempts" | "retries"))
+                && job
+                && !object.ends_with("request")
+                && idx
+                    .enclosing(**a, kinds::FUNCTION_DEFINITION)
+                    .is_some_and(|f| f.id() == func.id())
+        })
+        .map(|a| syntax::text(*a, src))
+        .collect()
 }
 
 /// What a decorator (its text, `@retry(...)`) shows of itself when it runs the function again

@@ -54,9 +54,27 @@ pub fn injected(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Injected> {
                 .functions_named(cx.side, name)
                 .any(|(file, _)| file.is_test)
     };
+    // In repository mode a `conftest.py` above the file may show the fixture: a double only
+    // where its code (or what it is built from) names a stand-in.
+    let conftests = std::cell::OnceCell::new();
+    let stands_in = |name: &str| {
+        let conftests: &Vec<&str> = conftests.get_or_init(|| super::repository_conftests(cx));
+        let lower = name.to_ascii_lowercase();
+        let codes: Vec<&str> = conftests
+            .iter()
+            .filter_map(|c| super::fixture_code(c, &lower))
+            .collect();
+        codes.is_empty()
+            || codes
+                .iter()
+                .any(|code| names_a_stand_in(code, conftests, 3))
+    };
     let double = |value: Node<'_>| {
         double_value(idx, test, value, src)
-            || value.kind() == kinds::IDENTIFIER && unseen(syntax::text(value, src))
+            || value.kind() == kinds::IDENTIFIER && {
+                let name = syntax::text(value, src);
+                unseen(name) && stands_in(name)
+            }
     };
     let mut out = Vec::new();
     for &call in idx.within(test.node, kinds::CALL) {
@@ -96,6 +114,49 @@ pub fn injected(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Injected> {
         }
     }
     out
+}
+
+/// Whether a conftest fixture's code, or that of the fixtures it is built from (`depth` levels),
+/// makes a stand-in: a mock, a fake, a stub, a recorded or routed transport.
+fn names_a_stand_in(code: &str, conftests: &[&str], depth: usize) -> bool {
+    const STAND_INS: &[&str] = &[
+        "mock",
+        "fake",
+        "stub",
+        "dummy",
+        "respx",
+        "aioresponses",
+        "httpretty",
+        "vcr",
+        "cassette",
+        "betamax",
+        "locmem",
+        "inmemory",
+        "in_memory",
+    ];
+    // `responses` as a word of its own: `decode_responses=True` is Redis's.
+    let responses = code
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .any(|w| w == "responses");
+    if (responses || STAND_INS.iter().any(|w| code.contains(w))) && !super::live_cache(code) {
+        return true;
+    }
+    let Some(name) = code
+        .split("def ")
+        .nth(1)
+        .and_then(|rest| rest.split('(').next())
+    else {
+        return false;
+    };
+    depth > 0
+        && super::fixture_parameters(code, name.trim())
+            .iter()
+            .flat_map(|p| {
+                conftests
+                    .iter()
+                    .filter_map(move |c| super::fixture_code(c, p))
+            })
+            .any(|c| names_a_stand_in(c, conftests, depth - 1))
 }
 
 /// What `call` hands to a function or constructor of the change: the mocks among its
@@ -198,7 +259,15 @@ fn handed<'t>(
                 }
             }
         } else {
-            for p in params.iter().filter(|p| mocked(p)) {
+            // A keyword names its parameter, keyword-only ones too (`*, client=None`), which
+            // the facts' positional list leaves out.
+            let mut receivers: Vec<&str> = params.iter().copied().filter(|p| mocked(p)).collect();
+            for k in &by_keyword {
+                if !receivers.contains(k) {
+                    receivers.push(k);
+                }
+            }
+            for p in receivers {
                 out.push(Injected {
                     within: f.qualname.clone(),
                     receiver: p.to_string(),
@@ -301,32 +370,69 @@ fn held_in<'i>(injected: &'i [Injected], f: &FunctionFacts) -> Vec<&'i str> {
 /// Whether the walk `r` from a test to a service goes through a mock the test handed over:
 /// a step of its path whose every function of that name (outside tests) calls the next only on
 /// a receiver that holds the mock, or a last function whose every call of the service's
-/// `verbs` is on one (`self._http.request(...)` with `self._http` the test's mock).
+/// `verbs` is on one (`self._http.request(...)` with `self._http` the test's mock). A mock held
+/// as a parameter (`client`) is carried on to the next function of the path when that one
+/// takes a parameter of the same name (`_collect(invoice_id, client or get_client())`): code
+/// hands a client on under its name far more often than it swaps it.
 pub fn through_a_mock(cx: &Ctx<'_>, injected: &[Injected], r: &Reach<'_>, verbs: &[&str]) -> bool {
     if injected.is_empty() {
         return false;
     }
-    let all_on_held = |file: &FileFacts, f: &FunctionFacts, called: &dyn Fn(&str) -> bool| {
-        let held = held_in(injected, f);
-        let mut calls = file
-            .calls
-            .iter()
-            .filter(|c| *c.function == *f.qualname && called(c.name()))
-            .peekable();
-        !held.is_empty()
-            && calls.peek().is_some()
-            && calls.all(|c| c.receiver().is_some_and(|r| held.contains(&r)))
-    };
-    if all_on_held(r.file, r.function, &|name| verbs.contains(&name)) {
-        return true;
-    }
-    r.path.windows(2).any(|step| {
+    let all_on_held =
+        |file: &FileFacts, f: &FunctionFacts, carried: &[&str], called: &dyn Fn(&str) -> bool| {
+            let mut held = held_in(injected, f);
+            held.extend(carried.iter().copied());
+            let mut calls = file
+                .calls
+                .iter()
+                .filter(|c| *c.function == *f.qualname && called(c.name()))
+                .peekable();
+            !held.is_empty()
+                && calls.peek().is_some()
+                && calls.all(|c| c.receiver().is_some_and(|r| held.contains(&r)))
+        };
+    let mut carried: Vec<&str> = Vec::new();
+    for step in r.path.windows(2) {
         let (from, to) = (&step[0], &step[1]);
-        let mut callers = cx
+        let callers: Vec<_> = cx
             .change
             .functions_named(cx.side, from)
             .filter(|(file, _)| !file.is_test)
+            .collect();
+        if callers.is_empty() {
+            carried.clear();
+            continue;
+        }
+        if callers
+            .iter()
+            .all(|(file, f)| all_on_held(file, f, &carried, &|n| n == to))
+        {
+            return true;
+        }
+        let mut next: Vec<&str> = Vec::new();
+        for (_, f) in &callers {
+            for name in held_in(injected, f)
+                .into_iter()
+                .chain(carried.iter().copied())
+            {
+                if !name.contains('.') && !next.contains(&name) {
+                    next.push(name);
+                }
+            }
+        }
+        let mut callees = cx
+            .change
+            .functions_named(cx.side, to)
+            .filter(|(file, _)| !file.is_test)
             .peekable();
-        callers.peek().is_some() && callers.all(|(file, f)| all_on_held(file, f, &|n| n == to))
-    })
+        let takes = |f: &FunctionFacts, name: &str| f.params.split(',').any(|p| p == name);
+        if callees.peek().is_none() {
+            carried.clear();
+            continue;
+        }
+        let callees: Vec<_> = callees.collect();
+        next.retain(|name| callees.iter().all(|(_, f)| takes(f, name)));
+        carried = next;
+    }
+    all_on_held(r.file, r.function, &carried, &|name| verbs.contains(&name))
 }

@@ -717,9 +717,16 @@ fn methods_called(cx: &Ctx<'_>, test: &TestFn<'_>, name: &str) -> Option<Vec<Str
                 .change
                 .functions_named(cx.side, name)
                 .any(|(file, f)| !file.is_test && f.qualname == method);
+            // A fake of the tests' own that defines the method (`FakeGateway.get_payment`)
+            // answers it itself; one that only inherits it may run the real one.
+            let faked = || {
+                cx.change
+                    .functions_named(cx.side, name)
+                    .any(|(file, f)| file.is_test && f.qualname == method)
+            };
             if defined {
                 methods.push(method);
-            } else if !imported_from_a_library(cx, class) {
+            } else if !imported_from_a_library(cx, class) && !faked() {
                 return None;
             }
         }
@@ -938,6 +945,53 @@ fn constructed<'s>(value: Node<'_>, src: &'s str) -> Option<&'s str> {
 fn class_named(text: &str) -> Option<&str> {
     let last = text.rsplit('.').next()?;
     (!last.is_empty() && last.chars().all(|c| c.is_alphanumeric() || c == '_')).then_some(last)
+}
+
+/// The fixtures' code of each `conftest.py` of the repository above the file that the change
+/// does not show (repository mode; `ModuleFacts::fixtures`).
+pub(crate) fn repository_conftests<'c>(cx: &Ctx<'c>) -> Vec<&'c str> {
+    let Some(project) = cx.project() else {
+        return Vec::new();
+    };
+    let dir_of = |path: &str| path.rsplit_once('/').map_or("", |(d, _)| d).to_string();
+    let dir = dir_of(cx.path);
+    project
+        .modules()
+        .iter()
+        .filter(|m| {
+            let d = dir_of(&m.path);
+            m.path.rsplit('/').next() == Some("conftest.py")
+                && (d.is_empty() || dir == d || dir.starts_with(&format!("{d}/")))
+                && !cx.change.files.iter().any(|f| f.path == m.path)
+        })
+        .map(|m| m.fixtures.as_str())
+        .collect()
+}
+
+/// The parameters of fixture `name` in its code (`def rzp(app):` gives `app`).
+pub(crate) fn fixture_parameters(code: &str, name: &str) -> Vec<String> {
+    let Some(at) = code.find(&format!("def {name}(")) else {
+        return Vec::new();
+    };
+    let rest = &code[at + name.len() + 5..];
+    let list = rest.split(')').next().unwrap_or("");
+    list.split(',')
+        .map(|p| p.split([':', '=']).next().unwrap_or("").trim().to_string())
+        .filter(|p| !p.is_empty() && !p.starts_with('*') && p != "self" && p != "request")
+        .collect()
+}
+
+/// The code of fixture `name` in a module's fixtures (`ModuleFacts::fixtures`: each decorated
+/// definition, lowercased, one after another).
+pub(crate) fn fixture_code<'f>(fixtures: &'f str, name: &str) -> Option<&'f str> {
+    let at = [format!("def {name}("), format!("def {name} (")]
+        .iter()
+        .find_map(|d| fixtures.find(d.as_str()))?;
+    let start = fixtures[..at].rfind("\n@").map_or(0, |s| s + 1);
+    let end = fixtures[at..]
+        .find("\n@")
+        .map_or(fixtures.len(), |e| at + e);
+    fixtures.get(start..end)
 }
 
 #[cfg(test)]

@@ -156,7 +156,8 @@ fn check(cx: &mut Ctx<'_>) {
                         || injected::through_a_mock(cx, &injected, &r, service.verbs());
                     (!replaced && !mocks.cover(&service.tokens(r.file))).then_some((service, r))
                 })
-            });
+            })
+            .filter(|(service, _)| !repository_fixture_covers(cx, test, *service));
         if let Some((service, r)) = found {
             if service == Service::Cache {
                 reach_the_cache.push(&test.facts.name);
@@ -166,6 +167,87 @@ fn check(cx: &mut Ctx<'_>) {
     }
     live_setup::fixtures(cx, &tests, &reach_the_cache);
     live_setup::cache_settings(cx, &tests, &reach_the_cache);
+}
+
+/// Whether a fixture the test takes from a `conftest.py` of the repository that the change does
+/// not show mocks the service (repository mode): its code, or the code of the conftest
+/// fixtures it is built from (`rzp(app)`, with `app` holding a `FakeRedis`), names a stand-in
+/// for the service (a `respx` router, a `FakeAsyncRedis`) and connects to no live cache. The test's own
+/// file's fixtures lead there too (`owed(restaurant)`, `restaurant(app)`). Asked only of a test
+/// about to be reported: it reads the project index.
+fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) -> bool {
+    // Words of a stand-in for this service, not of the client: a fixture that builds a real
+    // `httpx.AsyncClient` names `httpx` too, and a `FakeQueue` is no fake of the cache.
+    let stands_in = |code: &str| match service {
+        // `responses` as a word of its own: `decode_responses=True` is Redis's.
+        Service::Http => {
+            code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .any(|w| w == "responses")
+                || [
+                    "respx",
+                    "requests_mock",
+                    "aioresponses",
+                    "httpretty",
+                    "mocktransport",
+                    "vcr",
+                    "cassette",
+                    "betamax",
+                    "mocket",
+                ]
+                .iter()
+                .any(|t| code.contains(t))
+        }
+        Service::Cache => {
+            ["locmem", "inmemory", "in_memory"]
+                .iter()
+                .any(|t| code.contains(t))
+                || ["fake", "mock", "stub", "dummy"]
+                    .iter()
+                    .any(|t| code.contains(t))
+                    && ["redis", "cache", "kv"].iter().any(|t| code.contains(t))
+        }
+    };
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return false;
+    };
+    let mut queue: Vec<String> = super::parameters(test.node, src);
+    let mut seen: Vec<String> = Vec::new();
+    let mut unseen: Vec<String> = Vec::new();
+    while let Some(name) = queue.pop() {
+        if seen.contains(&name) || seen.len() > 32 {
+            continue;
+        }
+        seen.push(name.clone());
+        match super::fixture_named(idx, src, &name) {
+            Some(fixture) => queue.extend(super::parameters(fixture, src)),
+            None => unseen.push(name.to_ascii_lowercase()),
+        }
+    }
+    if unseen.is_empty() {
+        return false;
+    }
+    let conftests = super::repository_conftests(cx);
+    let mut queue = unseen;
+    let mut seen: Vec<String> = Vec::new();
+    while let Some(name) = queue.pop() {
+        if seen.contains(&name) || seen.len() > 32 {
+            continue;
+        }
+        for code in conftests
+            .iter()
+            .filter_map(|c| super::fixture_code(c, &name))
+        {
+            if super::live_cache(code) {
+                continue;
+            }
+            if stands_in(code) {
+                return true;
+            }
+            queue.extend(super::fixture_parameters(code, &name));
+        }
+        seen.push(name);
+    }
+    false
 }
 
 /// Names whose patching takes the service out of the way: the functions on the path to it, and

@@ -1,0 +1,430 @@
+//! ERR006 timeout-read-as-failure: the `except` that catches a timeout of a payment call (first
+//! of its `try` to catch one) records the payment as failed or declined, or hands the caller a
+//! plain "no". A timeout says only that no answer came in time: the provider may have charged,
+//! captured or paid out all the same. Marked failed, the order invites the payer to pay again,
+//! and the money that did move belongs to no order.
+//!
+//! Left alone: a handler that raises (the caller, or the task queue, still learns that the
+//! outcome is unknown), one that asks again or hands the payment to a check (`reconcile`,
+//! `poll`, `retry`), one that records a state of its own for the unknown (`"pending"`,
+//! `"timed_out"`), and broad handlers that only return (ERR001 reads those).
+use tree_sitter::Node;
+
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::review::Severity;
+use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "ERR006",
+    doc: include_str!("../../../rules/err/ERR006.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// Every finding is an `except` of code, not of a test, that catches a timeout.
+fn gate(s: &Scan<'_>) -> bool {
+    !s.facts.is_test
+        && s.index()
+            .all(kinds::EXCEPT_CLAUSE)
+            .iter()
+            .any(|&c| catches_timeout(c, s.src()).is_some())
+}
+
+/// How a clause comes to catch a timeout.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Caught {
+    /// It names one: `requests.Timeout`, `httpx.TimeoutException`, `asyncio.TimeoutError`.
+    Named,
+    /// It catches a family of errors timeouts belong to: `requests.RequestException`,
+    /// `httpx.HTTPError`, `aiohttp.ClientError`, a client's own base error (`GatewayError`).
+    Family,
+    /// It catches everything: `Exception`, bare. A `return None` there is ERR001's.
+    Everything,
+}
+
+/// Exception names a timeout is raised as, or is a subclass of: the transport's whole family.
+const TRANSPORT_FAMILIES: &[&str] = &[
+    "RequestException",
+    "HTTPError",
+    "RequestError",
+    "TransportError",
+    "ClientError",
+    "OSError",
+    "IOError",
+    "APIConnectionError",
+];
+
+fn catches_timeout(clause: Node<'_>, src: &str) -> Option<Caught> {
+    if clause.kind() != kinds::EXCEPT_CLAUSE {
+        return None;
+    }
+    let types = syntax::except_types(clause);
+    if types.is_empty() {
+        return Some(Caught::Everything);
+    }
+    let mut caught = None;
+    for t in types {
+        let name = syntax::text(t, src);
+        let last = name.rsplit('.').next().unwrap_or(name);
+        // `ConnectTimeout` alone: the request never left, and nothing can have been charged.
+        let named = last.to_ascii_lowercase().contains("timeout") && !last.starts_with("Connect");
+        if named {
+            return Some(Caught::Named);
+        }
+        // `requests.HTTPError` is a status the provider answered with; `httpx.HTTPError` is
+        // the whole family, transport errors with it.
+        let family = TRANSPORT_FAMILIES.contains(&last)
+            && !(last == "HTTPError" && (name.starts_with("requests") || name == "HTTPError"));
+        if matches!(last, "Exception" | "BaseException") {
+            caught = Some(Caught::Everything);
+        } else if (family || provider_family(last)) && caught.is_none() {
+            caught = Some(Caught::Family);
+        }
+    }
+    caught
+}
+
+/// A client's own base error (`GatewayError`, `StripeError`, `ProviderAPIException`): SDKs and
+/// in-house clients alike raise their timeouts as one of these, so catching it catches them.
+/// Not an error that names a refusal (`CardDeclinedError`, `PaymentRejected`).
+fn provider_family(name: &str) -> bool {
+    if !(name.ends_with("Error") || name.ends_with("Exception")) {
+        return false;
+    }
+    let words = syntax::name_words(name);
+    let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+    has(&[
+        "gateway",
+        "provider",
+        "psp",
+        "api",
+        "client",
+        "sdk",
+        "upstream",
+        "remote",
+        "acquirer",
+        "processor",
+        "stripe",
+        "adyen",
+        "braintree",
+        "mollie",
+        "razorpay",
+        "square",
+        "paypal",
+    ]) && !has(&[
+        "card",
+        "declined",
+        "decline",
+        "rejected",
+        "reject",
+        "refused",
+        "invalid",
+        "validation",
+        "auth",
+        "authentication",
+        "permission",
+        "insufficient",
+        "fraud",
+        "signature",
+        "config",
+        "configuration",
+    ])
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    if cx.facts.is_some_and(|f| f.is_test) {
+        return;
+    }
+    for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
+        let Some(caught) = catches_timeout(clause, src) else {
+            continue;
+        };
+        let Some(handler) = syntax::except_body(clause) else {
+            continue;
+        };
+        let Some(mark) = failure_mark(idx, handler, src, caught) else {
+            continue;
+        };
+        let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        // Asked only of the few handlers that mark a failure: a parent is found from the root.
+        let Some(try_statement) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT)
+        else {
+            continue;
+        };
+        if caught_earlier(try_statement, clause, src) {
+            continue;
+        }
+        let Some(body) = try_statement.field("body") else {
+            continue;
+        };
+        let Some((step, step_line)) = paying_step(cx, idx, func, body) else {
+            continue;
+        };
+        let persistent = mark.persistent;
+        let finding = cx
+            .report(&RULE, clause)
+            .arg("function", facts::qualname(func, idx, src))
+            .arg("step", step)
+            .arg("step_line", step_line.to_string())
+            .arg("mark", mark.text)
+            .arg("mark_line", mark.line.to_string());
+        if caught != Caught::Named {
+            let types: Vec<&str> = syntax::except_types(clause)
+                .into_iter()
+                .map(|t| syntax::text(t, src))
+                .collect();
+            let caught = if types.is_empty() {
+                "except:".to_string()
+            } else {
+                types.join(", ")
+            };
+            finding.arg("caught", caught).note("family");
+        }
+        if persistent {
+            finding.note("recorded");
+        } else {
+            finding.note("returned").severity(Severity::Important);
+        }
+    }
+}
+
+/// What in a handler says the payment failed.
+struct Mark {
+    text: String,
+    line: u32,
+    /// A status written or a failure recorded (`order.status = "failed"`, `mark_declined(o)`),
+    /// not only a value handed back.
+    persistent: bool,
+}
+
+/// The first statement of a handler that records or returns a failure, unless the handler
+/// raises, asks again, or records the unknown as such.
+fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caught) -> Option<Mark> {
+    // What a log line says of the timeout is no state: `log.warning("timeout")`, then `failed`.
+    let mut said = String::new();
+    let mut at = handler.start_byte();
+    for &call in idx.within(handler, kinds::CALL) {
+        if call.start_byte() >= at && facts::only_records(syntax::callee(call, src)) {
+            said.push_str(src.get(at..call.start_byte()).unwrap_or(""));
+            at = call.end_byte();
+        }
+    }
+    said.push_str(src.get(at..handler.end_byte()).unwrap_or(""));
+    let lower = said.to_ascii_lowercase();
+    if UNKNOWN_OUTCOME.iter().any(|w| lower.contains(w))
+        || !idx.within(handler, kinds::RAISE_STATEMENT).is_empty()
+    {
+        return None;
+    }
+    let assigned = idx
+        .within(handler, kinds::ASSIGNMENT)
+        .iter()
+        .filter_map(|&a| Some((a, assigns_failure(a, src)?, a.parent()?)));
+    let called = idx
+        .within(handler, kinds::CALL)
+        .iter()
+        .filter_map(|&c| Some((c, calls_failure(c, src)?, c.parent()?)));
+    let returned = idx
+        .within(handler, kinds::RETURN_STATEMENT)
+        .iter()
+        .filter(|_| caught != Caught::Everything)
+        .filter_map(|&r| Some((r, returns_failure(r, src, caught)?, r)));
+    assigned
+        .chain(called)
+        .chain(returned)
+        .min_by_key(|(node, ..)| node.start_byte())
+        .map(|(node, persistent, statement)| Mark {
+            text: syntax::normalized(statement, src),
+            line: syntax::lines(node).0,
+            persistent,
+        })
+}
+
+/// Words in a handler that say the outcome is kept as unknown, or found out: a pending state,
+/// a check with the provider, another attempt.
+const UNKNOWN_OUTCOME: &[&str] = &[
+    "pending",
+    "unknown",
+    "uncertain",
+    "ambiguous",
+    "timed_out",
+    "timedout",
+    "timeout",
+    "reconcil",
+    "requeue",
+    "retry",
+    "poll",
+    "verify",
+    "lookup",
+    "look_up",
+    "fetch",
+    "retrieve",
+    "processing",
+    "in_progress",
+];
+
+/// Words of a status that say the payment did not happen.
+fn failure_word(text: &str) -> bool {
+    syntax::name_words(text).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "fail"
+                | "failed"
+                | "failure"
+                | "declined"
+                | "decline"
+                | "rejected"
+                | "error"
+                | "errored"
+        )
+    })
+}
+
+/// A value that names a failed state: `"failed"`, `PaymentStatus.DECLINED`, `Status.ERROR`.
+fn failure_value(value: Node<'_>, src: &str) -> bool {
+    match value.kind() {
+        kinds::STRING => {
+            let text = syntax::text(value, src);
+            text.len() <= 40 && failure_word(text.trim_matches(|c| c == '"' || c == '\''))
+        }
+        kinds::ATTRIBUTE | kinds::IDENTIFIER => {
+            let text = syntax::text(value, src);
+            failure_word(text.rsplit('.').next().unwrap_or(text))
+        }
+        _ => false,
+    }
+}
+
+/// Whether a target is a state (`order.status`, `payment["state"]`), not a local.
+fn names_state(target: Node<'_>, src: &str) -> bool {
+    if !matches!(target.kind(), kinds::ATTRIBUTE | kinds::SUBSCRIPT) {
+        return false;
+    }
+    let text = syntax::text(target, src).to_ascii_lowercase();
+    ["status", "state", "outcome", "result"]
+        .iter()
+        .any(|w| text.contains(w))
+}
+
+/// `order.status = "failed"`: a written state.
+fn assigns_failure(assignment: Node<'_>, src: &str) -> Option<bool> {
+    let left = assignment.field("left")?;
+    let right = assignment.field("right")?;
+    (names_state(left, src) && failure_value(right, src)).then_some(true)
+}
+
+/// `mark_failed(order)`, `payment.decline()`, `repo.set_status(id, "failed")`,
+/// `Payment.objects.filter(...).update(status=Status.FAILED)`.
+fn calls_failure(call: Node<'_>, src: &str) -> Option<bool> {
+    let callee = syntax::callee(call, src);
+    let name = callee.rsplit('.').next().unwrap_or(callee);
+    if facts::only_records(callee) {
+        return None;
+    }
+    let words = syntax::name_words(name);
+    let says_failed = words.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "fail" | "failed" | "failure" | "decline" | "declined" | "reject" | "rejected"
+        )
+    });
+    // A notice of the failure to the payer (`send_payment_failed_email`) is beside the state.
+    if says_failed && !crate::rules::pay::beside_the_money(name) {
+        return Some(true);
+    }
+    let status_keyword = syntax::keyword_args(call, src)
+        .into_iter()
+        .any(|(k, v)| matches!(k, "status" | "state" | "outcome") && failure_value(v, src));
+    let status_positional = words.iter().any(|w| w == "status" || w == "state")
+        && syntax::positional_args(call)
+            .iter()
+            .any(|a| failure_value(*a, src));
+    (status_keyword || status_positional).then_some(true)
+}
+
+/// `return False`, `return None` (of a timeout named), `return {"status": "failed"}`,
+/// `return Result(ok=False)`: a "no" handed to the caller.
+fn returns_failure(ret: Node<'_>, src: &str, caught: Caught) -> Option<bool> {
+    // `None` from a family of errors is ERR001's and ERR003's: a function that stopped raising.
+    let Some(value) = syntax::return_value(ret) else {
+        return (caught == Caught::Named).then_some(false);
+    };
+    let says_no = match value.kind() {
+        kinds::NONE => caught == Caught::Named,
+        kinds::FALSE => true,
+        kinds::STRING | kinds::ATTRIBUTE => failure_value(value, src),
+        kinds::DICTIONARY => crate::python::named_children(value).iter().any(|pair| {
+            pair.field("key")
+                .zip(pair.field("value"))
+                .is_some_and(|(k, v)| {
+                    let key = syntax::text(k, src).trim_matches(|c| c == '"' || c == '\'');
+                    (matches!(key, "status" | "state" | "outcome") && failure_value(v, src))
+                        || (SUCCESS_FLAGS.contains(&key) && v.kind() == kinds::FALSE)
+                })
+        }),
+        kinds::CALL => syntax::keyword_args(value, src).into_iter().any(|(k, v)| {
+            (matches!(k, "status" | "state" | "outcome") && failure_value(v, src))
+                || (SUCCESS_FLAGS.contains(&k) && v.kind() == kinds::FALSE)
+        }),
+        _ => false,
+    };
+    says_no.then_some(false)
+}
+
+/// Names of a flag that says a payment went through.
+const SUCCESS_FLAGS: &[&str] = &[
+    "ok",
+    "success",
+    "succeeded",
+    "successful",
+    "paid",
+    "approved",
+    "captured",
+    "charged",
+];
+
+/// Whether an earlier clause of the same `try` already catches the timeout.
+fn caught_earlier(try_statement: Node<'_>, clause: Node<'_>, src: &str) -> bool {
+    crate::python::named_children(try_statement)
+        .into_iter()
+        .take_while(|c| c.id() != clause.id())
+        .any(|c| catches_timeout(c, src).is_some())
+}
+
+/// The first call of the `try` body that moves money, as written and with its line: by its
+/// name (`pays`), handed to a thread, or an HTTP request of a function that is itself a payment
+/// operation (`def capture(...)` posting to the provider).
+fn paying_step(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    body: Node<'_>,
+) -> Option<(String, u32)> {
+    let src = cx.src();
+    let function_pays = {
+        let name = syntax::function_name(func, src);
+        cx.vocab.is_payment_operation(name) && !crate::rules::pay::beside_the_money(name)
+    };
+    for &call in idx.within(body, kinds::CALL) {
+        if !super::owned_by(call, func, idx) {
+            continue;
+        }
+        let callee = syntax::handed_callee(call, src).unwrap_or_else(|| syntax::callee(call, src));
+        if callee.is_empty() || facts::only_records(callee) {
+            continue;
+        }
+        let sends = function_pays && facts::http_by_name(&syntax::call_text(call, src));
+        if crate::rules::pay::pays(cx, call, src)
+            || crate::rules::pay::hands_a_payment(cx, call, src)
+            || sends
+        {
+            return Some((callee.to_string(), syntax::lines(call).0));
+        }
+    }
+    None
+}
