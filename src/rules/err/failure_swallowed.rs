@@ -32,7 +32,7 @@ fn gate(s: &Scan<'_>) -> bool {
 
 /// Who delivered what a handler applies, and so who is told it was applied when it returns.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Inbound {
+pub(crate) enum Inbound {
     /// A webhook or notification view: the provider.
     Provider,
     /// A message consumer: the broker.
@@ -190,7 +190,7 @@ fn no_error(value: Node<'_>, src: &str) -> bool {
 
 /// Whether the function answers a provider or a broker: a view of a webhook or a notification
 /// (by its name, its class's or its file's, taking a request), or a consumer of messages.
-fn inbound(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>) -> Option<Inbound> {
+pub(crate) fn inbound(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>) -> Option<Inbound> {
     let src = cx.src();
     let class = idx
         .enclosing(func, kinds::CLASS_DEFINITION)

@@ -707,6 +707,24 @@ fn counters<'s>(idx: &NodeIndex<'_>, attempt: &Attempt<'_>, src: &'s str) -> Vec
                 attempt.func,
                 src,
             ));
+            // The count handed in by the job that runs it again (`charge_gift(..., attempt=
+            // ctx["job_try"])`).
+            out.extend(
+                crate::rules::pay::positional_parameters(attempt.func, src)
+                    .into_iter()
+                    .chain(keyword_only(attempt.func, src))
+                    .filter(|p| {
+                        matches!(
+                            *p,
+                            "attempt"
+                                | "attempts"
+                                | "attempt_number"
+                                | "job_try"
+                                | "tries"
+                                | "try_number"
+                        )
+                    }),
+            );
             for a in idx.within(attempt.func, kinds::ASSIGNMENT) {
                 let (Some(left), Some(right)) = (a.field("left"), a.field("right")) else {
                     continue;
@@ -902,4 +920,23 @@ fn identifiers(text: &str) -> impl Iterator<Item = &str> {
                 .next()
                 .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         })
+}
+
+/// The names of a function's keyword-only parameters (`*, attempt: int`).
+fn keyword_only<'s>(func: Node<'_>, src: &'s str) -> Vec<&'s str> {
+    let Some(params) = func.field("parameters") else {
+        return Vec::new();
+    };
+    crate::python::named_children(params)
+        .into_iter()
+        .skip_while(|p| {
+            !matches!(
+                p.kind(),
+                kinds::KEYWORD_SEPARATOR | kinds::LIST_SPLAT_PATTERN
+            )
+        })
+        .skip(1)
+        .map(|p| syntax::parameter_name(p, src))
+        .filter(|n| !n.is_empty())
+        .collect()
 }

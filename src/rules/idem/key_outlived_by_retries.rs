@@ -125,7 +125,7 @@ fn sends_a_steady_key(cx: &Ctx<'_>, func: &facts::FunctionFacts) -> bool {
 }
 
 /// `25 min`, `30 min 30 s`: a window is a sum of backoffs, seldom a round number.
-fn span(seconds: f64) -> String {
+pub(crate) fn span(seconds: f64) -> String {
     let whole = seconds.round() as i64;
     if (seconds - seconds.round()).abs() < 1e-9 && whole > 60 && whole < 3600 && whole % 60 != 0 {
         return format!("{} min {} s", whole / 60, whole % 60);
@@ -145,7 +145,7 @@ fn is_name(text: &str) -> bool {
 
 /// A lifetime's value in its own unit: folded in the file, or, with a repository, a constant
 /// another module holds (`timeout=CLAIM_TTL` imported, `constants.CLAIM_TTL`).
-fn lifetime_seconds(
+pub(crate) fn lifetime_seconds(
     cx: &Ctx<'_>,
     idx: &NodeIndex<'_>,
     func: Node<'_>,
@@ -205,7 +205,7 @@ fn before_the_work(
 /// The argument giving a cache write's lifetime, and what turns it into seconds: `ex=` and
 /// `timeout=` are seconds, `px=` milliseconds; the third positional of `set` and `add` is
 /// seconds for redis-py, Django's cache and pymemcache alike.
-fn lifetime_arg<'t>(call: Node<'t>, method: &str, src: &str) -> Option<(Node<'t>, f64)> {
+pub(crate) fn lifetime_arg<'t>(call: Node<'t>, method: &str, src: &str) -> Option<(Node<'t>, f64)> {
     let keyword = |name: &str| syntax::keyword_arg(call, name, src);
     let positional = |i: usize| syntax::positional_args(call).get(i).copied();
     let (node, scale) = match method {

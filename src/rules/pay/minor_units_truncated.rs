@@ -45,7 +45,13 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         };
         let amount_text = syntax::text(amount, src);
-        if !names_an_amount(cx, amount_text) || in_minor_units(amount_text) {
+        // A product (`hours * hourly_rate`) is money whatever its factors are called: a rate
+        // there is a price, not the percentage `int(fee_rate * 100)` turns into basis points.
+        let product = amount.kind() == kinds::BINARY_OPERATOR
+            && amount.field("operator").map(|o| o.kind()) == Some("*");
+        let money = names_an_amount(cx, amount_text)
+            || product && words(amount_text).any(|w| matches!(w.as_str(), "rate" | "price"));
+        if !money || in_minor_units(amount_text, product) {
             continue;
         }
         let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION);
@@ -106,13 +112,12 @@ fn names_an_amount(cx: &Ctx<'_>, text: &str) -> bool {
     words(text).any(|w| cx.vocab.is_money_argument(&w) || AMOUNT_WORDS.contains(&w.as_str()))
 }
 
-/// Already minor units, or a percentage: `amount_cents`, `total_minor`, `rate`, `ratio`.
-fn in_minor_units(text: &str) -> bool {
+/// Already minor units, or a percentage: `amount_cents`, `total_minor`, `rate`, `ratio` (not
+/// in a `product`, where a rate is a price per unit).
+fn in_minor_units(text: &str, product: bool) -> bool {
     words(text).any(|w| {
-        matches!(
-            w.as_str(),
-            "cents" | "cent" | "minor" | "pence" | "kopecks" | "rate" | "ratio" | "percent" | "pct"
-        )
+        matches!(w.as_str(), "cents" | "cent" | "minor" | "pence" | "kopecks")
+            || !product && matches!(w.as_str(), "rate" | "ratio" | "percent" | "pct")
     })
 }
 

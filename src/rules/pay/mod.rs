@@ -3,6 +3,7 @@
 pub mod arguments_swapped;
 pub mod charge_amount_source_changed;
 pub mod minor_units_truncated;
+pub mod signature_checked_if_present;
 pub mod success_recorded_before_result;
 
 use tree_sitter::Node;
