@@ -43,7 +43,10 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         };
         // Asked only of a function that would be reported: both read more than its facts.
-        if !paying.payment && super::fetches_only(cx, func) || serves_requests(cx, file, paying) {
+        if !paying.payment && super::fetches_only(cx, func)
+            || serves_requests(cx, file, paying)
+            || lock_for_the_run(cx, idx, func, call)
+        {
             continue;
         }
         let callee = syntax::callee(call, cx.src()).to_string();
@@ -283,6 +286,35 @@ fn django_cache_only(file: &FileFacts) -> bool {
 }
 
 /// Whether `node` sits in the body of a `try` (inside `func`) that has an `except` clause.
+/// Whether the call takes a lock for the run, before anything is done (`if not
+/// cache.add(lock, ...)`, released in a `finally`): a cache outage there stops the run before
+/// any money moves, and the run fails loudly, which is a decision.
+fn lock_for_the_run(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>, call: Node<'_>) -> bool {
+    let src = cx.src();
+    let Some(claim) =
+        super::cache_call(call, cx).filter(|c| matches!(c.op, super::Op::AtomicWrite))
+    else {
+        return false;
+    };
+    // `finally` is no kind the index keeps: read from the `try` statements after the claim.
+    idx.within(func, kinds::TRY_STATEMENT)
+        .iter()
+        .filter(|t| t.start_byte() > call.end_byte())
+        .flat_map(|&t| crate::python::named_children(t))
+        .filter(|c| c.kind() == kinds::FINALLY_CLAUSE)
+        .any(|f| {
+            idx.within(f, kinds::CALL).iter().any(|&d| {
+                matches!(
+                    syntax::callee_name(d, src),
+                    "delete" | "unlink" | "delete_many"
+                ) && syntax::positional_args(d).first().is_some_and(|k| {
+                    let key = syntax::normalized(*k, src);
+                    key == claim.key || key == claim.resolved_key
+                })
+            })
+        })
+}
+
 fn inside_try(idx: &NodeIndex<'_>, node: Node<'_>, func: Node<'_>) -> bool {
     let mut current = idx.enclosing(node, kinds::TRY_STATEMENT);
     while let Some(stmt) = current {
