@@ -135,10 +135,9 @@ fn names_a_stand_in(code: &str, conftests: &[&str], depth: usize) -> bool {
         "in_memory",
     ];
     // `responses` as a word of its own: `decode_responses=True` is Redis's.
-    let responses = code
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .any(|w| w == "responses");
-    if (responses || STAND_INS.iter().any(|w| code.contains(w))) && !super::live_cache(code) {
+    if (super::has_word(code, "responses") || STAND_INS.iter().any(|w| code.contains(w)))
+        && !super::live_cache(code)
+    {
         return true;
     }
     let Some(name) = code
@@ -420,17 +419,16 @@ pub fn through_a_mock(cx: &Ctx<'_>, injected: &[Injected], r: &Reach<'_>, verbs:
                 }
             }
         }
-        let mut callees = cx
+        let callees: Vec<_> = cx
             .change
             .functions_named(cx.side, to)
             .filter(|(file, _)| !file.is_test)
-            .peekable();
+            .collect();
         let takes = |f: &FunctionFacts, name: &str| f.params.split(',').any(|p| p == name);
-        if callees.peek().is_none() {
+        if callees.is_empty() {
             carried.clear();
             continue;
         }
-        let callees: Vec<_> = callees.collect();
         next.retain(|name| callees.iter().all(|(_, f)| takes(f, name)));
         carried = next;
     }

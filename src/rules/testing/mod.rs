@@ -410,9 +410,11 @@ fn configured_mocks(text: &str) -> Vec<String> {
                 continue;
             }
             let head = &text[..at];
+            // Past the whole character that ends the name: it may be more than one byte.
             let start = head
-                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .map_or(0, |i| i + 1);
+                .char_indices()
+                .rfind(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '_'))
+                .map_or(0, |(i, c)| i + c.len_utf8());
             let name = &head[start..];
             // `patcher.start().return_value`: a call's result names nothing.
             if name.is_empty() || !head[..start].ends_with('.') {
@@ -947,6 +949,12 @@ fn class_named(text: &str) -> Option<&str> {
     (!last.is_empty() && last.chars().all(|c| c.is_alphanumeric() || c == '_')).then_some(last)
 }
 
+/// Whether `word` stands in `code` as a word of its own (`responses`, not `decode_responses`).
+pub(crate) fn has_word(code: &str, word: &str) -> bool {
+    code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .any(|w| w == word)
+}
+
 /// The fixtures' code of each `conftest.py` of the repository above the file that the change
 /// does not show (repository mode; `ModuleFacts::fixtures`).
 pub(crate) fn repository_conftests<'c>(cx: &Ctx<'c>) -> Vec<&'c str> {
@@ -996,7 +1004,19 @@ pub(crate) fn fixture_code<'f>(fixtures: &'f str, name: &str) -> Option<&'f str>
 
 #[cfg(test)]
 mod tests {
-    use super::{Runs, runs_by};
+    use super::{Runs, configured_mocks, runs_by};
+
+    #[test]
+    fn configured_mocks_reads_names_after_characters_of_several_bytes() {
+        assert_eq!(
+            configured_mocks("mock_é.return_value = 1"),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            configured_mocks("clientÿ.charge.return_value = {}"),
+            vec!["charge".to_string()]
+        );
+    }
 
     #[test]
     fn skips_and_live_markers_say_how_a_test_runs() {

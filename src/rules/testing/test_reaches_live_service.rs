@@ -181,8 +181,7 @@ fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) 
     let stands_in = |code: &str| match service {
         // `responses` as a word of its own: `decode_responses=True` is Redis's.
         Service::Http => {
-            code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .any(|w| w == "responses")
+            super::has_word(code, "responses")
                 || [
                     "respx",
                     "requests_mock",
