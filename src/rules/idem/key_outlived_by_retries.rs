@@ -56,7 +56,7 @@ fn check(cx: &mut Ctx<'_>) {
         };
         let qualname = facts::qualname(func, idx, src);
         if !key_ttl_unit::guards_a_repeat(cx, call, &format!("{key} {qualname}"))
-            || released(cx, idx, call, &key)
+            || released(cx, idx, call, &key, true)
             || !before_the_work(cx, idx, func, call, method)
         {
             continue;
@@ -224,18 +224,27 @@ pub(crate) fn lifetime_arg<'t>(call: Node<'t>, method: &str, src: &str) -> Optio
 }
 
 /// Whether the file deletes the key again (`delete(key)` in a `finally`, a lock's `__exit__`):
-/// then it is held for one run, and its lifetime is only a net for a crash.
-fn released(cx: &Ctx<'_>, idx: &NodeIndex<'_>, write: Node<'_>, key: &str) -> bool {
+/// then it is held for one run, and its lifetime is only a net for a crash. With `in_handlers`
+/// false, a delete in an `except` does not count: dropped on a failure, the key lets the next
+/// attempt through, and is kept after every success.
+pub(crate) fn released(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    write: Node<'_>,
+    key: &str,
+    in_handlers: bool,
+) -> bool {
     let src = cx.src();
     let resolved = super::resolve(cx, write, key);
     idx.all(kinds::CALL).iter().any(|&c| {
         matches!(
             cx.callee_name(c),
             "delete" | "unlink" | "delete_many" | "hdel" | "srem"
-        ) && syntax::positional_args(c).first().is_some_and(|a| {
-            let text = syntax::normalized(*a, src);
-            text == key || text == resolved || super::resolve(cx, c, &text) == resolved
-        })
+        ) && (in_handlers || idx.enclosing(c, kinds::EXCEPT_CLAUSE).is_none())
+            && syntax::positional_args(c).first().is_some_and(|a| {
+                let text = syntax::normalized(*a, src);
+                text == key || text == resolved || super::resolve(cx, c, &text) == resolved
+            })
     })
 }
 

@@ -11,7 +11,7 @@ use crate::python::{NodeIndex, kinds, syntax};
 use crate::rules::err::failure_swallowed::{Inbound, inbound};
 use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan};
 
-use super::key_outlived_by_retries::{lifetime_arg, lifetime_seconds, span};
+use super::key_outlived_by_retries::{lifetime_arg, lifetime_seconds, released, span};
 
 pub(crate) static RULE: Rule = Rule {
     id: "IDEM008",
@@ -59,7 +59,7 @@ fn check(cx: &mut Ctx<'_>) {
         };
         if ttl >= REDELIVERY_SECONDS
             || !marks_once(cx, idx, call, func)
-            || released_after_success(cx, idx, call, &key)
+            || released(cx, idx, call, &key, false)
             || recorded_durably(syntax::text(func, src))
         {
             continue;
@@ -118,27 +118,6 @@ fn recorded_durably(text: &str) -> bool {
     ]
     .iter()
     .any(|w| text.contains(w))
-}
-
-/// Whether the file deletes the marker again other than in an `except` (`finally`, the end of
-/// the view): then it is a lock for one run. Dropped in a handler, it lets the provider's
-/// next delivery of an event that failed through, which is what it should do.
-fn released_after_success(
-    cx: &Ctx<'_>,
-    idx: &NodeIndex<'_>,
-    write: tree_sitter::Node<'_>,
-    key: &str,
-) -> bool {
-    let src = cx.src();
-    let resolved = super::resolve(cx, write, key);
-    idx.all(kinds::CALL).iter().any(|&c| {
-        matches!(cx.callee_name(c), "delete" | "unlink" | "delete_many")
-            && idx.enclosing(c, kinds::EXCEPT_CLAUSE).is_none()
-            && syntax::positional_args(c).first().is_some_and(|a| {
-                let text = syntax::normalized(*a, src);
-                text == key || text == resolved || super::resolve(cx, c, &text) == resolved
-            })
-    })
 }
 
 /// `set(key, value, nx=True, ex=...)`: redis-py's claim, whatever the client is called
