@@ -82,6 +82,8 @@ pub static ALL: &[&Rule] = &[
     &pay::arguments_swapped::RULE,
     &pay::minor_units_truncated::RULE,
     &pay::signature_checked_if_present::RULE,
+    &pay::unsettled_status_taken_as_paid::RULE,
+    &pay::price_from_client::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

@@ -3,8 +3,10 @@
 pub mod arguments_swapped;
 pub mod charge_amount_source_changed;
 pub mod minor_units_truncated;
+pub mod price_from_client;
 pub mod signature_checked_if_present;
 pub mod success_recorded_before_result;
+pub mod unsettled_status_taken_as_paid;
 
 use tree_sitter::Node;
 
@@ -291,6 +293,18 @@ pub(crate) fn unwrap_conversion<'t>(node: Node<'t>, src: &str) -> Node<'t> {
         }
     }
     node
+}
+
+/// A node's first line, for a message: a call spread over lines is shown as its opening
+/// (`create_gift(session, ...`), cut where the line breaks.
+pub(crate) fn first_line(node: Node<'_>, src: &str) -> String {
+    let text = syntax::text(node, src);
+    let line = text.lines().next().unwrap_or(text).trim_end();
+    if line.len() < text.trim_end().len() {
+        format!("{} ...", line.trim_end_matches(['(', '{', '[', ',']))
+    } else {
+        line.to_string()
+    }
 }
 
 #[cfg(test)]

@@ -333,7 +333,7 @@ fn names_a_success_call(src: &str) -> bool {
 /// What a call named for completing one payment object names (`complete_refund` → `refund`,
 /// `settle_payout` → `payout`, `confirm_capture` → `capture`): a store's way of writing that
 /// the money moved.
-fn completes(lower: &str) -> Option<&str> {
+pub(crate) fn completes(lower: &str) -> Option<&str> {
     lower
         .strip_prefix("complete_")
         .or_else(|| lower.strip_prefix("settle_"))
@@ -342,7 +342,7 @@ fn completes(lower: &str) -> Option<&str> {
 }
 
 /// `credit`, `credit_wallet`, `credit_topup`: a balance credited with what a payment brought.
-fn credits(lower: &str) -> bool {
+pub(crate) fn credits(lower: &str) -> bool {
     lower == "credit"
         || lower.strip_prefix("credit_").is_some_and(|noun| {
             matches!(
@@ -353,7 +353,7 @@ fn credits(lower: &str) -> bool {
 }
 
 /// Whether a lower-case name holds a status word that says the money moved (`mark_as_paid`).
-fn says_success(lower: &str) -> bool {
+pub(crate) fn says_success(lower: &str) -> bool {
     SUCCESS.iter().any(|w| lower.contains(w))
 }
 
@@ -527,7 +527,7 @@ fn is_success_update(call: Node<'_>, src: &str, vocab: &Vocabulary) -> bool {
 }
 
 /// Whether setting `attr` (lower case) to `value` says the money moved.
-fn records_success(attr: &str, value: Node<'_>, src: &str) -> bool {
+pub(crate) fn records_success(attr: &str, value: Node<'_>, src: &str) -> bool {
     if attr.contains("status") || attr.contains("state") {
         return success_value(value, src);
     }
@@ -541,7 +541,7 @@ fn records_success(attr: &str, value: Node<'_>, src: &str) -> bool {
     stamped && value.kind() == kinds::CALL
 }
 
-fn success_value(value: Node<'_>, src: &str) -> bool {
+pub(crate) fn success_value(value: Node<'_>, src: &str) -> bool {
     let text = syntax::text(value, src);
     let word = match value.kind() {
         kinds::STRING => text.trim_matches(|c| c == '"' || c == '\''),

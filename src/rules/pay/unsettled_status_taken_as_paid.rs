@@ -1,0 +1,620 @@
+//! PAY006 unsettled-status-taken-as-paid: a provider's status that does not say the money
+//! arrived (`pending`, `processing`, `received`, a 3-D Secure step) leads to the payment being
+//! recorded as paid. Three shapes:
+//!
+//! - a test that puts such a status beside a settled one (`intent.status in ("succeeded",
+//!   "processing")`) and records the payment as paid under it;
+//! - a status map that sends it to paid (`{"pending": Status.PAID, "paid": Status.PAID}`);
+//! - a test that tells only a failure apart (`if result.status == "Declined": ... else:
+//!   activate(gift)`): every other status, pending ones included, is paid.
+//!
+//! The provider may still decline, expire or reverse such a payment; by then the order has
+//! shipped, the subscription is active, the balance credited.
+use tree_sitter::Node;
+
+use super::success_recorded_before_result::{
+    completes, credits, records_success, says_success, success_value,
+};
+use crate::python::{self, Fields, NodeIndex, kinds, syntax};
+use crate::review::Severity;
+use crate::rules::{Check, Ctx, Gate, Rule, Scan};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "PAY006",
+    doc: include_str!("../../../rules/pay/PAY006.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// Every finding reads a status literal that is not final or that is a failure.
+fn gate(s: &Scan<'_>) -> bool {
+    !s.facts.is_test
+        && s.mentions(&[
+            "pending",
+            "PENDING",
+            "Pending",
+            "processing",
+            "PROCESSING",
+            "Processing",
+            "received",
+            "RECEIVED",
+            "Received",
+            "requires_",
+            "REQUIRES_",
+            "ecline",
+            "ECLINE",
+            "ailed",
+            "AILED",
+            "efused",
+            "EFUSED",
+            "ejected",
+            "EJECTED",
+            "open",
+            "OPEN",
+            "Open",
+            "reated",
+            "REATED",
+            "ubmitted",
+            "UBMITTED",
+            "nitiated",
+            "NITIATED",
+            "progress",
+            "PROGRESS",
+        ])
+}
+
+/// What a provider's status word says of the money.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Class {
+    /// It arrived: `succeeded`, `paid`, `captured`.
+    Settled,
+    /// Not yet, and it may never: `pending`, `processing`, `requires_action`.
+    InFlight,
+    /// It did not: `declined`, `failed`.
+    Failed,
+}
+
+fn class(word: &str) -> Option<Class> {
+    match word {
+        // An authorisation is the answer a payment API gives when the card was accepted.
+        "paid" | "succeeded" | "success" | "successful" | "captured" | "settled" | "completed"
+        | "complete" | "charged" | "authorised" | "authorized" | "approved" => Some(Class::Settled),
+        "pending"
+        | "processing"
+        | "received"
+        | "submitted"
+        | "initiated"
+        | "in_progress"
+        | "inprogress"
+        | "requires_action"
+        | "requires_confirmation"
+        | "requires_payment_method"
+        | "requires_source"
+        | "requires_source_action"
+        | "open"
+        | "created"
+        | "unconfirmed"
+        | "in_flight" => Some(Class::InFlight),
+        "declined" | "failed" | "failure" | "refused" | "rejected" | "canceled" | "cancelled"
+        | "error" | "errored" | "voided" | "expired" | "denied" => Some(Class::Failed),
+        w if w.starts_with("awaiting_") || w.starts_with("waiting_") => Some(Class::InFlight),
+        _ => None,
+    }
+}
+
+/// The status word a literal names, lower case: `"processing"`, `"payment_intent.processing"`
+/// (an event type), `PaymentStatus.PENDING`, `PENDING`. An f-string names none.
+fn literal_word(node: Node<'_>, src: &str) -> Option<String> {
+    let text = syntax::text(node, src);
+    let word = match node.kind() {
+        kinds::STRING => {
+            let body = text.trim_start_matches(|c: char| c.is_ascii_alphabetic());
+            let prefix = &text[..text.len() - body.len()];
+            if prefix.contains(['f', 'F']) {
+                return None;
+            }
+            let body = body.trim_matches(|c| c == '"' || c == '\'');
+            body.rsplit(['.', ':', '/']).next().unwrap_or(body)
+        }
+        kinds::ATTRIBUTE => text.rsplit('.').next().unwrap_or(text),
+        kinds::IDENTIFIER => text,
+        _ => return None,
+    };
+    Some(word.trim().replace([' ', '-'], "_").to_ascii_lowercase())
+}
+
+/// Whether the tested value reads like a status: `intent.status`, `result["state"]`,
+/// `event.type`, `outcome`.
+fn names_status(subject: &str) -> bool {
+    let lower = subject.to_ascii_lowercase();
+    ["status", "state", "outcome", "result", "type", "event"]
+        .iter()
+        .any(|w| lower.contains(w))
+}
+
+/// One test of a status against literals: `s in ("a", "b")`, `s == "a" or s == "b"`,
+/// `s != "a" and s != "b"`.
+struct Test<'t> {
+    subject: Node<'t>,
+    literals: Vec<(Node<'t>, Class)>,
+    /// `!=` or `not in`: the branch runs for every other status.
+    negated: bool,
+}
+
+impl Test<'_> {
+    fn has(&self, class: Class) -> bool {
+        self.literals.iter().any(|(_, c)| *c == class)
+    }
+
+    fn first(&self, class: Class) -> Option<Node<'_>> {
+        self.literals
+            .iter()
+            .find(|(_, c)| *c == class)
+            .map(|(n, _)| *n)
+    }
+
+    /// Only failures, and at least one.
+    fn only_failures(&self) -> bool {
+        !self.literals.is_empty() && self.literals.iter().all(|(_, c)| *c == Class::Failed)
+    }
+
+    /// A settled and an in-flight status in one positive test.
+    fn mixed(&self) -> bool {
+        !self.negated && self.has(Class::Settled) && self.has(Class::InFlight)
+    }
+}
+
+fn unparenthesize(mut node: Node<'_>) -> Node<'_> {
+    while node.kind() == "parenthesized_expression" {
+        match node.named_child(0) {
+            Some(inner) => node = inner,
+            None => break,
+        }
+    }
+    node
+}
+
+/// A comparison of a status with literals, every literal a status word of a known class.
+fn comparison<'t>(node: Node<'t>, src: &str) -> Option<Test<'t>> {
+    let node = unparenthesize(node);
+    if node.kind() != kinds::COMPARISON_OPERATOR || node.named_child_count() != 2 {
+        return None;
+    }
+    let (subject, other) = (node.named_child(0)?, node.named_child(1)?);
+    let operator = src
+        .get(subject.end_byte()..other.start_byte())?
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let (negated, set) = match operator.as_str() {
+        "==" => (false, false),
+        "!=" => (true, false),
+        "in" => (false, true),
+        "not in" => (true, true),
+        _ => return None,
+    };
+    if !names_status(syntax::text(subject, src)) {
+        return None;
+    }
+    let other = unparenthesize(other);
+    let elements = if set {
+        if !matches!(other.kind(), kinds::TUPLE | kinds::LIST | "set") {
+            return None;
+        }
+        python::named_children(other)
+    } else {
+        vec![other]
+    };
+    let literals = elements
+        .into_iter()
+        .map(|e| Some((e, class(&literal_word(e, src)?)?)))
+        .collect::<Option<Vec<_>>>()?;
+    (!literals.is_empty()).then_some(Test {
+        subject,
+        literals,
+        negated,
+    })
+}
+
+/// The operands of a chain of one boolean operator: `a or b or c`.
+fn chain<'t>(node: Node<'t>, operator: &str, out: &mut Vec<Node<'t>>) {
+    let node = unparenthesize(node);
+    let op = node.field("operator").map(|o| o.kind());
+    if node.kind() == kinds::BOOLEAN_OPERATOR && op == Some(operator) {
+        if let (Some(l), Some(r)) = (node.field("left"), node.field("right")) {
+            chain(l, operator, out);
+            chain(r, operator, out);
+        }
+    } else {
+        out.push(node);
+    }
+}
+
+/// The status tests a condition makes: a single comparison, an `or` of positive ones on one
+/// status, an `and` of negated ones on one status, or each positive test among the terms of an
+/// `and` (`intent.status in (...) and intent.amount == amount`).
+fn tests<'t>(condition: Node<'t>, src: &str) -> Vec<Test<'t>> {
+    let condition = unparenthesize(condition);
+    if let Some(test) = comparison(condition, src) {
+        return vec![test];
+    }
+    if condition.kind() != kinds::BOOLEAN_OPERATOR {
+        return Vec::new();
+    }
+    let merged = |operator: &str, negated: bool| {
+        let mut terms = Vec::new();
+        chain(condition, operator, &mut terms);
+        let parts: Option<Vec<Test<'t>>> = terms.iter().map(|t| comparison(*t, src)).collect();
+        let parts = parts?;
+        let subject = syntax::text(parts.first()?.subject, src);
+        if parts
+            .iter()
+            .any(|p| p.negated != negated || syntax::text(p.subject, src) != subject)
+        {
+            return None;
+        }
+        let first = parts.first()?.subject;
+        Some(Test {
+            subject: first,
+            literals: parts.into_iter().flat_map(|p| p.literals).collect(),
+            negated,
+        })
+    };
+    if let Some(test) = merged("or", false).or_else(|| merged("and", true)) {
+        return vec![test];
+    }
+    let mut terms = Vec::new();
+    chain(condition, "and", &mut terms);
+    if terms.len() < 2 {
+        return Vec::new();
+    }
+    terms
+        .into_iter()
+        .flat_map(|t| tests(t, src))
+        .filter(|t| !t.negated)
+        .collect()
+}
+
+/// What in a block records the payment as paid: a status set to a settled value, an ORM update
+/// that does so, a call named for it (`mark_paid`, `settle_overage`, `fulfil_order`,
+/// `credit_wallet`), a settled status returned, or a call of a function of this file that does
+/// one of these (one call deep).
+fn records_paid<'t>(
+    idx: &NodeIndex<'t>,
+    block: Node<'_>,
+    src: &str,
+    follow: bool,
+) -> Option<Node<'t>> {
+    let assignment = idx.within(block, kinds::ASSIGNMENT).iter().find(|a| {
+        let (Some(left), Some(right)) = (a.field("left"), a.field("right")) else {
+            return false;
+        };
+        let attr = match left.kind() {
+            kinds::ATTRIBUTE => left.field("attribute"),
+            kinds::SUBSCRIPT => left.field("subscript"),
+            _ => None,
+        };
+        attr.is_some_and(|attr| {
+            let name = syntax::text(attr, src)
+                .trim_matches(|c| c == '"' || c == '\'')
+                .to_ascii_lowercase();
+            records_success(&name, right, src)
+        })
+    });
+    let call = idx.within(block, kinds::CALL).iter().find(|c| {
+        let name = syntax::callee_name(**c, src);
+        let lower = name.trim_start_matches('_').to_ascii_lowercase();
+        let named = credits(&lower)
+            || completes(&lower).is_some()
+            || ["fulfil", "fulfill", "settle"]
+                .iter()
+                .any(|p| lower.starts_with(p))
+            || lower
+                .strip_prefix("mark")
+                .or_else(|| lower.strip_prefix("set"))
+                .is_some_and(says_success);
+        let updated = name == "update"
+            && syntax::keyword_args(**c, src)
+                .into_iter()
+                .any(|(k, v)| records_success(&k.to_ascii_lowercase(), v, src));
+        named || updated
+    });
+    let returned = idx.within(block, kinds::RETURN_STATEMENT).iter().find(|r| {
+        syntax::return_value(**r)
+            .is_some_and(|v| success_value(v, src) && literal_word(v, src).is_some())
+    });
+    let direct = [assignment, call, returned]
+        .into_iter()
+        .flatten()
+        .min_by_key(|n| n.start_byte())
+        .copied();
+    if direct.is_some() || !follow {
+        return direct;
+    }
+    // `_activate(gift)`: a helper of this file that records the payment.
+    idx.within(block, kinds::CALL).iter().copied().find(|c| {
+        let name = syntax::callee_name(*c, src);
+        !name.is_empty()
+            && idx.all(kinds::FUNCTION_DEFINITION).iter().any(|f| {
+                syntax::function_name(*f, src) == name
+                    && !syntax::contains(*f, *c)
+                    && f.field("body")
+                        .is_some_and(|b| records_paid(idx, b, src, false).is_some())
+            })
+    })
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    if cx.facts.is_some_and(|f| f.is_test) {
+        return;
+    }
+    branches(cx, idx, src);
+    expressions(cx, idx, src);
+    maps(cx, idx, src);
+}
+
+/// `if`/`elif` branches that record the payment as paid under a mixed test, or in the `else` of
+/// a test that tells only a failure apart.
+fn branches<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
+    for &stmt in idx.all(kinds::IF_STATEMENT) {
+        let mut arms: Vec<Node<'t>> = vec![stmt];
+        let mut otherwise = None;
+        let mut cursor = stmt.walk();
+        for child in stmt.named_children(&mut cursor) {
+            match child.kind() {
+                kinds::ELIF_CLAUSE => arms.push(child),
+                kinds::ELSE_CLAUSE => otherwise = child.field("body"),
+                _ => {}
+            }
+        }
+        let single = arms.len() == 1;
+        for arm in arms {
+            let (Some(condition), Some(body)) = (arm.field("condition"), arm.field("consequence"))
+            else {
+                continue;
+            };
+            for test in tests(condition, src) {
+                if test.mixed() {
+                    if let Some(effect) = records_paid(idx, body, src, true) {
+                        report(cx, src, &test, condition, effect, "mixed");
+                    }
+                } else if test.only_failures() {
+                    // Only the failure is told apart: the other branch takes every other
+                    // status, the unfinished ones too.
+                    let rest = if test.negated {
+                        Some(body)
+                    } else if single {
+                        otherwise
+                    } else {
+                        None
+                    };
+                    if let Some(effect) = rest.and_then(|b| records_paid(idx, b, src, true))
+                        && !tells_apart_elsewhere(idx, arm, test.subject, src)
+                    {
+                        report(cx, src, &test, condition, effect, "otherwise");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether the function tests the same status elsewhere: an earlier `if status == "pending":
+/// return` leaves the failure test only what is final.
+fn tells_apart_elsewhere(idx: &NodeIndex<'_>, arm: Node<'_>, subject: Node<'_>, src: &str) -> bool {
+    let Some(func) = idx.enclosing(arm, kinds::FUNCTION_DEFINITION) else {
+        return false;
+    };
+    let subject = syntax::text(subject, src);
+    let last = subject.rsplit(['.', '[']).next().unwrap_or(subject);
+    idx.within(func, kinds::COMPARISON_OPERATOR)
+        .iter()
+        .any(|c| {
+            !syntax::contains(arm, *c)
+                && c.named_child(0).is_some_and(|s| {
+                    let text = syntax::text(s, src);
+                    text == subject || text.rsplit(['.', '[']).next() == Some(last)
+                })
+        })
+        || idx.within(func, kinds::CALL).iter().any(|c| {
+            // A status handed to a map or a `match` helper is read in full there.
+            matches!(syntax::callee_name(*c, src), "get")
+                && syntax::positional_args(*c)
+                    .first()
+                    .is_some_and(|a| syntax::text(*a, src) == subject)
+        })
+}
+
+/// `status = PAID if result.status in ("succeeded", "pending") else FAILED`; `return
+/// self.status in ("paid", "pending")` in `is_paid`; `paid = intent.status in (...)`.
+fn expressions<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
+    for &expr in idx.all(kinds::CONDITIONAL_EXPRESSION) {
+        let (Some(value), Some(condition)) = (expr.named_child(0), expr.named_child(1)) else {
+            continue;
+        };
+        if !(success_value(value, src) && literal_word(value, src).is_some()) {
+            continue;
+        }
+        for test in tests(condition, src) {
+            if test.mixed() {
+                report(cx, src, &test, condition, value, "mixed");
+            }
+        }
+    }
+    let paid_name = |name: &str| {
+        let lower = name.to_ascii_lowercase();
+        lower
+            .split('_')
+            .any(|w| matches!(w, "paid" | "settled" | "succeeded" | "captured" | "charged"))
+    };
+    for &ret in idx.all(kinds::RETURN_STATEMENT) {
+        let Some(value) = syntax::return_value(ret) else {
+            continue;
+        };
+        let Some(func) = idx.enclosing(ret, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        if !paid_name(syntax::function_name(func, src)) {
+            continue;
+        }
+        for test in tests(value, src) {
+            if test.mixed() {
+                report(cx, src, &test, value, ret, "named");
+            }
+        }
+    }
+    for &assign in idx.all(kinds::ASSIGNMENT) {
+        let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else {
+            continue;
+        };
+        let name = syntax::text(left, src);
+        let name = name.rsplit('.').next().unwrap_or(name);
+        if !paid_name(name) || right.kind() != kinds::COMPARISON_OPERATOR {
+            continue;
+        }
+        for test in tests(right, src) {
+            if test.mixed() {
+                report(cx, src, &test, right, assign, "named");
+            }
+        }
+    }
+}
+
+/// A status map (`{"open": PENDING, "pending": PAID, "paid": PAID}`) bound to a name or
+/// returned, that sends an unfinished status to a settled one beside a settled status of its
+/// own.
+fn maps<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
+    let bound = idx.all(kinds::ASSIGNMENT).iter().filter_map(|a| {
+        let right = a.field("right")?;
+        let left = a.field("left").map(|l| syntax::text(l, src));
+        Some((right, left))
+    });
+    let returned = idx
+        .all(kinds::RETURN_STATEMENT)
+        .iter()
+        .filter_map(|r| Some((syntax::return_value(*r)?, None)));
+    let dicts: Vec<(Node<'t>, Option<&str>)> = bound
+        .chain(returned)
+        .filter(|(d, _)| d.kind() == kinds::DICTIONARY)
+        .collect();
+    for (dict, name) in dicts {
+        let pairs: Vec<(Node<'t>, Class, Node<'t>)> = python::named_children(dict)
+            .into_iter()
+            .filter(|p| p.kind() == kinds::PAIR)
+            .filter_map(|p| {
+                let key = p.field("key")?;
+                let value = p.field("value")?;
+                let class = class(&literal_word(key, src)?)?;
+                (key.kind() == kinds::STRING).then_some((p, class, value))
+            })
+            .collect();
+        let settled_to_paid = pairs
+            .iter()
+            .find(|(_, c, v)| *c == Class::Settled && success_value(*v, src));
+        let Some(&(settled, _, _)) = settled_to_paid else {
+            continue;
+        };
+        for &(pair, class, value) in &pairs {
+            if class != Class::InFlight || !success_value(value, src) {
+                continue;
+            }
+            let (Some(key), Some(settled_key)) = (pair.field("key"), settled.field("key")) else {
+                continue;
+            };
+            let effect = syntax::text(pair, src).to_string();
+            let finding = cx
+                .report(&RULE, pair)
+                .arg("which", format!("`{}`", syntax::text(key, src)))
+                .arg("effect", effect)
+                .arg("effect_line", syntax::lines(pair).0.to_string())
+                .arg("status", syntax::text(key, src).to_string())
+                .arg("settled", syntax::text(settled_key, src).to_string());
+            if let Some(name) = name {
+                finding.arg("map", name.to_string());
+            }
+            finding.note("map");
+        }
+    }
+}
+
+fn report(
+    cx: &mut Ctx<'_>,
+    src: &str,
+    test: &Test<'_>,
+    at: Node<'_>,
+    effect: Node<'_>,
+    note: &'static str,
+) {
+    let subject = syntax::text(test.subject, src);
+    if own_state(subject, effect, src) {
+        return;
+    }
+    // Written as code, the same in every language: the test the recording branch runs under.
+    let which = match note {
+        "otherwise" => {
+            let failures: Vec<&str> = test
+                .literals
+                .iter()
+                .map(|(n, _)| syntax::text(*n, src))
+                .collect();
+            match failures.as_slice() {
+                [one] => format!("`{subject} != {one}`"),
+                many => format!("`{subject} not in ({})`", many.join(", ")),
+            }
+        }
+        _ => match test.first(Class::InFlight) {
+            Some(status) => format!("`{subject} == {}`", syntax::text(status, src)),
+            None => return,
+        },
+    };
+    let status = match test.first(Class::InFlight) {
+        Some(status) => syntax::text(status, src).to_string(),
+        None => test
+            .literals
+            .iter()
+            .map(|(n, _)| syntax::text(*n, src))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    let settled = test
+        .first(Class::Settled)
+        .map(|n| syntax::text(n, src).to_string())
+        .unwrap_or_default();
+    let effect_text = super::first_line(effect, src);
+    let finding = cx
+        .report(&RULE, at)
+        .arg("which", which)
+        .arg("effect", effect_text)
+        .arg("effect_line", syntax::lines(effect).0.to_string())
+        .arg("status", status)
+        .arg("settled", settled)
+        .note(note);
+    if note == "otherwise" {
+        finding.severity(Severity::Important);
+    }
+}
+
+/// Whether the status tested is our own record's, not the provider's answer: `self.status`, or
+/// the object the branch then marks paid (`if order.status in ("pending", "paid"):
+/// order.mark_paid()`, a webhook moving an order along its own states).
+fn own_state(subject: &str, effect: Node<'_>, src: &str) -> bool {
+    let object = subject
+        .rsplit_once(['.', '['])
+        .map_or(subject, |(object, _)| object);
+    if object == "self" || object.starts_with("self.") && object.matches('.').count() == 1 {
+        return true;
+    }
+    let marked = match effect.kind() {
+        kinds::ASSIGNMENT => effect
+            .field("left")
+            .and_then(|l| l.field("object").or_else(|| l.field("value"))),
+        kinds::CALL => {
+            syntax::receiver(effect).or_else(|| syntax::positional_args(effect).first().copied())
+        }
+        _ => None,
+    };
+    marked.is_some_and(|m| syntax::text(m, src) == object)
+}
