@@ -84,6 +84,8 @@ pub static ALL: &[&Rule] = &[
     &pay::signature_checked_if_present::RULE,
     &pay::unsettled_status_taken_as_paid::RULE,
     &pay::price_from_client::RULE,
+    &pay::balance_reset_after_payout::RULE,
+    &pay::item_refund_sized_by_order::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,
