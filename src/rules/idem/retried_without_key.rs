@@ -130,6 +130,7 @@ fn check(cx: &mut Ctx<'_>) {
             report(cx, &attempt, call, after, &post, forwarded);
         }
     }
+    keys_left_out(cx, idx, &mut reported);
     let transports = http::retrying_transport::posts_retried(cx);
     if transports.is_empty() {
         return;
@@ -152,6 +153,109 @@ fn check(cx: &mut Ctx<'_>) {
             }
         }
     }
+}
+
+/// Calls of a retrying helper of this file that sends a key only when given one (its key
+/// parameter defaults to `None`), made by a payment that gives none: `refund()` calling
+/// `self._send_with_retry(path, payload)` where `_send_with_retry(self, path, payload,
+/// request_ref=None)` loops on timeouts. Every attempt of that refund goes without a key.
+fn keys_left_out(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, reported: &mut Vec<usize>) {
+    let src = cx.src();
+    for attempt in attempts::attempts(idx, src) {
+        let (Some(loop_line), helper) = (attempt.loop_line, attempt.func) else {
+            continue;
+        };
+        let Some((key_param, inner)) = optional_key(idx, &attempt, src) else {
+            continue;
+        };
+        let Some(After::Caught(caught)) = retried_after(idx, &attempt, inner, src) else {
+            continue;
+        };
+        let name = syntax::function_name(helper, src);
+        let bound = takes_self(helper, src);
+        for &call in idx.all(kinds::CALL) {
+            if reported.contains(&call.id())
+                || idx.callee_name(call, src) != name
+                || syntax::receiver(call).is_some() != bound
+                || syntax::contains(helper, call)
+                || syntax::has_dict_splat(call)
+            {
+                continue;
+            }
+            let given = pay::argument_for(call, helper, key_param, true, src)
+                .is_some_and(|v| v.kind() != kinds::NONE);
+            let Some(caller) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
+                continue;
+            };
+            let paying = cx
+                .vocab
+                .is_payment_operation(syntax::function_name(caller, src))
+                || money_in_sight(cx, call);
+            if given || !paying {
+                continue;
+            }
+            reported.push(call.id());
+            let callee = syntax::callee(call, src);
+            cx.report(&RULE, call)
+                .arg("call", format!("{callee}(...)"))
+                .arg("function", facts::qualname(caller, idx, src))
+                .arg("helper", name.to_string())
+                .arg("key_param", key_param.to_string())
+                .arg("loop_line", loop_line.to_string())
+                .arg("caught", caught.clone())
+                .note("key_left_out");
+        }
+    }
+}
+
+/// The helper's key parameter that defaults to `None` and that its body uses, with the call its
+/// loop sends again: named as a key, or as a reference in a helper that speaks of idempotency.
+fn optional_key<'s, 't>(
+    idx: &NodeIndex<'t>,
+    attempt: &Attempt<'t>,
+    src: &'s str,
+) -> Option<(&'s str, Node<'t>)> {
+    let helper = attempt.func;
+    let speaks = || syntax::code_names_idempotency(syntax::text(helper, src));
+    let params = helper.field("parameters")?;
+    crate::python::named_children(params)
+        .into_iter()
+        .map(|p| syntax::parameter_name(p, src))
+        .filter(|p| {
+            syntax::defaulted_parameter(helper, p, src)
+                .and_then(|d| d.field("value"))
+                .is_some_and(|v| v.kind() == kinds::NONE)
+        })
+        .filter(|p| {
+            let words = syntax::name_words(p);
+            crate::rules::idem::is_idempotency_text(p)
+                || words.iter().any(|w| w == "key")
+                || words.iter().any(|w| w == "ref" || w == "reference") && speaks()
+        })
+        // `request_ref = request_ref or uuid4().hex` before the loop: one key for all attempts.
+        .filter(|p| {
+            !idx.within(helper, kinds::ASSIGNMENT)
+                .iter()
+                .any(|a| a.field("left").is_some_and(|l| syntax::text(l, src) == *p))
+        })
+        .find(|p| {
+            helper.field("body").is_some_and(|b| {
+                syntax::text(b, src)
+                    .split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .any(|w| w == *p)
+            })
+        })
+        .and_then(|p| {
+            // The request the loop sends again: the first call a going-round `except` covers.
+            let inner = idx
+                .within(attempt.body, kinds::CALL)
+                .iter()
+                .copied()
+                .find(|c| matches!(retried_after(idx, attempt, *c, src), Some(After::Caught(_))))?;
+            // A read sent again moves no money.
+            let read = matches!(syntax::callee_name(inner, src), "get" | "head" | "options");
+            (!read).then_some((p, inner))
+        })
 }
 
 /// The calls in this file of a dispatcher (a function whose request takes its method from a

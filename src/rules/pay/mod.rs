@@ -4,6 +4,7 @@ pub mod arguments_swapped;
 pub mod balance_reset_after_payout;
 pub mod charge_amount_source_changed;
 pub mod item_refund_sized_by_order;
+pub mod minor_units_divided;
 pub mod minor_units_truncated;
 pub mod price_from_client;
 pub mod signature_checked_if_present;

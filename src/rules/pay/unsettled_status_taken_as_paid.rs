@@ -6,7 +6,8 @@
 //!   "processing")`) and records the payment as paid under it;
 //! - a status map that sends it to paid (`{"pending": Status.PAID, "paid": Status.PAID}`);
 //! - a test that tells only a failure apart (`if result.status == "Declined": ... else:
-//!   activate(gift)`): every other status, pending ones included, is paid.
+//!   activate(gift)`, or a failure branch that returns before the paid path): every other
+//!   status, pending ones included, is paid.
 //!
 //! The provider may still decline, expire or reverse such a payment; by then the order has
 //! shipped, the subscription is active, the balance credited.
@@ -385,13 +386,19 @@ fn branches<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
                     // Only the failure is told apart: the other branch takes every other
                     // status, the unfinished ones too.
                     let rest = if test.negated {
-                        Some(body)
-                    } else if single {
-                        otherwise
+                        records_paid(idx, body, src, true)
+                    } else if !single {
+                        None
+                    } else if let Some(otherwise) = otherwise {
+                        records_paid(idx, otherwise, src, true)
+                    } else if !syntax::block_falls_through(body, src) {
+                        // `if failed: ...; return` and then the paid path: the statements after
+                        // the `if` are its `else`.
+                        after(idx, stmt, src)
                     } else {
                         None
                     };
-                    if let Some(effect) = rest.and_then(|b| records_paid(idx, b, src, true))
+                    if let Some(effect) = rest
                         && !tells_apart_elsewhere(idx, arm, test.subject, src)
                     {
                         report(cx, src, &test, condition, effect, "otherwise");
@@ -400,6 +407,18 @@ fn branches<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
             }
         }
     }
+}
+
+/// What records the payment as paid in the statements that follow `stmt` in its block.
+fn after<'t>(idx: &NodeIndex<'t>, stmt: Node<'_>, src: &str) -> Option<Node<'t>> {
+    let mut next = stmt.next_named_sibling();
+    while let Some(node) = next {
+        if let Some(effect) = records_paid(idx, node, src, true) {
+            return Some(effect);
+        }
+        next = node.next_named_sibling();
+    }
+    None
 }
 
 /// Whether the function tests the same status elsewhere: an earlier `if status == "pending":
@@ -549,7 +568,7 @@ fn report(
     note: &'static str,
 ) {
     let subject = syntax::text(test.subject, src);
-    if own_state(subject, effect, src) {
+    if own_state(subject, effect, src) || about_a_refund(cx, at, effect, src) {
         return;
     }
     // Written as code, the same in every language: the test the recording branch runs under.
@@ -617,4 +636,15 @@ fn own_state(subject: &str, effect: Node<'_>, src: &str) -> bool {
         _ => None,
     };
     marked.is_some_and(|m| syntax::text(m, src) == object)
+}
+
+/// Whether the money goes out rather than in: a refund's pending state is commonly booked as
+/// done (providers rarely fail one), and money owed to the payer is not given away unpaid.
+fn about_a_refund(cx: &Ctx<'_>, at: Node<'_>, effect: Node<'_>, src: &str) -> bool {
+    let refund = |text: &str| syntax::contains_lowercase(text, "refund");
+    refund(syntax::text(effect, src))
+        || cx
+            .index()
+            .and_then(|idx| idx.enclosing(at, kinds::FUNCTION_DEFINITION))
+            .is_some_and(|f| refund(syntax::function_name(f, src)))
 }

@@ -3,6 +3,7 @@
 use super::{
     FileMocks, Mocks, Runs, TestFn, callees_under_test, injected, live_setup, runs_by, tests_of,
 };
+use crate::config::Vocabulary;
 use crate::python::syntax;
 use crate::rules::facts::{FileFacts, FunctionFacts};
 use crate::rules::reach::{self, Reach, Trait};
@@ -150,7 +151,8 @@ fn check(cx: &mut Ctx<'_>) {
             .find_map(|service| {
                 callees.iter().find_map(|callee| {
                     let r = callee.reach(cx, DEPTH, service.talks_to())?;
-                    let replaced = replaced_names(service, &r).any(|n| mocks.replace_function(n))
+                    let replaced = replaced_names(service, &r, cx.vocab)
+                        .any(|n| mocks.replace_function(n))
                         || mocks.spec_a_class_on(cx, &r.path)
                         || mocks.configured_on(&r.path)
                         || injected::through_a_mock(cx, &injected, &r, service.verbs());
@@ -251,12 +253,22 @@ fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) 
 
 /// Names whose patching takes the service out of the way: the functions on the path to it, and
 /// for a cache the names the client's file binds to it (`mock.patch("app.client.kv")`).
-fn replaced_names<'r>(service: Service, r: &'r Reach<'_>) -> impl Iterator<Item = &'r str> {
-    let clients = match service {
-        Service::Cache => &r.file.cache_clients[..],
-        Service::Http => &[],
+fn replaced_names<'r>(
+    service: Service,
+    r: &'r Reach<'_>,
+    vocab: &'r Vocabulary,
+) -> impl Iterator<Item = &'r str> {
+    let (clients, named): (&[String], &[String]) = match service {
+        Service::Cache => (&r.file.cache_clients[..], &vocab.cache_clients[..]),
+        Service::Http => (&[], &[]),
     };
-    r.path.iter().chain(clients).map(String::as_str)
+    // The vocabulary's client names (`kv`, patched as `patch.object(settlement, "kv")`), not the
+    // one-letter `r`, which a test's text has for other reasons (`open(path, "r")`).
+    r.path
+        .iter()
+        .chain(clients)
+        .chain(named.iter().filter(|n| n.len() > 1))
+        .map(String::as_str)
 }
 
 /// Most tests outside the change cited for one function: enough to act on.
@@ -321,7 +333,8 @@ fn tests_outside_the_change(cx: &mut Ctx<'_>) {
                     return None;
                 }
                 let mocks = format!("{own}\n{}", m.fixtures);
-                let replaced = replaced_names(service, &r).any(|n| super::replaces(&mocks, n));
+                let replaced =
+                    replaced_names(service, &r, cx.vocab).any(|n| super::replaces(&mocks, n));
                 let covered = tokens
                     .iter()
                     .any(|t| !t.is_empty() && mocks.contains(t.as_str()));
