@@ -82,10 +82,8 @@ fn check(cx: &mut Ctx<'_>) {
     let mut reported: Vec<usize> = Vec::new();
     // A job counted as retried for its attempt count is IDEM004's: what this rule says of
     // it names a retry the code does not show.
-    for attempt in attempts::attempts(idx, src)
-        .into_iter()
-        .filter(|a| !a.counted)
-    {
+    let all_attempts = attempts::attempts(idx, src);
+    for attempt in all_attempts.iter().filter(|a| !a.counted) {
         let Some(function) = crate::rules::idem::facts_of(cx, attempt.func) else {
             continue;
         };
@@ -102,10 +100,10 @@ fn check(cx: &mut Ctx<'_>) {
             }
             let Some(post) = moves_money(cx, idx, &requests, call) else {
                 if let Some(through) = unkeyed_helper_post(cx, idx, &requests, call)
-                    && let Some(after) = retried_after(idx, &attempt, call, src)
+                    && let Some(after) = retried_after(idx, attempt, call, src)
                 {
                     reported.push(call.id());
-                    report(cx, &attempt, call, after, &Post::Literal, None)
+                    report(cx, attempt, call, after, &Post::Literal, None)
                         .arg("helper", through.helper)
                         .arg("verb", through.verb)
                         .arg("key_param", through.key_param)
@@ -123,14 +121,14 @@ fn check(cx: &mut Ctx<'_>) {
             if carries_key(cx, idx, call, attempt.func, forwarded) != Some(false) {
                 continue;
             }
-            let Some(after) = retried_after(idx, &attempt, call, src) else {
+            let Some(after) = retried_after(idx, attempt, call, src) else {
                 continue;
             };
             reported.push(call.id());
-            report(cx, &attempt, call, after, &post, forwarded);
+            report(cx, attempt, call, after, &post, forwarded);
         }
     }
-    keys_left_out(cx, idx, &mut reported);
+    keys_left_out(cx, idx, &all_attempts, &mut reported);
     let transports = http::retrying_transport::posts_retried(cx);
     if transports.is_empty() {
         return;
@@ -159,16 +157,21 @@ fn check(cx: &mut Ctx<'_>) {
 /// parameter defaults to `None`), made by a payment that gives none: `refund()` calling
 /// `self._send_with_retry(path, payload)` where `_send_with_retry(self, path, payload,
 /// request_ref=None)` loops on timeouts. Every attempt of that refund goes without a key.
-fn keys_left_out(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, reported: &mut Vec<usize>) {
+fn keys_left_out(
+    cx: &mut Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    all_attempts: &[Attempt<'_>],
+    reported: &mut Vec<usize>,
+) {
     let src = cx.src();
-    for attempt in attempts::attempts(idx, src) {
+    for attempt in all_attempts {
         let (Some(loop_line), helper) = (attempt.loop_line, attempt.func) else {
             continue;
         };
-        let Some((key_param, inner)) = optional_key(idx, &attempt, src) else {
+        let Some((key_param, inner)) = optional_key(idx, attempt, src) else {
             continue;
         };
-        let Some(After::Caught(caught)) = retried_after(idx, &attempt, inner, src) else {
+        let Some(After::Caught(caught)) = retried_after(idx, attempt, inner, src) else {
             continue;
         };
         let name = syntax::function_name(helper, src);

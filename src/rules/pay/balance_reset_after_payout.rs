@@ -19,9 +19,12 @@ pub(crate) static RULE: Rule = Rule {
     gate: Gate::When(gate),
 };
 
-/// Every finding writes a balance-like attribute in a file that takes no row lock.
+/// Every finding writes a balance-like attribute, after a payout, in a file that takes no row
+/// lock. The facts first: a payout is a payment call or an HTTP one, or in a payment module.
 fn gate(s: &Scan<'_>) -> bool {
+    let pays = || s.facts.payment_module || s.facts.functions.iter().any(|f| f.payment || f.http);
     !s.facts.is_test
+        && pays()
         && s.mentions(&[
             "balance", "earnings", "owed", "payable", "accrued", "unpaid",
         ])

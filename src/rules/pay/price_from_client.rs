@@ -178,34 +178,33 @@ fn reads_request(text: &str) -> bool {
 /// A parameter a framework fills from the body: `data: EndTripRequest` (Litestar), `body:
 /// CheckoutIn`, `payload: Order` (FastAPI), in a handler with a route decorator.
 fn body_parameters<'s>(func: Node<'_>, src: &'s str) -> Vec<&'s str> {
-    let routed = func
-        .parent()
-        .filter(|p| p.kind() == kinds::DECORATED_DEFINITION)
-        .is_some_and(|d| {
-            syntax::decorators(d).iter().any(|dec| {
-                let text = syntax::text(*dec, src).to_ascii_lowercase();
-                ["post", "put", "patch", "route", "api_view"]
-                    .iter()
-                    .any(|w| text.contains(w))
-            })
-        });
-    if !routed {
-        return Vec::new();
-    }
     let Some(params) = func.field("parameters") else {
         return Vec::new();
     };
-    syntax::annotated_parameters(params, src)
+    let named: Vec<&str> = syntax::annotated_parameters(params, src)
         .into_iter()
         .filter(|(name, annotation)| {
-            let annotation = syntax::text(*annotation, src);
             matches!(
                 *name,
                 "data" | "body" | "payload" | "request_body" | "json_body" | "form_data"
-            ) && annotation.starts_with(|c: char| c.is_ascii_uppercase())
+            ) && syntax::text(*annotation, src).starts_with(|c: char| c.is_ascii_uppercase())
         })
         .map(|(name, _)| name)
-        .collect()
+        .collect();
+    // Asked only of a function with such a parameter: a parent is found from the root.
+    let routed = !named.is_empty()
+        && func
+            .parent()
+            .filter(|p| p.kind() == kinds::DECORATED_DEFINITION)
+            .is_some_and(|d| {
+                syntax::decorators(d).iter().any(|dec| {
+                    let text = syntax::text(*dec, src).to_ascii_lowercase();
+                    ["post", "put", "patch", "route", "api_view"]
+                        .iter()
+                        .any(|w| text.contains(w))
+                })
+            });
+    if routed { named } else { Vec::new() }
 }
 
 /// One read of a priced field of the request, and the names it reached.
@@ -342,7 +341,10 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     }
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
-        if on_payment_path(idx, func, src) {
+        // What the function reads of a request first: most functions read none.
+        let reads =
+            || reads_request(syntax::text(func, src)) || !body_parameters(func, src).is_empty();
+        if reads() && on_payment_path(idx, func, src) {
             handler(cx, idx, func, src);
         }
     }

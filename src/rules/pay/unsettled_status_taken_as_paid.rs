@@ -27,9 +27,12 @@ pub(crate) static RULE: Rule = Rule {
     gate: Gate::When(gate),
 };
 
-/// Every finding reads a status literal that is not final or that is a failure.
+/// Every finding reads a provider's answer: in a module about payments, or one that talks to a
+/// payment API or over HTTP (the facts say so without reading the text), with a status word
+/// that is not final or is a failure.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
+        && (s.facts.payment_module || s.facts.functions.iter().any(|f| f.payment || f.http))
         && s.mentions(&[
             "pending",
             "PENDING",
@@ -50,11 +53,12 @@ fn gate(s: &Scan<'_>) -> bool {
             "EFUSED",
             "ejected",
             "EJECTED",
-            "open",
+            "\"open\"",
+            "'open'",
             "OPEN",
-            "Open",
-            "reated",
-            "REATED",
+            "\"created\"",
+            "'created'",
+            "CREATED",
             "ubmitted",
             "UBMITTED",
             "nitiated",
@@ -127,10 +131,9 @@ fn literal_word(node: Node<'_>, src: &str) -> Option<String> {
 /// Whether the tested value reads like a status: `intent.status`, `result["state"]`,
 /// `event.type`, `outcome`.
 fn names_status(subject: &str) -> bool {
-    let lower = subject.to_ascii_lowercase();
     ["status", "state", "outcome", "result", "type", "event"]
         .iter()
-        .any(|w| lower.contains(w))
+        .any(|w| syntax::contains_lowercase(subject, w))
 }
 
 /// One test of a status against literals: `s in ("a", "b")`, `s == "a" or s == "b"`,
@@ -470,7 +473,12 @@ fn expressions<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
             .any(|w| matches!(w, "paid" | "settled" | "succeeded" | "captured" | "charged"))
     };
     for &ret in idx.all(kinds::RETURN_STATEMENT) {
-        let Some(value) = syntax::return_value(ret) else {
+        let Some(value) = syntax::return_value(ret).filter(|v| {
+            matches!(
+                v.kind(),
+                kinds::COMPARISON_OPERATOR | kinds::BOOLEAN_OPERATOR
+            )
+        }) else {
             continue;
         };
         let Some(func) = idx.enclosing(ret, kinds::FUNCTION_DEFINITION) else {
@@ -486,12 +494,18 @@ fn expressions<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
         }
     }
     for &assign in idx.all(kinds::ASSIGNMENT) {
-        let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else {
+        let Some(right) = assign
+            .field("right")
+            .filter(|r| r.kind() == kinds::COMPARISON_OPERATOR)
+        else {
+            continue;
+        };
+        let Some(left) = assign.field("left") else {
             continue;
         };
         let name = syntax::text(left, src);
         let name = name.rsplit('.').next().unwrap_or(name);
-        if !paid_name(name) || right.kind() != kinds::COMPARISON_OPERATOR {
+        if !paid_name(name) {
             continue;
         }
         for test in tests(right, src) {
@@ -507,18 +521,15 @@ fn expressions<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
 /// own.
 fn maps<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
     let bound = idx.all(kinds::ASSIGNMENT).iter().filter_map(|a| {
-        let right = a.field("right")?;
+        let right = a.field("right").filter(|r| r.kind() == kinds::DICTIONARY)?;
         let left = a.field("left").map(|l| syntax::text(l, src));
         Some((right, left))
     });
-    let returned = idx
-        .all(kinds::RETURN_STATEMENT)
-        .iter()
-        .filter_map(|r| Some((syntax::return_value(*r)?, None)));
-    let dicts: Vec<(Node<'t>, Option<&str>)> = bound
-        .chain(returned)
-        .filter(|(d, _)| d.kind() == kinds::DICTIONARY)
-        .collect();
+    let returned = idx.all(kinds::RETURN_STATEMENT).iter().filter_map(|r| {
+        let value = syntax::return_value(*r).filter(|v| v.kind() == kinds::DICTIONARY)?;
+        Some((value, None))
+    });
+    let dicts: Vec<(Node<'t>, Option<&str>)> = bound.chain(returned).collect();
     for (dict, name) in dicts {
         let pairs: Vec<(Node<'t>, Class, Node<'t>)> = python::named_children(dict)
             .into_iter()
