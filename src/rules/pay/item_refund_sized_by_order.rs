@@ -8,6 +8,7 @@ use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::review::Severity;
+use crate::rules::testing::has_word as has_word_of;
 use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
 
 pub(crate) static RULE: Rule = Rule {
@@ -116,20 +117,22 @@ fn item_names(idx: &NodeIndex<'_>, func: Node<'_>, item: &str, src: &str) -> Vec
             continue;
         }
         let text = syntax::text(right, src);
-        if names.iter().any(|n| mentions(text, n)) {
+        if names.iter().any(|n| has_word_of(text, n)) {
             names.push(syntax::text(left, src).to_string());
         }
     }
     names
 }
 
-/// Whether `text` uses `name` as a whole name.
-fn mentions(text: &str, name: &str) -> bool {
-    let word = |c: char| c.is_alphanumeric() || c == '_';
-    text.match_indices(name).any(|(at, _)| {
-        !text[..at].chars().next_back().is_some_and(word)
-            && !text[at + name.len()..].chars().next().is_some_and(word)
-    })
+/// A call's keyword arguments whose name `named` accepts, then its positional ones.
+fn arguments<'t>(call: Node<'t>, src: &str, named: impl Fn(&str) -> bool) -> Vec<Node<'t>> {
+    let mut out: Vec<Node<'t>> = syntax::keyword_args(call, src)
+        .into_iter()
+        .filter(|(k, _)| named(k))
+        .map(|(_, v)| v)
+        .collect();
+    out.extend(syntax::positional_args(call));
+    out
 }
 
 /// What an argument is: itself, or the value a name was bound to before the call.
@@ -157,15 +160,12 @@ fn order_key<'t>(
     items: &[String],
     src: &str,
 ) -> Option<Node<'t>> {
-    let keyed = syntax::keyword_args(call, src)
+    let keyish = |k: &str| {
+        let lower = k.to_ascii_lowercase();
+        lower.contains("key") || lower.contains("idempot") || lower.contains("request_id")
+    };
+    let candidates: Vec<Node<'t>> = arguments(call, src, keyish)
         .into_iter()
-        .filter(|(k, _)| {
-            let lower = k.to_ascii_lowercase();
-            lower.contains("key") || lower.contains("idempot") || lower.contains("request_id")
-        })
-        .map(|(_, v)| v);
-    let candidates: Vec<Node<'t>> = keyed
-        .chain(syntax::positional_args(call))
         .map(|a| resolved(idx, func, a, call.start_byte(), src))
         .filter(|a| a.kind() == kinds::STRING)
         .collect();
@@ -181,7 +181,9 @@ fn order_key<'t>(
             .collect();
         !parts.is_empty()
             && parts.iter().all(|p| has_word(root(p), WHOLE))
-            && !parts.iter().any(|p| items.iter().any(|i| mentions(p, i)))
+            && !parts
+                .iter()
+                .any(|p| items.iter().any(|i| has_word_of(p, i)))
     })
 }
 
@@ -202,15 +204,10 @@ fn order_amount<'t>(
             )
         })
     };
-    let keyed = syntax::keyword_args(call, src)
-        .into_iter()
-        .filter(|(k, _)| money(k))
-        .map(|(_, v)| v);
-    let args: Vec<Node<'t>> = keyed.chain(syntax::positional_args(call)).collect();
-    args.into_iter().find_map(|arg| {
+    arguments(call, src, money).into_iter().find_map(|arg| {
         let value = resolved(idx, func, arg, call.start_byte(), src);
         let text = syntax::text(value, src);
-        if items.iter().any(|i| mentions(text, i)) {
+        if items.iter().any(|i| has_word_of(text, i)) {
             return None;
         }
         let whole = |n: Node<'_>| {

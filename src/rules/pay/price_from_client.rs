@@ -351,41 +351,31 @@ fn check(cx: &mut Ctx<'_>) {
 }
 
 fn handler(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>, src: &str) {
-    let own = |n: &Node<'_>| {
-        idx.enclosing(*n, kinds::FUNCTION_DEFINITION)
-            .is_some_and(|f| f.id() == func.id())
-    };
-    // Names bound to the request's body, and the body model's parameters.
-    let mut sources: Vec<&str> = body_parameters(func, src);
-    for assign in idx
+    // The function's own assignments, read once for both questions below.
+    let assignments: Vec<(Node<'_>, Node<'_>)> = idx
         .within(func, kinds::ASSIGNMENT)
         .iter()
-        .filter(|a| own(a))
-    {
-        let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else {
-            continue;
-        };
-        if left.kind() == kinds::IDENTIFIER && reads_request(syntax::text(right, src)) {
-            sources.push(syntax::text(left, src));
-        }
-    }
-    if sources.is_empty() && !reads_request(syntax::text(func, src)) {
-        return;
-    }
+        .filter(|a| {
+            idx.enclosing(**a, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| f.id() == func.id())
+        })
+        .filter_map(|a| Some((a.field("left")?, a.field("right")?)))
+        .collect();
+    // Names bound to the request's body, and the body model's parameters.
+    let mut sources: Vec<&str> = body_parameters(func, src);
+    sources.extend(
+        assignments
+            .iter()
+            .filter(|(l, r)| l.kind() == kinds::IDENTIFIER && reads_request(syntax::text(*r, src)))
+            .map(|(l, _)| syntax::text(*l, src)),
+    );
     let reads = priced_reads(func, &sources, src);
     if reads.is_empty() {
         return;
     }
     // Names that carry a read on, in the order they are bound.
     let mut names: Vec<(String, usize)> = Vec::new();
-    for assign in idx
-        .within(func, kinds::ASSIGNMENT)
-        .iter()
-        .filter(|a| own(a))
-    {
-        let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else {
-            continue;
-        };
+    for &(left, right) in &assignments {
         let pairs: Vec<(Node<'_>, Node<'_>)> = match (left.kind(), right.kind()) {
             (kinds::IDENTIFIER, _) => vec![(left, right)],
             ("pattern_list" | kinds::TUPLE, "expression_list" | kinds::TUPLE) => {
