@@ -246,6 +246,7 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
     // Sized for every call at once rather than grown by copies; trimmed below to what the
     // index keeps for the rest of the review.
     let mut calls: Vec<Call> = Vec::with_capacity(all_calls.len());
+    let mut runners = Vec::new();
     calls.extend(all_calls.iter().enumerate().filter_map(|(i, &call)| {
         let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
         let syntax::CallText { callee, name, .. } = idx.call_text(call, src);
@@ -269,6 +270,9 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
         };
         // The site's function is the qualified name of `func`, the function around the call.
         debug_assert_eq!(*site.function, *facts::qualname(func, idx, src));
+        if let Some(at) = syntax::runs_argument(name) {
+            runners.push((call, at, site.function.clone()));
+        }
         Some(Call {
             name: imported.unwrap_or(name).to_string(),
             module: callee_module(&out, callee, name),
@@ -279,6 +283,27 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
             binding: site.binding.clone(),
         })
     }));
+    // `run_async(billing.collect_invoice, processor, invoice_id)`: the function handed to a
+    // runner is called as surely as if the caller had called it.
+    for (call, at, function) in runners {
+        let Some(&arg) = syntax::positional_args(call).get(at) else {
+            continue;
+        };
+        if !matches!(arg.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE) {
+            continue;
+        }
+        let callee = syntax::text(arg, src);
+        let name = callee.rsplit('.').next().unwrap_or(callee);
+        calls.push(Call {
+            name: name.to_string(),
+            module: callee_module(&out, callee, name),
+            function,
+            line: syntax::lines(call).0,
+            unchecked_use: None,
+            unchecked_subscript: false,
+            binding: None,
+        });
+    }
     calls.sort_by(|a, b| (&a.function, &a.name, &a.module).cmp(&(&b.function, &b.name, &b.module)));
     // One call per function and callee; one that uses the result unchecked speaks for them all.
     calls.dedup_by(|later, kept| {

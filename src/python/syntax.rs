@@ -626,6 +626,18 @@ pub fn handed_callee<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
 /// (`Cko-Idempotency-Key`, `idempotency_key=`), and PayPal's `PayPal-Request-Id`.
 pub const IDEMPOTENCY_WORDS: [&str; 3] = ["idempot", "paypal-request-id", "paypal_request_id"];
 
+/// Where a call that runs a function handed to it takes that function: `run_in_threadpool(
+/// processor.sale, token, amount)` and `asyncio.to_thread(f, ...)` at 0,
+/// `loop.run_in_executor(None, f, ...)` at 1. Its arguments after it are the function's.
+pub fn runs_argument(name: &str) -> Option<usize> {
+    match name {
+        "run_async" | "run_sync" | "run_in_threadpool" | "to_thread" | "sync_to_async"
+        | "async_to_sync" | "run_blocking" => Some(0),
+        "run_in_executor" => Some(1),
+        _ => None,
+    }
+}
+
 /// Whether code (not its comments) names an idempotency key (`IDEMPOTENCY_WORDS`).
 pub fn code_names_idempotency(code: &str) -> bool {
     IDEMPOTENCY_WORDS

@@ -88,6 +88,25 @@ pub struct FunctionFacts {
     /// f"refund:{return_id}:{uuid.uuid4().hex[:12]}"`): a key made by it in a retry is made
     /// anew on every attempt.
     pub returns_fresh: Option<u32>,
+    /// [idem family] What it does with each parameter named like a key (`request_ref`,
+    /// `sender_batch_id`): sends it as an idempotency key, or hands it on to a call
+    /// (`idem::key_params`). Empty for most functions.
+    pub forwards: Box<[Forward]>,
+}
+
+/// A parameter of a function sent as an idempotency key (`to: None`) or handed on to a call of
+/// `to.0` at `to.1`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Forward {
+    pub param: Box<str>,
+    pub to: Option<(Box<str>, Slot)>,
+}
+
+/// Where a call puts an argument: by keyword, or at a position (`self` not counted).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Slot {
+    Keyword(Box<str>),
+    Position(u16),
 }
 
 /// Where a function makes the key it sends (`FunctionFacts::fresh_key`).
@@ -714,6 +733,7 @@ fn function_facts(
         facts.fresh_key =
             crate::rules::idem::key_made_per_attempt::made_anew(func, idx, src).map(Box::new);
     }
+    facts.forwards = crate::rules::idem::key_params::forwards(func, idx, src, own);
     if facts.name == "__init__" && !facts.params.is_empty() {
         facts.stores = stored_parameters(func, idx, src, &facts.params);
     }

@@ -4,14 +4,20 @@
 //!
 //! Two kinds of retry are recognised: a retry loop of the function (`retry::loops`), and a
 //! function that is run again as a whole (`@retry` of tenacity or retrying, `@backoff.on_*`, a
-//! Celery task with `autoretry_for` or one that calls `self.retry`). A key made by a helper of
-//! the file that the attempt calls (a method of its class, a function of its module) is
-//! followed one call deep.
+//! Celery task with `autoretry_for` or one that calls `self.retry`, a dramatiq actor, a job RQ
+//! enqueues with `retry=`), and, in repository mode, a function that a retrying task of the
+//! repository runs. A key made by a helper of the file that the attempt calls (a method of its
+//! class, a function of its module) is followed one call deep. A key may go under a name that
+//! does not say so: an argument that a function of the change sends as its idempotency key
+//! (`request_ref=`, `sender_batch_id=`; `idem::key_params`).
 use tree_sitter::Node;
 
+use super::key_params;
 use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::facts::Slot;
 use crate::rules::retry::attempts::{self, Attempt};
-use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
+use crate::rules::{ChangeSet, Check, Ctx, Gate, Rule, Scan, facts};
+use crate::source::Side;
 
 pub(crate) static RULE: Rule = Rule {
     id: "IDEM004",
@@ -51,7 +57,8 @@ pub(crate) fn makes_random_token(node: Node<'_>, idx: &NodeIndex<'_>, src: &str)
 
 /// Every finding is about a key sent from inside a function, under a name that says so: the
 /// function's text mentions idempotency (`FunctionFacts::mentions_idempotency`, read once by
-/// the facts pass); or about a retry whose attempts call such a function of another file.
+/// the facts pass); or about a retry whose attempts call such a function of another file; or
+/// about a payment whose key goes under another name.
 fn gate(s: &Scan<'_>) -> bool {
     s.facts.functions.iter().any(|f| {
         f.mentions_idempotency
@@ -59,6 +66,10 @@ fn gate(s: &Scan<'_>) -> bool {
                 .iter()
                 .any(|d| attempts::retried_by_decorator(d).is_some())
     }) || crate::rules::retry::has_retry_loop(s)
+        // A payment made with a fresh value, perhaps as a key under another name, in a job a
+        // queue runs again (`enqueue(..., retry=...)`, a retrying task of the repository).
+        || (s.facts.payment_module || s.facts.functions.iter().any(|f| f.payment || f.http))
+            && names_fresh(s.src())
 }
 
 /// `Idempotency-Key`, `idempotency_key=`, `IDEMPOTENCY_HEADER`: the same test as
@@ -73,9 +84,18 @@ fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
+    let callees: Callees<'_> = Some((cx.change, cx.side));
     let mut reported: Vec<usize> = Vec::new();
-    for attempt in attempts::attempts(idx, src) {
-        for Site { at, name, value } in key_sites(idx, attempt.body, src) {
+    let attempts = attempts::attempts(idx, src);
+    run_by_retried_tasks(cx, idx, &attempts, &mut reported);
+    for attempt in attempts {
+        for Site {
+            at,
+            name,
+            value,
+            via,
+        } in key_sites(idx, attempt.body, src, callees)
+        {
             let Some((made, fresh)) = made_in(idx, &attempt, at, value, src) else {
                 if let Some((call, (helper, at, made))) =
                     made_elsewhere(cx, idx, &attempt, at, value, src)
@@ -96,15 +116,21 @@ fn check(cx: &mut Ctx<'_>) {
                 continue;
             }
             reported.push(made.id());
-            report(cx, &attempt, (made, fresh), name, None);
+            report(cx, &attempt, (made, fresh), (name, via), None);
         }
-        for (helper, site, made, fresh) in helper_keys(idx, &attempt, src) {
+        for (helper, site, made, fresh) in helper_keys(idx, &attempt, src, callees) {
             if reported.contains(&made.id()) {
                 continue;
             }
             reported.push(made.id());
             let helper = facts::qualname(helper, idx, src);
-            report(cx, &attempt, (made, fresh), site.name, Some(helper));
+            report(
+                cx,
+                &attempt,
+                (made, fresh),
+                (site.name, site.via),
+                Some(helper),
+            );
         }
         for (call, (helper, at, fresh)) in helpers_elsewhere(cx, idx, &attempt, src) {
             if reported.contains(&call.id()) {
@@ -119,6 +145,84 @@ fn check(cx: &mut Ctx<'_>) {
                 made,
             };
             report_elsewhere(cx, &attempt, call, elsewhere);
+        }
+    }
+}
+
+/// Keys made anew in a function that a task of the repository runs and runs again after a
+/// failure (`collect_premium`, a dramatiq actor with `max_retries=6`, runs
+/// `run_async(billing.collect_invoice, ...)`, which sends `request_ref=f"premium-{id}-{uuid4()}"`
+/// to the processor): each run of the task sends another key. Asked of the functions that send
+/// such a key, the fewest, and only in repository mode, where the tasks are known.
+fn run_by_retried_tasks(
+    cx: &mut Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    attempts: &[Attempt<'_>],
+    reported: &mut Vec<usize>,
+) {
+    let src = cx.src();
+    if cx.project().is_none() {
+        return;
+    }
+    let callees: Callees<'_> = Some((cx.change, cx.side));
+    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        if attempts.iter().any(|a| a.func.id() == func.id())
+            || !names_fresh(syntax::text(func, src))
+        {
+            continue;
+        }
+        let Some(body) = func.field("body") else {
+            continue;
+        };
+        let whole = Attempt {
+            body,
+            func,
+            loop_line: None,
+            retried_by: None,
+            counted: false,
+        };
+        let own = |n: Node<'_>| {
+            idx.enclosing(n, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| f.id() == func.id())
+        };
+        let fresh: Vec<_> = key_sites(idx, body, src, callees)
+            .into_iter()
+            .filter(|site| own(site.at))
+            .filter_map(|site| {
+                let (made, call) = made_in(idx, &whole, site.at, site.value, src)?;
+                (call.kind() == kinds::CALL && fallback_choice(call, made).is_none())
+                    .then_some((site, made, call))
+            })
+            .collect();
+        if fresh.is_empty() {
+            continue;
+        }
+        let qualname = facts::qualname(func, idx, src);
+        let retried = cx
+            .tasks_reaching(cx.path, &qualname)
+            .into_iter()
+            .find_map(|task| {
+                let d = &task.decorator;
+                let keywords: Vec<String> =
+                    d.keywords.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let text = format!("@{}({})", d.callee, keywords.join(", "));
+                attempts::retried_by_decorator(&text).map(|by| (task, by))
+            });
+        let Some((task, by)) = retried else {
+            continue;
+        };
+        for (site, made, call) in fresh {
+            if reported.contains(&made.id()) {
+                continue;
+            }
+            reported.push(made.id());
+            report(cx, &whole, (made, call), (site.name, site.via), None);
+            let last = cx.findings.len() - 1;
+            cx.findings[last]
+                .arg("task", task.qualname.clone())
+                .arg("task_at", format!("{}:{}", task.path, task.decorator.line))
+                .arg("retried_by", by.clone())
+                .note("task");
         }
     }
 }
@@ -138,26 +242,28 @@ pub(crate) fn made_anew(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Optio
         counted: false,
     };
     let params = crate::rules::pay::parameters(func, src);
-    key_sites(idx, body, src).into_iter().find_map(|site| {
-        let (made, fresh) = made_in(idx, &whole, site.at, site.value, src)?;
-        if fresh.kind() != kinds::CALL || fallback_choice(fresh, made).is_some() {
-            return None;
-        }
-        // `if not idempotency_key: idempotency_key = new_key()`: made for a caller that gave
-        // none, which a caller that retries may well give.
-        let made_for_a_parameter = made
-            .field("left")
-            .filter(|_| made.kind() == kinds::ASSIGNMENT)
-            .is_some_and(|l| params.iter().any(|p| p == syntax::text(l, src)));
-        if made_for_a_parameter {
-            return None;
-        }
-        Some(facts::FreshKey {
-            line: syntax::lines(made).0,
-            key: site.name,
-            made: syntax::normalized(fresh, src),
+    key_sites(idx, body, src, None)
+        .into_iter()
+        .find_map(|site| {
+            let (made, fresh) = made_in(idx, &whole, site.at, site.value, src)?;
+            if fresh.kind() != kinds::CALL || fallback_choice(fresh, made).is_some() {
+                return None;
+            }
+            // `if not idempotency_key: idempotency_key = new_key()`: made for a caller that gave
+            // none, which a caller that retries may well give.
+            let made_for_a_parameter = made
+                .field("left")
+                .filter(|_| made.kind() == kinds::ASSIGNMENT)
+                .is_some_and(|l| params.iter().any(|p| p == syntax::text(l, src)));
+            if made_for_a_parameter {
+                return None;
+            }
+            Some(facts::FreshKey {
+                line: syntax::lines(made).0,
+                key: site.name,
+                made: syntax::normalized(fresh, src),
+            })
         })
-    })
 }
 
 /// Functions of other files of the change that each attempt calls and that make the key they
@@ -353,6 +459,7 @@ fn helper_keys<'t>(
     idx: &NodeIndex<'t>,
     attempt: &Attempt<'t>,
     src: &str,
+    callees: Callees<'_>,
 ) -> Vec<(Node<'t>, Site<'t>, Node<'t>, Node<'t>)> {
     let mut out = Vec::new();
     let class_of = |f: Node<'t>| idx.enclosing(f, kinds::CLASS_DEFINITION).map(|c| c.id());
@@ -392,7 +499,7 @@ fn helper_keys<'t>(
             retried_by: attempt.retried_by.clone(),
             counted: attempt.counted,
         };
-        for site in key_sites(idx, body, src) {
+        for site in key_sites(idx, body, src, callees) {
             let Some((made, fresh)) = made_in(idx, &inner, site.at, site.value, src) else {
                 continue;
             };
@@ -456,10 +563,10 @@ pub(crate) fn key_varies_in(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> b
         .iter()
         .filter(|a| a.func.id() == func.id())
         .any(|attempt| {
-            key_sites(idx, attempt.body, src)
+            key_sites(idx, attempt.body, src, None)
                 .into_iter()
                 .any(|site| made_in(idx, attempt, site.at, site.value, src).is_some())
-                || !helper_keys(idx, attempt, src).is_empty()
+                || !helper_keys(idx, attempt, src, None).is_empty()
         })
 }
 
@@ -469,7 +576,7 @@ fn report(
     cx: &mut Ctx<'_>,
     attempt: &Attempt<'_>,
     (made, fresh): (Node<'_>, Node<'_>),
-    key: String,
+    (key, via): (String, Option<String>),
     helper: Option<String>,
 ) {
     let src = cx.src();
@@ -512,6 +619,9 @@ fn report(
     if let Some(helper) = helper {
         finding.arg("helper", helper).note("helper");
     }
+    if let Some(via) = via {
+        finding.arg("via", via).note("via");
+    }
     if let Some(from) = fallback_from {
         finding.arg("fallback_from", from).note("fallback");
     }
@@ -552,14 +662,32 @@ struct Site<'t> {
     /// The key's name as written there: `"Idempotency-Key"`, `idempotency_key=`.
     name: String,
     value: Node<'t>,
+    /// The callee that sends it as its key, when its name does not say so (`processor.sale`
+    /// for `request_ref=`).
+    via: Option<String>,
 }
+
+/// The change's functions, where a key may go under a name that does not say so: an argument
+/// that a function of the change sends as its idempotency key (`request_ref=` of
+/// `processor.sale`). `None` for the facts pass, which sees one file.
+type Callees<'c> = Option<(&'c ChangeSet, Side)>;
 
 /// Where the stretch `body` sends a key, for each `Idempotency-Key: value` of a
 /// dict (passed, assigned or returned), `idempotency_key=value` of a call,
 /// `headers["Idempotency-Key"] = value` and `idempotency_key = value`.
-fn key_sites<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &str) -> Vec<Site<'t>> {
+fn key_sites<'t>(
+    idx: &NodeIndex<'t>,
+    body: Node<'t>,
+    src: &str,
+    callees: Callees<'_>,
+) -> Vec<Site<'t>> {
     let mut out = Vec::new();
-    let site = |at, name: String, value| Site { at, name, value };
+    let site = |at, name: String, value| Site {
+        at,
+        name,
+        value,
+        via: None,
+    };
     let pairs = |dict: Node<'t>, out: &mut Vec<Site<'t>>| {
         if dict.kind() != kinds::DICTIONARY {
             return;
@@ -579,6 +707,15 @@ fn key_sites<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &str) -> Vec<Site<'t>
         for (name, value) in syntax::keyword_args(call, src) {
             if names_key(name) {
                 out.push(site(call, format!("{name}="), value));
+            } else if let Some((change, side)) = callees
+                && key_params::key_like(name)
+                && let Some(callee) = run_callee(idx, call, src)
+                && change.sends_as_key(side, callee.1, &Slot::Keyword(name.into()))
+            {
+                out.push(Site {
+                    via: Some(syntax::normalized(callee.0, src)),
+                    ..site(call, format!("{name}="), value)
+                });
             } else {
                 pairs(value, &mut out);
             }
@@ -606,6 +743,26 @@ fn key_sites<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &str) -> Vec<Site<'t>
     }
     out.sort_by_key(|s| s.at.start_byte());
     out
+}
+
+/// The function a call runs, as written and by its last name: its callee, or the function it
+/// hands a runner (`run_in_threadpool(processor.sale, ...)` runs `processor.sale`).
+fn run_callee<'t, 's>(
+    idx: &NodeIndex<'t>,
+    call: Node<'t>,
+    src: &'s str,
+) -> Option<(Node<'t>, &'s str)> {
+    let name = idx.callee_name(call, src);
+    let handed = syntax::runs_argument(name)
+        .and_then(|at| syntax::positional_args(call).get(at).copied())
+        .filter(|f| matches!(f.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE));
+    match handed {
+        Some(f) => {
+            let text = syntax::text(f, src);
+            Some((f, text.rsplit('.').next().unwrap_or(text)))
+        }
+        None => Some((call.field("function")?, name)),
+    }
 }
 
 /// Where, inside the retried stretch, the key sent at `site` is made fresh: `value` itself, or

@@ -7,6 +7,7 @@ pub(crate) mod cache_outside_try_on_payment_path;
 pub(crate) mod decode_cached_value;
 pub(crate) mod key_made_per_attempt;
 pub(crate) mod key_outlived_by_retries;
+pub(crate) mod key_params;
 pub(crate) mod key_ttl_unit;
 pub(crate) mod retried_without_key;
 pub(crate) mod webhook_marker_expires;

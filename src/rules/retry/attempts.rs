@@ -58,11 +58,20 @@ pub(crate) fn attempts<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<Attempt<'t>> {
             counted: false,
         });
     }
+    let enqueued = enqueued_with_retry(idx, src);
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         let Some(body) = func.field("body") else {
             continue;
         };
-        if let Some(by) = retried_by(idx, func, src) {
+        let by_queue = || {
+            let name = syntax::function_name(func, src);
+            enqueued
+                .iter()
+                .find(|(job, _)| *job == name)
+                .filter(|_| idx.enclosing(func, kinds::CLASS_DEFINITION).is_none())
+                .map(|(_, shown)| shown.clone())
+        };
+        if let Some(by) = retried_by(idx, func, src).or_else(by_queue) {
             out.push(Attempt {
                 body,
                 func,
@@ -81,6 +90,49 @@ pub(crate) fn attempts<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<Attempt<'t>> {
                 counted: true,
             });
         }
+    }
+    out
+}
+
+/// Jobs of the file that a queue runs again after a failure, by their last name, with the call
+/// that says so: RQ's `queue.enqueue(pay_creator, campaign_id, retry=Retry(max=3))`,
+/// `enqueue_call(func=...)`, `enqueue_in(delay, job, ...)`.
+fn enqueued_with_retry<'s>(idx: &NodeIndex<'_>, src: &'s str) -> Vec<(&'s str, String)> {
+    if !(src.contains("enqueue") && src.contains("retry=")) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for &call in idx.all(kinds::CALL) {
+        let name = idx.callee_name(call, src);
+        if !name.starts_with("enqueue") {
+            continue;
+        }
+        let keywords = syntax::keyword_args(call, src);
+        let Some((_, retry)) = keywords.iter().find(|(k, _)| *k == "retry") else {
+            continue;
+        };
+        if matches!(retry.kind(), kinds::NONE | kinds::FALSE) {
+            continue;
+        }
+        let positional = syntax::positional_args(call);
+        let job = match name {
+            "enqueue_in" | "enqueue_at" => positional.get(1).copied(),
+            _ => keywords
+                .iter()
+                .find(|(k, _)| *k == "func" || *k == "f")
+                .map(|(_, v)| *v)
+                .or_else(|| positional.first().copied()),
+        };
+        let Some(job) = job.filter(|j| matches!(j.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE))
+        else {
+            continue;
+        };
+        let job = syntax::text(job, src);
+        let callee = syntax::normalized(call.field("function").unwrap_or(call), src);
+        out.push((
+            job.rsplit('.').next().unwrap_or(job),
+            format!("{callee}(..., retry={})", syntax::normalized(*retry, src)),
+        ));
     }
     out
 }
@@ -176,7 +228,9 @@ pub(crate) fn retried_by_decorator(d: &str) -> Option<String> {
     };
     let task_retries = d.contains("(")
         && (spelled("(retries=") || spelled(" retries=") || spelled(",retries="))
-        || last == "actor" && spelled("max_retries=");
+        || last == "actor" && spelled("max_retries=")
+        // dramatiq's Retries middleware runs an actor again up to 20 times unless told otherwise.
+        || head == "dramatiq.actor" && !d.contains("max_retries=");
     let retries = named
         || task_retries
         || head.starts_with("backoff.on_")

@@ -1,0 +1,197 @@
+//! Parameters that become an idempotency key further down: `sale(..., request_ref)` hands
+//! `request_ref` to `_send_with_retry`, which hands it to `_request`, whose headers carry it as
+//! `Idempotency-Key`. A caller's `request_ref=f"premium-{id}-{uuid4()}"` is then a key made
+//! anew on every call, under a name that does not say so.
+//!
+//! The facts pass records, per function, what it does with each parameter named like a key
+//! (`Forward`); `ChangeSet::sends_as_key` follows those records across the change's functions.
+//! Only the function's own code is read, so the old version's facts can still be derived from
+//! the new one's.
+use tree_sitter::Node;
+
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::ChangeSet;
+use crate::rules::facts::{Forward, Slot};
+use crate::source::Side;
+
+/// How many functions deep a key is followed: the client's public method, its sender, its
+/// request builder, its headers helper.
+const MAX_HOPS: usize = 4;
+
+/// Words of a parameter that may carry a key: `idempotency_key`, `request_ref`, `request_id`,
+/// `sender_batch_id`, `dedup_token`, `reference`. `api_key` and `ref` qualify too, and are
+/// dropped where no path sends them as an idempotency key.
+pub(crate) fn key_like(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    ["key", "ref", "request_id", "idempot", "batch_id", "dedup"]
+        .iter()
+        .any(|w| lower.contains(w))
+}
+
+/// What `func` does with its parameters named like a key: sends one as an idempotency key
+/// (`headers["Idempotency-Key"] = request_ref`, `{"PayPal-Request-Id": request_id}`,
+/// `idempotency_key=key`), or hands it on to a call by keyword or position. Read only where the
+/// parameter list names one; `own` tells the function's own nodes from nested functions'.
+pub(crate) fn forwards(
+    func: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &str,
+    own: impl Fn(&Node<'_>) -> bool,
+) -> Box<[Forward]> {
+    let Some(list) = func.field("parameters") else {
+        return Box::default();
+    };
+    if !key_like(syntax::text(list, src)) {
+        return Box::default();
+    }
+    let params: Vec<String> = crate::rules::pay::parameters(func, src)
+        .into_iter()
+        .filter(|p| key_like(p))
+        .collect();
+    if params.is_empty() {
+        return Box::default();
+    }
+    // The index in `params` of the parameter a value is.
+    let param = |value: Node<'_>| {
+        let value = unwrap_str(value, src);
+        let name = (value.kind() == kinds::IDENTIFIER).then(|| syntax::text(value, src))?;
+        params.iter().position(|p| p == name)
+    };
+    // Parameters sent as a key here, and handed on to calls.
+    let mut sent: Vec<usize> = Vec::new();
+    let mut handed: Vec<(usize, &str, Slot)> = Vec::new();
+    let sent_in = |dict: Node<'_>, sent: &mut Vec<usize>| {
+        if dict.kind() != kinds::DICTIONARY {
+            return;
+        }
+        for pair in crate::python::named_children(dict) {
+            if let (Some(k), Some(v)) = (pair.field("key"), pair.field("value"))
+                && syntax::code_names_idempotency(syntax::text(k, src))
+                && let Some(p) = param(v)
+            {
+                sent.push(p);
+            }
+        }
+    };
+    for &call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
+        let name = idx.callee_name(call, src);
+        for (keyword, value) in syntax::keyword_args(call, src) {
+            match param(value) {
+                Some(p) if syntax::code_names_idempotency(keyword) => sent.push(p),
+                Some(p) if !name.is_empty() => {
+                    handed.push((p, name, Slot::Keyword(keyword.into())))
+                }
+                Some(_) => {}
+                None => sent_in(value, &mut sent),
+            }
+        }
+        for (i, arg) in syntax::positional_args(call).into_iter().enumerate() {
+            match param(arg) {
+                Some(p) if !name.is_empty() => handed.push((p, name, Slot::Position(i as u16))),
+                Some(_) => {}
+                None => sent_in(arg, &mut sent),
+            }
+        }
+    }
+    for &assignment in idx
+        .within(func, kinds::ASSIGNMENT)
+        .iter()
+        .filter(|n| own(n))
+    {
+        let (Some(left), Some(right)) = (assignment.field("left"), assignment.field("right"))
+        else {
+            continue;
+        };
+        match param(right) {
+            Some(p)
+                if left.kind() == kinds::SUBSCRIPT
+                    && syntax::code_names_idempotency(syntax::text(left, src)) =>
+            {
+                sent.push(p)
+            }
+            _ => sent_in(right, &mut sent),
+        }
+    }
+    for &ret in idx
+        .within(func, kinds::RETURN_STATEMENT)
+        .iter()
+        .filter(|n| own(n))
+    {
+        if let Some(value) = syntax::return_value(ret) {
+            sent_in(value, &mut sent);
+        }
+    }
+    let mut out: Vec<Forward> = sent
+        .into_iter()
+        .map(|p| Forward {
+            param: params[p].as_str().into(),
+            to: None,
+        })
+        .chain(handed.into_iter().map(|(p, name, slot)| Forward {
+            param: params[p].as_str().into(),
+            to: Some((name.into(), slot)),
+        }))
+        .collect();
+    out.sort();
+    out.dedup();
+    out.into_boxed_slice()
+}
+
+/// `str(key)` is `key`.
+fn unwrap_str<'t>(value: Node<'t>, src: &str) -> Node<'t> {
+    if value.kind() == kinds::CALL
+        && syntax::callee(value, src) == "str"
+        && let [arg] = syntax::positional_args(value)[..]
+    {
+        return arg;
+    }
+    value
+}
+
+impl ChangeSet {
+    /// Whether a call of `name` that passes a value at `slot` sends that value as an
+    /// idempotency key: some function of that name in the change does, directly or through the
+    /// functions it hands the value to, and none of that name takes the slot's parameter
+    /// without sending it.
+    pub fn sends_as_key(&self, side: Side, name: &str, slot: &Slot) -> bool {
+        self.sends_as_key_within(side, name, slot, MAX_HOPS)
+    }
+
+    fn sends_as_key_within(&self, side: Side, name: &str, slot: &Slot, hops: usize) -> bool {
+        if let Slot::Keyword(k) = slot
+            && !key_like(k)
+        {
+            return false;
+        }
+        let mut sends = false;
+        for (_, func) in self.functions_named(side, name) {
+            let param = match slot {
+                Slot::Keyword(k) => Some(&**k),
+                Slot::Position(i) => func.params.split(',').nth(usize::from(*i)),
+            };
+            let Some(param) = param.filter(|p| !p.is_empty()) else {
+                continue;
+            };
+            let mut through = func
+                .forwards
+                .iter()
+                .filter(|f| &*f.param == param)
+                .peekable();
+            // A function of the name that does not take the parameter is another function.
+            if through.peek().is_none() && !func.params.split(',').any(|p| p == param) {
+                continue;
+            }
+            let sent = through.any(|f| match &f.to {
+                None => true,
+                Some((next, next_slot)) => {
+                    hops > 0 && self.sends_as_key_within(side, next, next_slot, hops - 1)
+                }
+            });
+            if !sent {
+                return false;
+            }
+            sends = true;
+        }
+        sends
+    }
+}
