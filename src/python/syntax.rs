@@ -613,13 +613,14 @@ pub fn name_words(text: &str) -> Vec<String> {
 /// `run_in_threadpool(apply_event, ...)`, `asyncio.to_thread(f, ...)`, `loop.run_in_executor(None,
 /// f, ...)`, `sync_to_async(f)`), as written: what the code really calls there.
 pub fn handed_callee<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
-    let at = match callee_name(call, src) {
-        "run_in_threadpool" | "to_thread" | "sync_to_async" | "run_sync" => 0,
-        "run_in_executor" => 1,
-        _ => return None,
-    };
+    handed_function(call, src).map(|f| text(f, src))
+}
+
+/// `handed_callee`'s node: the name or attribute handed to a runner (`runs_argument`).
+pub fn handed_function<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let at = runs_argument(callee_name(call, src))?;
     let arg = *positional_args(call).get(at)?;
-    matches!(arg.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE).then(|| text(arg, src))
+    matches!(arg.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE).then_some(arg)
 }
 
 /// The words that name an idempotency key in code: every provider's `Idempotency-Key`
@@ -627,8 +628,9 @@ pub fn handed_callee<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
 pub const IDEMPOTENCY_WORDS: [&str; 3] = ["idempot", "paypal-request-id", "paypal_request_id"];
 
 /// Where a call that runs a function handed to it takes that function: `run_in_threadpool(
-/// processor.sale, token, amount)` and `asyncio.to_thread(f, ...)` at 0,
-/// `loop.run_in_executor(None, f, ...)` at 1. Its arguments after it are the function's.
+/// processor.sale, token, amount)`, `asyncio.to_thread(f, ...)` and a project's own
+/// `run_async(f, ...)` at 0, `loop.run_in_executor(None, f, ...)` at 1. Its arguments after it
+/// are the function's.
 pub fn runs_argument(name: &str) -> Option<usize> {
     match name {
         "run_async" | "run_sync" | "run_in_threadpool" | "to_thread" | "sync_to_async"

@@ -95,7 +95,10 @@ fn rule(entry: &Entry, lang: Lang) -> Value {
     });
     if meta.severity == Severity::Blocker {
         // A blocker can lose money: GitHub ranks it with the security alerts, as "high".
-        tags.push("security".to_string());
+        // A rule may carry the tag already: SARIF wants tags unique.
+        if !tags.iter().any(|t| t == "security") {
+            tags.push("security".to_string());
+        }
         properties["security-severity"] = json!("8.0");
     }
     properties["tags"] = json!(tags);

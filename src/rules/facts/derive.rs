@@ -612,6 +612,7 @@ fn merge(
                 fresh.line = moved(fresh.line);
             }
             func.returns_fresh = func.returns_fresh.map(moved);
+            func.returns_answer = func.returns_answer.map(moved);
             out.functions.push(func);
             f += 1;
         }

@@ -92,6 +92,10 @@ pub struct FunctionFacts {
     /// `sender_batch_id`): sends it as an idempotency key, or hands it on to a call
     /// (`idem::key_params`). Empty for most functions.
     pub forwards: Box<[Forward]>,
+    /// [pay family] For a function named for a verification (`verify_webhook_signature`,
+    /// `verify_payment`): the line of its first `return` when every value it returns is the
+    /// provider's answer as it came (`return self._request("POST", ...)`), not a yes or a no.
+    pub returns_answer: Option<u32>,
 }
 
 /// A parameter of a function sent as an idempotency key (`to: None`) or handed on to a call of
@@ -734,6 +738,11 @@ fn function_facts(
             crate::rules::idem::key_made_per_attempt::made_anew(func, idx, src).map(Box::new);
     }
     facts.forwards = crate::rules::idem::key_params::forwards(func, idx, src, own);
+    if crate::rules::pay::verification_answer_taken_as_yes::verifies(&facts.name) {
+        facts.returns_answer = crate::rules::pay::verification_answer_taken_as_yes::returns_answer(
+            func, idx, src, own,
+        );
+    }
     if facts.name == "__init__" && !facts.params.is_empty() {
         facts.stores = stored_parameters(func, idx, src, &facts.params);
     }

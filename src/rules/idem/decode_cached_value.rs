@@ -57,7 +57,9 @@ fn check(cx: &mut Ctx<'_>) {
         // The repository may show how the client is built: `bytes` by default (the decode is
         // right), `str` with `decode_responses=True` (it always fails).
         let client = super::client_site(cx, read);
-        if client.as_ref().is_some_and(|c| c.decodes == Some(false)) {
+        if client.as_ref().is_some_and(|c| c.decodes == Some(false))
+            || client.is_none() && super::file_builds_bytes_clients(cx)
+        {
             continue;
         }
         let decodes = client.filter(|c| c.decodes == Some(true));

@@ -752,16 +752,12 @@ fn run_callee<'t, 's>(
     call: Node<'t>,
     src: &'s str,
 ) -> Option<(Node<'t>, &'s str)> {
-    let name = idx.callee_name(call, src);
-    let handed = syntax::runs_argument(name)
-        .and_then(|at| syntax::positional_args(call).get(at).copied())
-        .filter(|f| matches!(f.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE));
-    match handed {
+    match syntax::handed_function(call, src) {
         Some(f) => {
             let text = syntax::text(f, src);
             Some((f, text.rsplit('.').next().unwrap_or(text)))
         }
-        None => Some((call.field("function")?, name)),
+        None => Some((call.field("function")?, idx.callee_name(call, src))),
     }
 }
 
@@ -814,6 +810,7 @@ fn made_in<'t>(
         if inside(*assignment)
             && !stable_fallback(idx, attempt, call, right, Some(name), src)
             && !only_when_missing(idx, *assignment, attempt.body, name, src)
+            && !instead_of_a_kept_one(idx, *assignment, attempt.body, name, src)
         {
             return Some((*assignment, call));
         }
@@ -1062,6 +1059,48 @@ fn only_when_missing(
             .field("condition")
             .is_some_and(|c| identifiers(syntax::text(c, src)).any(|w| w == name))
         {
+            return true;
+        }
+        at = idx.enclosing(stmt, kinds::IF_STATEMENT);
+    }
+    false
+}
+
+/// Whether the key is made fresh in one branch of an `if` whose other branch takes the one kept
+/// from an earlier attempt (`if attempt is not None: reference, amount = attempt["reference"],
+/// ...` / `else: reference = f"AP-{bill_id}-{uuid4().hex}"`, stored before it is sent): a retry
+/// finds the kept one and sends it again.
+fn instead_of_a_kept_one(
+    idx: &NodeIndex<'_>,
+    assignment: Node<'_>,
+    body: Node<'_>,
+    name: &str,
+    src: &str,
+) -> bool {
+    let sets_name = |a: Node<'_>| {
+        a.field("left").is_some_and(|l| match l.kind() {
+            kinds::IDENTIFIER => syntax::text(l, src) == name,
+            "pattern_list" | "tuple_pattern" | kinds::TUPLE => crate::python::named_children(l)
+                .iter()
+                .any(|n| n.kind() == kinds::IDENTIFIER && syntax::text(*n, src) == name),
+            _ => false,
+        })
+    };
+    let mut at = idx.enclosing(assignment, kinds::IF_STATEMENT);
+    while let Some(stmt) = at.filter(|s| s.start_byte() >= body.start_byte()) {
+        let condition = stmt.field("condition").map(|c| c.id());
+        let own = crate::python::named_children(stmt)
+            .into_iter()
+            .filter(|b| Some(b.id()) != condition)
+            .find(|b| syntax::contains(*b, assignment));
+        let kept = idx.within(stmt, kinds::ASSIGNMENT).iter().any(|&other| {
+            !own.is_some_and(|b| syntax::contains(b, other))
+                && sets_name(other)
+                && other
+                    .field("right")
+                    .is_some_and(|r| fresh_call(r, idx, src).is_none())
+        });
+        if kept {
             return true;
         }
         at = idx.enclosing(stmt, kinds::IF_STATEMENT);

@@ -18,14 +18,18 @@ use crate::source::Side;
 /// request builder, its headers helper.
 const MAX_HOPS: usize = 4;
 
-/// Words of a parameter that may carry a key: `idempotency_key`, `request_ref`, `request_id`,
-/// `sender_batch_id`, `dedup_token`, `reference`. `api_key` and `ref` qualify too, and are
-/// dropped where no path sends them as an idempotency key.
+/// Words of a parameter that may carry a key, or a part of one: `idempotency_key`,
+/// `request_ref`, `request_id`, `sender_batch_id`, `dedup_token`, `reference`, `attempt`.
+/// `api_key` and `ref` qualify too, and are dropped where no path sends them as a key.
 pub(crate) fn key_like(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     ["key", "ref", "request_id", "idempot", "batch_id", "dedup"]
         .iter()
         .any(|w| lower.contains(w))
+        // An attempt counter a key may be built from (`_request_key("refund", ref, attempt)`).
+        || syntax::name_words(&lower)
+            .iter()
+            .any(|w| matches!(w.as_str(), "attempt" | "attempts" | "retry" | "retries" | "tries"))
 }
 
 /// What `func` does with its parameters named like a key: sends one as an idempotency key
@@ -60,6 +64,16 @@ pub(crate) fn forwards(
     // Parameters sent as a key here, and handed on to calls.
     let mut sent: Vec<usize> = Vec::new();
     let mut handed: Vec<(usize, &str, Slot)> = Vec::new();
+    // The parameters a key's value is made of: itself (`request_ref`), or a part of it
+    // (`f"{kind}:{ref}:r{attempt}"`, `_request_key("refund", reference, attempt)`).
+    let parts_of = |value: Node<'_>, sent: &mut Vec<usize>| match param(value) {
+        Some(p) => sent.push(p),
+        None => sent.extend(
+            syntax::text(value, src)
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter_map(|w| params.iter().position(|p| p == w)),
+        ),
+    };
     let sent_in = |dict: Node<'_>, sent: &mut Vec<usize>| {
         if dict.kind() != kinds::DICTIONARY {
             return;
@@ -67,17 +81,19 @@ pub(crate) fn forwards(
         for pair in crate::python::named_children(dict) {
             if let (Some(k), Some(v)) = (pair.field("key"), pair.field("value"))
                 && syntax::code_names_idempotency(syntax::text(k, src))
-                && let Some(p) = param(v)
             {
-                sent.push(p);
+                parts_of(v, sent);
             }
         }
     };
     for &call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
         let name = idx.callee_name(call, src);
         for (keyword, value) in syntax::keyword_args(call, src) {
+            if syntax::code_names_idempotency(keyword) {
+                parts_of(value, &mut sent);
+                continue;
+            }
             match param(value) {
-                Some(p) if syntax::code_names_idempotency(keyword) => sent.push(p),
                 Some(p) if !name.is_empty() => {
                     handed.push((p, name, Slot::Keyword(keyword.into())))
                 }
@@ -102,14 +118,12 @@ pub(crate) fn forwards(
         else {
             continue;
         };
-        match param(right) {
-            Some(p)
-                if left.kind() == kinds::SUBSCRIPT
-                    && syntax::code_names_idempotency(syntax::text(left, src)) =>
-            {
-                sent.push(p)
-            }
-            _ => sent_in(right, &mut sent),
+        if left.kind() == kinds::SUBSCRIPT
+            && syntax::code_names_idempotency(syntax::text(left, src))
+        {
+            parts_of(right, &mut sent);
+        } else {
+            sent_in(right, &mut sent);
         }
     }
     for &ret in idx

@@ -580,6 +580,31 @@ fn is_redis_constructor(callee: &str) -> bool {
         || last == "from_url" && callee.to_ascii_lowercase().contains("redis")
 }
 
+/// Whether every Redis client the file builds is built to return `bytes` (no
+/// `decode_responses`, no pool or `**options` that could set it), and it builds at least one:
+/// `connect()` returning `aioredis.from_url(url)` in the module whose helpers take the client
+/// as a parameter. What such helpers are handed is, most likely, what the module builds.
+pub(crate) fn file_builds_bytes_clients(cx: &Ctx<'_>) -> bool {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return false;
+    };
+    let mut built = false;
+    for &call in idx.all(kinds::CALL) {
+        if !is_redis_constructor(syntax::callee(call, src)) {
+            continue;
+        }
+        let text = syntax::text(call, src);
+        if text.contains("decode_responses")
+            || text.contains("connection_pool")
+            || text.contains("**")
+        {
+            return false;
+        }
+        built = true;
+    }
+    built
+}
+
 /// The construction of the client `call` is made on (`redis_client.get(...)`), followed through
 /// imports in the project index, or to what the enclosing class builds for itself
 /// (`self.redis = redis.Redis(...)`); from the diff alone, to a module-level construction in

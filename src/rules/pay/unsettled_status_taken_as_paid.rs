@@ -1,13 +1,17 @@
 //! PAY006 unsettled-status-taken-as-paid: a provider's status that does not say the money
 //! arrived (`pending`, `processing`, `received`, a 3-D Secure step) leads to the payment being
-//! recorded as paid. Three shapes:
+//! recorded as paid. Four shapes:
 //!
 //! - a test that puts such a status beside a settled one (`intent.status in ("succeeded",
 //!   "processing")`) and records the payment as paid under it;
 //! - a status map that sends it to paid (`{"pending": Status.PAID, "paid": Status.PAID}`);
 //! - a test that tells only a failure apart (`if result.status == "Declined": ... else:
-//!   activate(gift)`, or a failure branch that returns before the paid path): every other
-//!   status, pending ones included, is paid.
+//!   activate(gift)`, or a failure branch that returns before the paid path), or only one
+//!   unfinished status (`if intent.status == "requires_capture": ...; return` after a capture):
+//!   every other status, pending ones included, is paid;
+//! - a test against a constant set of statuses, here or in a module the file imports from,
+//!   that puts an unfinished one beside a settled one (`AUTHORISED = frozenset({"Authorised",
+//!   "Received"})`).
 //!
 //! The provider may still decline, expire or reverse such a payment; by then the order has
 //! shipped, the subscription is active, the balance credited.
@@ -92,6 +96,8 @@ fn class(word: &str) -> Option<Class> {
         | "in_progress"
         | "inprogress"
         | "requires_action"
+        // A hold not yet captured: after a capture call, the money did not move.
+        | "requires_capture"
         | "requires_confirmation"
         | "requires_payment_method"
         | "requires_source"
@@ -129,11 +135,14 @@ fn literal_word(node: Node<'_>, src: &str) -> Option<String> {
 }
 
 /// Whether the tested value reads like a status: `intent.status`, `result["state"]`,
-/// `event.type`, `outcome`.
+/// `event.type`, `outcome`, `result_code`.
 fn names_status(subject: &str) -> bool {
-    ["status", "state", "outcome", "result", "type", "event"]
-        .iter()
-        .any(|w| syntax::contains_lowercase(subject, w))
+    // `code`: Adyen's `resultCode`, a decline's `code`.
+    [
+        "status", "state", "outcome", "result", "type", "event", "code",
+    ]
+    .iter()
+    .any(|w| syntax::contains_lowercase(subject, w))
 }
 
 /// One test of a status against literals: `s in ("a", "b")`, `s == "a" or s == "b"`,
@@ -157,9 +166,10 @@ impl Test<'_> {
             .map(|(n, _)| *n)
     }
 
-    /// Only failures, and at least one.
-    fn only_failures(&self) -> bool {
-        !self.literals.is_empty() && self.literals.iter().all(|(_, c)| *c == Class::Failed)
+    /// Only failures or unfinished statuses, and at least one: what the test sets apart is
+    /// not a settled payment, and what it leaves is taken for one.
+    fn only_unsettled(&self) -> bool {
+        !self.literals.is_empty() && !self.has(Class::Settled)
     }
 
     /// A settled and an in-flight status in one positive test.
@@ -321,7 +331,17 @@ fn records_paid<'t>(
             && syntax::keyword_args(**c, src)
                 .into_iter()
                 .any(|(k, v)| records_success(&k.to_ascii_lowercase(), v, src));
-        named || updated
+        // `credit_bill(conn, bill_id, amount)`: what is owed is paid down.
+        let credited = lower
+            .strip_prefix("credit_")
+            .is_some_and(|noun| matches!(noun, "bill" | "invoice" | "order" | "booking"));
+        // `mark_payment(conn, payment_id, "authorised", ref)`: a settled status handed to a
+        // call that records it.
+        let marked = (lower.starts_with("mark") || lower.starts_with("record"))
+            && syntax::positional_args(**c)
+                .into_iter()
+                .any(|a| success_value(a, src) && a.kind() == kinds::STRING);
+        named || updated || credited || marked
     });
     let returned = idx.within(block, kinds::RETURN_STATEMENT).iter().find(|r| {
         syntax::return_value(**r)
@@ -380,12 +400,17 @@ fn branches<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
             else {
                 continue;
             };
+            if let Some(set) = constant_set(cx, idx, condition, src)
+                && let Some(effect) = records_paid(idx, body, src, true)
+            {
+                report_set(cx, src, &set, condition, effect);
+            }
             for test in tests(condition, src) {
                 if test.mixed() {
                     if let Some(effect) = records_paid(idx, body, src, true) {
                         report(cx, src, &test, condition, effect, "mixed");
                     }
-                } else if test.only_failures() {
+                } else if test.only_unsettled() {
                     // Only the failure is told apart: the other branch takes every other
                     // status, the unfinished ones too.
                     let rest = if test.negated {
@@ -404,7 +429,14 @@ fn branches<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
                     if let Some(effect) = rest
                         && !tells_apart_elsewhere(idx, arm, test.subject, src)
                     {
-                        report(cx, src, &test, condition, effect, "otherwise");
+                        // A failure told apart, or an unfinished status (`requires_capture`
+                        // after a capture) told apart: the note names which.
+                        let note = if test.has(Class::InFlight) {
+                            "unfinished_only"
+                        } else {
+                            "otherwise"
+                        };
+                        report(cx, src, &test, condition, effect, note);
                     }
                 }
             }
@@ -432,13 +464,18 @@ fn tells_apart_elsewhere(idx: &NodeIndex<'_>, arm: Node<'_>, subject: Node<'_>, 
     };
     let subject = syntax::text(subject, src);
     let last = subject.rsplit(['.', '[']).next().unwrap_or(subject);
+    let bare = |text: &str| !text.contains(['.', '[']);
     idx.within(func, kinds::COMPARISON_OPERATOR)
         .iter()
         .any(|c| {
             !syntax::contains(arm, *c)
                 && c.named_child(0).is_some_and(|s| {
                     let text = syntax::text(s, src);
-                    text == subject || text.rsplit(['.', '[']).next() == Some(last)
+                    // The same status, or the name it was read into (`status` and
+                    // `intent.status`); not another object's (`overage_intent.status`).
+                    text == subject
+                        || (bare(text) || bare(subject))
+                            && text.rsplit(['.', '[']).next() == Some(last)
                 })
         })
         || idx.within(func, kinds::CALL).iter().any(|c| {
@@ -579,12 +616,15 @@ fn report(
     note: &'static str,
 ) {
     let subject = syntax::text(test.subject, src);
-    if own_state(subject, effect, src) || about_a_refund(cx, at, effect, src) {
+    if own_state(subject, effect, src)
+        || own_enum(subject, test, src)
+        || about_a_refund(cx, at, effect, src)
+    {
         return;
     }
     // Written as code, the same in every language: the test the recording branch runs under.
     let which = match note {
-        "otherwise" => {
+        "otherwise" | "unfinished_only" => {
             let failures: Vec<&str> = test
                 .literals
                 .iter()
@@ -622,9 +662,165 @@ fn report(
         .arg("status", status)
         .arg("settled", settled)
         .note(note);
-    if note == "otherwise" {
+    if matches!(note, "otherwise" | "unfinished_only") {
         finding.severity(Severity::Important);
     }
+}
+
+/// `status in AUTHORISED`, where the constant is a set of status words defined at module level,
+/// in this file or (in repository mode) in a module it imports from, and puts an unfinished
+/// status beside a settled one (`AUTHORISED = frozenset({"Authorised", "Received"})`).
+struct ConstantSet<'t> {
+    subject: Node<'t>,
+    name: String,
+    /// `path:line` of its definition.
+    at: String,
+    in_flight: String,
+    settled: String,
+}
+
+fn constant_set<'t>(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'t>,
+    condition: Node<'t>,
+    src: &str,
+) -> Option<ConstantSet<'t>> {
+    let mut terms = Vec::new();
+    chain(condition, "and", &mut terms);
+    terms.into_iter().find_map(|term| {
+        let term = unparenthesize(term);
+        if term.kind() != kinds::COMPARISON_OPERATOR || term.named_child_count() != 2 {
+            return None;
+        }
+        let (subject, set) = (term.named_child(0)?, term.named_child(1)?);
+        let operator = src.get(subject.end_byte()..set.start_byte())?.trim();
+        if operator != "in"
+            || !matches!(set.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE)
+            || !names_status(syntax::text(subject, src))
+        {
+            return None;
+        }
+        let name = syntax::text(set, src);
+        let (value, at) = constant_value(cx, idx, name, src)?;
+        let words = quoted_words(&value);
+        let find = |class_of: Class| {
+            words
+                .iter()
+                .find(|(w, _)| class(w) == Some(class_of))
+                .map(|(_, raw)| raw.clone())
+        };
+        Some(ConstantSet {
+            subject,
+            name: name.to_string(),
+            at,
+            in_flight: find(Class::InFlight)?,
+            settled: find(Class::Settled)?,
+        })
+    })
+}
+
+/// The source of a module-level constant a file reads, with `path:line`: its own, or, in
+/// repository mode, one it imports (`from billpay.adyen import AUTHORISED`, `adyen.AUTHORISED`).
+/// Only collections: a set, a tuple, a list, or a `frozenset(...)` of one.
+fn constant_value(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    name: &str,
+    src: &str,
+) -> Option<(String, String)> {
+    let collection = |v: &str| {
+        let v = v.trim_start();
+        v.starts_with(['{', '(', '['])
+            || v.starts_with("frozenset(")
+            || v.starts_with("set(")
+            || v.starts_with("tuple(")
+    };
+    if !name.contains('.') {
+        let here = idx.all(kinds::ASSIGNMENT).iter().rev().find(|a| {
+            a.field("left")
+                .is_some_and(|l| syntax::text(l, src) == name)
+                && idx.enclosing(**a, kinds::FUNCTION_DEFINITION).is_none()
+                && idx.enclosing(**a, kinds::CLASS_DEFINITION).is_none()
+        });
+        if let Some(assignment) = here {
+            let value = syntax::text(assignment.field("right")?, src);
+            return collection(value).then(|| {
+                (
+                    value.to_string(),
+                    format!("{}:{}", cx.path, syntax::lines(*assignment).0),
+                )
+            });
+        }
+    }
+    let (module, assignment) = cx.project()?.resolve_expr(cx.path, name)?;
+    collection(&assignment.value).then(|| {
+        (
+            assignment.value.clone(),
+            format!("{}:{}", module.path, assignment.line),
+        )
+    })
+}
+
+/// The quoted strings of a text, as status words (lower case) with the literal as written.
+fn quoted_words(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(['"', '\'']) {
+        let quote = rest.as_bytes()[start] as char;
+        let after = &rest[start + 1..];
+        let Some(end) = after.find(quote) else {
+            break;
+        };
+        let body = &after[..end];
+        let word = body.trim().replace([' ', '-'], "_").to_ascii_lowercase();
+        out.push((word, format!("{quote}{body}{quote}")));
+        rest = &after[end + 1..];
+    }
+    out
+}
+
+fn report_set(cx: &mut Ctx<'_>, src: &str, set: &ConstantSet<'_>, at: Node<'_>, effect: Node<'_>) {
+    let subject = syntax::text(set.subject, src);
+    if own_state(subject, effect, src) || about_a_refund(cx, at, effect, src) {
+        return;
+    }
+    let effect_text = super::first_line(effect, src);
+    cx.report(&RULE, at)
+        .arg("which", format!("`{subject} == {}`", set.in_flight))
+        .arg("effect", effect_text)
+        .arg("effect_line", syntax::lines(effect).0.to_string())
+        .arg("status", set.in_flight.clone())
+        .arg("settled", set.settled.clone())
+        .arg("map", set.name.clone())
+        .arg("map_at", set.at.clone())
+        .note("set");
+}
+
+/// Whether the literals are members of our own model's status enum, named for the object
+/// tested (`policy.status != PolicyStatus.CANCELLED`, `order.state == OrderState.PENDING`):
+/// the record's own lifecycle, not what the provider answered.
+fn own_enum(subject: &str, test: &Test<'_>, src: &str) -> bool {
+    let Some((object, _)) = subject.rsplit_once(['.', '[']) else {
+        return false;
+    };
+    let object = object
+        .rsplit('.')
+        .next()
+        .unwrap_or(object)
+        .replace('_', "")
+        .to_ascii_lowercase();
+    !object.is_empty()
+        && test.literals.iter().all(|(n, _)| {
+            n.kind() == kinds::ATTRIBUTE
+                && syntax::text(*n, src)
+                    .rsplit('.')
+                    .nth(1)
+                    .is_some_and(|enum_name| {
+                        let enum_name = enum_name.to_ascii_lowercase();
+                        enum_name.starts_with(&object)
+                            && (enum_name.ends_with("status") || enum_name.ends_with("state"))
+                    })
+        })
 }
 
 /// Whether the status tested is our own record's, not the provider's answer: `self.status`, or

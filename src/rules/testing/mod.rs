@@ -18,6 +18,16 @@ use crate::source::Side;
 /// Calls that mock something when given its path or object.
 const MOCKERS: &[&str] = &["patch", "object", "setattr", "setitem", "dict", "multiple"];
 
+/// Libraries whose calls in a test stand in for the network.
+const NETWORK_MOCKS: &[&str] = &[
+    "aioresponses",
+    "respx",
+    "requests_mock",
+    "responses",
+    "httpretty",
+    "mocket",
+];
+
 /// A test function of the file being reviewed.
 pub struct TestFn<'t> {
     pub node: Node<'t>,
@@ -288,6 +298,12 @@ impl<'m> Mocks<'m> {
                 .filter(|c| {
                     let name = syntax::callee_name(**c, src);
                     MOCKERS.contains(&name)
+                        // A router the test runs the code inside (`with aioresponses() as
+                        // mocked:`, `with respx.mock(...)`, `responses.RequestsMock()`): what
+                        // is sent inside it is answered by the test.
+                        || NETWORK_MOCKS
+                            .iter()
+                            .any(|m| syntax::callee(**c, src).to_ascii_lowercase().contains(m))
                         // A stand-in for a class the test hands the code
                         // (`transport=mock.Mock(spec=HttpTransport)`).
                         || matches!(name, "Mock" | "MagicMock" | "AsyncMock" | "create_autospec")
