@@ -88,6 +88,7 @@ pub static ALL: &[&Rule] = &[
     &pay::item_refund_sized_by_order::RULE,
     &pay::minor_units_divided::RULE,
     &pay::verification_answer_taken_as_yes::RULE,
+    &pay::verified_subset_ignored::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

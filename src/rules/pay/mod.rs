@@ -11,6 +11,7 @@ pub mod signature_checked_if_present;
 pub mod success_recorded_before_result;
 pub mod unsettled_status_taken_as_paid;
 pub mod verification_answer_taken_as_yes;
+pub mod verified_subset_ignored;
 
 use tree_sitter::Node;
 

@@ -1,0 +1,154 @@
+//! PAY012 verified-subset-ignored: a batch of webhook items (or events, or notifications) is
+//! filtered down to the ones whose signature checks out (`signed = [i for i in items if
+//! is_valid_notification(i, key)]`), and then the whole batch is processed (`for item in
+//! items:`). The check only counts: one genuine item lets forged ones through with it.
+use tree_sitter::Node;
+
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "PAY012",
+    doc: include_str!("../../../rules/pay/PAY012.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// Every finding filters a list with a call named for a verification.
+fn gate(s: &Scan<'_>) -> bool {
+    !s.facts.is_test
+        && s.facts
+            .functions
+            .iter()
+            .any(|f| f.callees.iter().any(|c| verifies(c)))
+}
+
+/// A call that tells a genuine item from a forged one: `is_valid_notification`,
+/// `verify_signature`, `check_hmac`; `valid_signature` too.
+fn verifies(name: &str) -> bool {
+    super::verification_answer_taken_as_yes::verifies(name)
+        || syntax::name_words(name).iter().any(|w| w == "hmac")
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    for &assignment in idx.all(kinds::ASSIGNMENT) {
+        let (Some(left), Some(right)) = (assignment.field("left"), assignment.field("right"))
+        else {
+            continue;
+        };
+        if left.kind() != kinds::IDENTIFIER || right.kind() != "list_comprehension" {
+            continue;
+        }
+        let Some((source, check)) = filtered_by_a_check(idx, right, src) else {
+            continue;
+        };
+        let Some(func) = idx.enclosing(assignment, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        let kept = syntax::text(left, src);
+        let Some(lp) = whole_batch_loop(idx, func, assignment, source, src) else {
+            continue;
+        };
+        if refuses_a_partial_batch(cx, idx, func, (kept, source)) {
+            continue;
+        }
+        cx.report(&RULE, lp.field("right").unwrap_or(lp))
+            .arg("source", source.to_string())
+            .arg("kept", kept.to_string())
+            .arg("check", check)
+            .arg("check_line", syntax::lines(assignment).0.to_string());
+    }
+}
+
+/// `[x for x in items if verify(x, key)]`: the list filtered (a plain name) and the check's
+/// callee.
+fn filtered_by_a_check<'s>(
+    idx: &NodeIndex<'_>,
+    comprehension: Node<'_>,
+    src: &'s str,
+) -> Option<(&'s str, String)> {
+    let clause = crate::python::named_children(comprehension)
+        .into_iter()
+        .find(|c| c.kind() == "for_in_clause")?;
+    let source = clause.field("right")?;
+    if source.kind() != kinds::IDENTIFIER {
+        return None;
+    }
+    let condition = crate::python::named_children(comprehension)
+        .into_iter()
+        .find(|c| c.kind() == "if_clause")?;
+    let check = idx
+        .within(condition, kinds::CALL)
+        .iter()
+        .find(|c| verifies(idx.callee_name(**c, src)))?;
+    // `if not verify(...)`: the forged ones are kept, and processing all of them is another
+    // matter.
+    if syntax::text(condition, src)
+        .trim_start_matches("if")
+        .trim_start()
+        .starts_with("not ")
+    {
+        return None;
+    }
+    Some((
+        syntax::text(source, src),
+        syntax::normalized(check.field("function").unwrap_or(*check), src),
+    ))
+}
+
+/// A later `for` over the whole list (`for item in items:`) whose body does something with
+/// each item (a call), while the filtered list is read only to count or to compare.
+fn whole_batch_loop<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    assignment: Node<'t>,
+    source: &str,
+    src: &str,
+) -> Option<Node<'t>> {
+    idx.within(func, kinds::FOR_STATEMENT)
+        .iter()
+        .copied()
+        .find(|lp| {
+            lp.start_byte() > assignment.end_byte()
+            && lp
+                .field("right")
+                .is_some_and(|r| r.kind() == kinds::IDENTIFIER && syntax::text(r, src) == source)
+            && lp
+                .field("body")
+                .is_some_and(|b| !idx.within(b, kinds::CALL).is_empty())
+            // `items = signed` in between makes the loop the filtered one.
+            && !idx.within(func, kinds::ASSIGNMENT).iter().any(|a| {
+                a.start_byte() > assignment.end_byte()
+                    && a.end_byte() < lp.start_byte()
+                    && a.field("left")
+                        .is_some_and(|l| syntax::text(l, src) == source)
+            })
+        })
+}
+
+/// Whether the function leaves (raises, returns, `abort(401)`) when the filtered list is
+/// shorter than the batch: `if len(signed) != len(items): raise HTTPUnauthorized()`. Then every
+/// item looped over passed the check. A branch that only logs does not count.
+fn refuses_a_partial_batch(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    (kept, source): (&str, &str),
+) -> bool {
+    let src = cx.src();
+    let (kept, source) = (format!("len({kept})"), format!("len({source})"));
+    idx.within(func, kinds::IF_STATEMENT).iter().any(|stmt| {
+        stmt.field("condition").is_some_and(|c| {
+            let text = syntax::text(c, src).replace(' ', "");
+            text.contains(&kept) && text.contains(&source)
+        }) && stmt.field("consequence").is_some_and(|body| {
+            // Flask's and Werkzeug's `abort(...)` raise.
+            !syntax::block_falls_through_unless(body, src, &mut |tail| {
+                syntax::callee_name(tail.call, src) == "abort" || cx.never_returns(tail)
+            })
+        })
+    })
+}
