@@ -72,12 +72,60 @@ pub(crate) fn pays(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
 }
 
 /// Whether the call hands a payment operation to a thread (`await asyncio.to_thread(
-/// gateway.charge_saved_card, ...)`): what it returns is that payment's result.
+/// gateway.charge_saved_card, ...)`, `run_in_threadpool(processor.sale, ...)`): what it returns
+/// is that payment's result.
 pub(crate) fn hands_a_payment(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
     syntax::handed_callee(call, src).is_some_and(|h| {
         let name = h.rsplit('.').next().unwrap_or(h);
-        cx.vocab.is_payment_operation(name) && !beside_the_money(name)
+        if beside_the_money(name) {
+            return false;
+        }
+        // `run_in_threadpool(processor.sale, token, charge_cents, ...)`: in a payment module,
+        // money handed to a function of the change that talks to a gateway, as `pays` reads a
+        // direct call of it.
+        cx.vocab.is_payment_operation(name)
+            || cx.facts.is_some_and(|f| f.payment_module)
+                && (passes_money(call, src, cx.vocab)
+                    || passes_minor_units(call, src)
+                    || takes_money(cx, name))
+                && cx.change.reaches(
+                    cx.side,
+                    name,
+                    crate::rules::reach::MAX_DEPTH,
+                    &crate::rules::reach::HTTP_OR_PAYMENT,
+                )
     })
+}
+
+/// Whether every function of the change called `name` takes an amount by position
+/// (`debit_account(self, account, fare_minor, *, request_ref)`), and there is one.
+fn takes_money(cx: &Ctx<'_>, name: &str) -> bool {
+    let mut found = false;
+    for (_, function) in cx.change.functions_named(cx.side, name) {
+        let money = function.params.split(',').any(|p| {
+            cx.vocab.is_money_argument(p)
+                || syntax::name_words(p)
+                    .iter()
+                    .any(|w| matches!(w.as_str(), "cents" | "minor" | "pence"))
+        });
+        if !money {
+            return false;
+        }
+        found = true;
+    }
+    found
+}
+
+/// Whether an argument is named for an amount in minor units (`charge_cents`, `fare_minor`).
+fn passes_minor_units(call: Node<'_>, src: &str) -> bool {
+    syntax::positional_args(call)
+        .into_iter()
+        .chain(syntax::keyword_args(call, src).into_iter().map(|(_, v)| v))
+        .any(|arg| {
+            syntax::name_words(syntax::text(arg, src))
+                .iter()
+                .any(|w| matches!(w.as_str(), "cents" | "minor" | "pence"))
+        })
 }
 
 /// Whether a word of a function's name says it tells of a payment rather than makes one
