@@ -44,6 +44,8 @@ pub struct Scan<'a> {
     pub(crate) retry_loop: OnceCell<bool>,
     /// Shared by the idem rules: whether any call is on a cache client.
     pub(crate) cache_call: OnceCell<bool>,
+    /// Shared by the pay rules on verifications: whether any function calls one.
+    pub(crate) verification_call: OnceCell<bool>,
     /// Shared by the http rules: the file's HTTP calls.
     pub(crate) http_calls: OnceCell<Vec<crate::rules::http::HttpCall<'a>>>,
     memo: Memo,
@@ -85,6 +87,7 @@ impl<'a> Scan<'a> {
             vocab,
             retry_loop: OnceCell::new(),
             cache_call: OnceCell::new(),
+            verification_call: OnceCell::new(),
             http_calls: OnceCell::new(),
             memo: Memo::default(),
         }

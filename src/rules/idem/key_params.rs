@@ -22,14 +22,22 @@ const MAX_HOPS: usize = 4;
 /// `request_ref`, `request_id`, `sender_batch_id`, `dedup_token`, `reference`, `attempt`.
 /// `api_key` and `ref` qualify too, and are dropped where no path sends them as a key.
 pub(crate) fn key_like(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    ["key", "ref", "request_id", "idempot", "batch_id", "dedup"]
-        .iter()
-        .any(|w| lower.contains(w))
+    // Asked of every function's parameter list: bytes, no allocation.
+    [
+        "key",
+        "ref",
+        "request_id",
+        "idempot",
+        "batch_id",
+        "dedup",
         // An attempt counter a key may be built from (`_request_key("refund", ref, attempt)`).
-        || syntax::name_words(&lower)
-            .iter()
-            .any(|w| matches!(w.as_str(), "attempt" | "attempts" | "retry" | "retries" | "tries"))
+        "attempt",
+        "retries",
+        "retry",
+        "tries",
+    ]
+    .iter()
+    .any(|w| syntax::contains_lowercase(name, w))
 }
 
 /// What `func` does with its parameters named like a key: sends one as an idempotency key
@@ -86,7 +94,21 @@ pub(crate) fn forwards(
             }
         }
     };
+    // A call whose arguments name no such parameter and no idempotency key is read no
+    // further: most calls of a function.
+    let names_one = |text: &str| {
+        params
+            .iter()
+            .any(|p| memchr::memmem::find(text.as_bytes(), p.as_bytes()).is_some())
+            || syntax::code_names_idempotency(text)
+    };
     for &call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
+        if !call
+            .field("arguments")
+            .is_some_and(|args| names_one(syntax::text(args, src)))
+        {
+            continue;
+        }
         let name = idx.callee_name(call, src);
         for (keyword, value) in syntax::keyword_args(call, src) {
             if syntax::code_names_idempotency(keyword) {

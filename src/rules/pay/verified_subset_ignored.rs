@@ -16,18 +16,14 @@ pub(crate) static RULE: Rule = Rule {
 
 /// Every finding filters a list with a call named for a verification.
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test
-        && s.facts
-            .functions
-            .iter()
-            .any(|f| f.callees.iter().any(|c| verifies(c)))
+    !s.facts.is_test && super::verification_answer_taken_as_yes::calls_a_verification(s)
 }
 
 /// A call that tells a genuine item from a forged one: `is_valid_notification`,
 /// `verify_signature`, `check_hmac`; `valid_signature` too.
 fn verifies(name: &str) -> bool {
     super::verification_answer_taken_as_yes::verifies(name)
-        || syntax::name_words(name).iter().any(|w| w == "hmac")
+        || syntax::contains_lowercase(name, "hmac")
 }
 
 fn check(cx: &mut Ctx<'_>) {
