@@ -538,6 +538,18 @@ fn attribute_assignments<'a>(
     })
 }
 
+/// The last `name = value` at the module level of a file, as the index keeps it: what a
+/// module-level name holds when the file is read alone (no repository).
+pub(crate) fn module_assignment(idx: &NodeIndex<'_>, name: &str, src: &str) -> Option<Assignment> {
+    let found = idx.all(kinds::ASSIGNMENT).iter().rfind(|a| {
+        idx.enclosing(**a, kinds::FUNCTION_DEFINITION).is_none()
+            && idx.enclosing(**a, kinds::CLASS_DEFINITION).is_none()
+            && a.field("left")
+                .is_some_and(|l| l.kind() == kinds::IDENTIFIER && syntax::text(l, src) == name)
+    })?;
+    assignment(*found, name, src)
+}
+
 /// What `name = value` (`a`) binds, as the index keeps it.
 pub(crate) fn assignment(a: Node<'_>, name: &str, src: &str) -> Option<Assignment> {
     let right = crate::rules::idem::strip_await(a.field("right")?);

@@ -12,8 +12,8 @@ mod extract;
 mod list;
 
 pub use celery::{TaskRef, exception_covers, is_task_decorator};
-pub(crate) use extract::assignment as read_assignment;
 pub(crate) use extract::decorators as read_decorators;
+pub(crate) use extract::module_assignment;
 pub(crate) use extract::pytestmarks;
 pub use extract::{
     Assignment, Call, Decorator, Def, ModuleFacts, extract, extract_reusing, module_of,

@@ -809,8 +809,7 @@ fn made_in<'t>(
         };
         if inside(*assignment)
             && !stable_fallback(idx, attempt, call, right, Some(name), src)
-            && !only_when_missing(idx, *assignment, attempt.body, name, src)
-            && !instead_of_a_kept_one(idx, *assignment, attempt.body, name, src)
+            && !only_when_none_is_kept(idx, *assignment, attempt.body, name, src)
         {
             return Some((*assignment, call));
         }
@@ -1044,33 +1043,13 @@ fn fallback_choice<'t>(call: Node<'t>, top: Node<'t>) -> Option<Node<'t>> {
     None
 }
 
-/// `if key is None: key = uuid4()` (or `if not key:`), inside the retried stretch: the key is
-/// made on the first attempt only.
-fn only_when_missing(
-    idx: &NodeIndex<'_>,
-    assignment: Node<'_>,
-    body: Node<'_>,
-    name: &str,
-    src: &str,
-) -> bool {
-    let mut at = idx.enclosing(assignment, kinds::IF_STATEMENT);
-    while let Some(stmt) = at.filter(|s| s.start_byte() >= body.start_byte()) {
-        if stmt
-            .field("condition")
-            .is_some_and(|c| identifiers(syntax::text(c, src)).any(|w| w == name))
-        {
-            return true;
-        }
-        at = idx.enclosing(stmt, kinds::IF_STATEMENT);
-    }
-    false
-}
-
-/// Whether the key is made fresh in one branch of an `if` whose other branch takes the one kept
-/// from an earlier attempt (`if attempt is not None: reference, amount = attempt["reference"],
-/// ...` / `else: reference = f"AP-{bill_id}-{uuid4().hex}"`, stored before it is sent): a retry
-/// finds the kept one and sends it again.
-fn instead_of_a_kept_one(
+/// Whether the key is made only when none is kept, by an `if` inside the retried stretch:
+/// one that tests the key itself (`if key is None: key = uuid4()`, `if not key:`), made on the
+/// first attempt only; or one whose other branch takes the key kept from an earlier attempt
+/// (`if attempt is not None: reference, amount = attempt["reference"], ...` / `else: reference
+/// = f"AP-{bill_id}-{uuid4().hex}"`, stored before it is sent), which a retry finds and sends
+/// again.
+fn only_when_none_is_kept(
     idx: &NodeIndex<'_>,
     assignment: Node<'_>,
     body: Node<'_>,
@@ -1088,10 +1067,13 @@ fn instead_of_a_kept_one(
     };
     let mut at = idx.enclosing(assignment, kinds::IF_STATEMENT);
     while let Some(stmt) = at.filter(|s| s.start_byte() >= body.start_byte()) {
-        let condition = stmt.field("condition").map(|c| c.id());
+        let condition = stmt.field("condition");
+        if condition.is_some_and(|c| identifiers(syntax::text(c, src)).any(|w| w == name)) {
+            return true;
+        }
         let own = crate::python::named_children(stmt)
             .into_iter()
-            .filter(|b| Some(b.id()) != condition)
+            .filter(|b| Some(b.id()) != condition.map(|c| c.id()))
             .find(|b| syntax::contains(*b, assignment));
         let kept = idx.within(stmt, kinds::ASSIGNMENT).iter().any(|&other| {
             !own.is_some_and(|b| syntax::contains(b, other))

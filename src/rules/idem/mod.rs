@@ -666,20 +666,7 @@ pub(crate) fn client_site(cx: &Ctx<'_>, call: Node<'_>) -> Option<ClientSite> {
 
 /// `name = value` at the module level of this file, the last one.
 fn module_assignment(cx: &Ctx<'_>, name: &str) -> Option<crate::index::Assignment> {
-    let (idx, src) = (cx.index()?, cx.src());
-    let at_top = |a: &Node<'_>| {
-        idx.enclosing(*a, kinds::FUNCTION_DEFINITION).is_none()
-            && idx.enclosing(*a, kinds::CLASS_DEFINITION).is_none()
-    };
-    let found = idx
-        .all(kinds::ASSIGNMENT)
-        .iter()
-        .filter(|a| at_top(a))
-        .rfind(|a| {
-            a.field("left")
-                .is_some_and(|l| l.kind() == kinds::IDENTIFIER && syntax::text(l, src) == name)
-        })?;
-    crate::index::read_assignment(*found, name, src)
+    crate::index::module_assignment(cx.index()?, name, cx.src())
 }
 
 /// Asks about the cache's configuration: all of it when the client's construction is unknown,

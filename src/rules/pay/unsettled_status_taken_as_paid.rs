@@ -735,22 +735,10 @@ fn constant_value(
             || v.starts_with("set(")
             || v.starts_with("tuple(")
     };
-    if !name.contains('.') {
-        let here = idx.all(kinds::ASSIGNMENT).iter().rev().find(|a| {
-            a.field("left")
-                .is_some_and(|l| syntax::text(l, src) == name)
-                && idx.enclosing(**a, kinds::FUNCTION_DEFINITION).is_none()
-                && idx.enclosing(**a, kinds::CLASS_DEFINITION).is_none()
-        });
-        if let Some(assignment) = here {
-            let value = syntax::text(assignment.field("right")?, src);
-            return collection(value).then(|| {
-                (
-                    value.to_string(),
-                    format!("{}:{}", cx.path, syntax::lines(*assignment).0),
-                )
-            });
-        }
+    if !name.contains('.')
+        && let Some(here) = crate::index::module_assignment(idx, name, src)
+    {
+        return collection(&here.value).then(|| (here.value, format!("{}:{}", cx.path, here.line)));
     }
     let (module, assignment) = cx.project()?.resolve_expr(cx.path, name)?;
     collection(&assignment.value).then(|| {
