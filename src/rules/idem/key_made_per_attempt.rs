@@ -171,21 +171,14 @@ fn run_by_retried_tasks(
         {
             continue;
         }
-        let Some(body) = func.field("body") else {
+        let Some(whole) = Attempt::whole(func, None) else {
             continue;
-        };
-        let whole = Attempt {
-            body,
-            func,
-            loop_line: None,
-            retried_by: None,
-            counted: false,
         };
         let own = |n: Node<'_>| {
             idx.enclosing(n, kinds::FUNCTION_DEFINITION)
                 .is_some_and(|f| f.id() == func.id())
         };
-        let fresh: Vec<_> = key_sites(idx, body, src, callees)
+        let fresh: Vec<_> = key_sites(idx, whole.body, src, callees)
             .into_iter()
             .filter(|site| own(site.at))
             .filter_map(|site| {
@@ -233,16 +226,9 @@ fn run_by_retried_tasks(
 /// caller's to keep, and is not counted. For the facts pass (`FunctionFacts::fresh_key`), so
 /// that a retry loop in another file can ask about the function it calls.
 pub(crate) fn made_anew(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Option<facts::FreshKey> {
-    let body = func.field("body")?;
-    let whole = Attempt {
-        body,
-        func,
-        loop_line: None,
-        retried_by: None,
-        counted: false,
-    };
+    let whole = Attempt::whole(func, None)?;
     let params = crate::rules::pay::parameters(func, src);
-    key_sites(idx, body, src, None)
+    key_sites(idx, whole.body, src, None)
         .into_iter()
         .find_map(|site| {
             let (made, fresh) = made_in(idx, &whole, site.at, site.value, src)?;

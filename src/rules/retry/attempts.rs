@@ -19,6 +19,20 @@ pub(crate) struct Attempt<'t> {
     pub counted: bool,
 }
 
+impl<'t> Attempt<'t> {
+    /// The whole body of `func`, run again by `retried_by` (`None`: by what the caller knows, a
+    /// task elsewhere, or nothing yet).
+    pub(crate) fn whole(func: Node<'t>, retried_by: Option<String>) -> Option<Attempt<'t>> {
+        Some(Attempt {
+            body: func.field("body")?,
+            func,
+            loop_line: None,
+            retried_by,
+            counted: false,
+        })
+    }
+}
+
 /// The retried stretches of the file: every retry loop, and the body of every function that
 /// is run again whole.
 pub(crate) fn attempts<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<Attempt<'t>> {
@@ -60,9 +74,6 @@ pub(crate) fn attempts<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<Attempt<'t>> {
     }
     let enqueued = enqueued_with_retry(idx, src);
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
-        let Some(body) = func.field("body") else {
-            continue;
-        };
         let by_queue = || {
             let name = syntax::function_name(func, src);
             enqueued
@@ -72,23 +83,14 @@ pub(crate) fn attempts<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<Attempt<'t>> {
                 .map(|(_, shown)| shown.clone())
         };
         if let Some(by) = retried_by(idx, func, src).or_else(by_queue) {
-            out.push(Attempt {
-                body,
-                func,
-                loop_line: None,
-                retried_by: Some(by),
-                counted: false,
-            });
+            out.extend(Attempt::whole(func, Some(by)));
         } else if let Some(read) = job_attempt_counts(idx, func, src).first() {
             // A job that reads its own attempt count (saq's `ctx["job"].attempts`, a
             // message's `retries`) is run again by its queue, whatever configures that.
-            out.push(Attempt {
-                body,
-                func,
-                loop_line: None,
-                retried_by: Some(read.to_string()),
-                counted: true,
-            });
+            out.extend(
+                Attempt::whole(func, Some(read.to_string()))
+                    .map(|a| Attempt { counted: true, ..a }),
+            );
         }
     }
     out
