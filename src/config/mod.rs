@@ -98,6 +98,14 @@ impl Default for Vocabulary {
                 "deposit",
                 "debit",
                 "transfer",
+                "refund",
+                "charge",
+                "installment",
+                "instalment",
+                // What a payment buys access to: its status says whether it was paid for.
+                "enrollment",
+                "enrolment",
+                "membership",
             ]),
             cache_clients: words(&["redis", "cache", "rds", "r", "kv", "mc"]),
             task_decorators: words(&[

@@ -89,6 +89,7 @@ pub static ALL: &[&Rule] = &[
     &pay::minor_units_divided::RULE,
     &pay::verification_answer_taken_as_yes::RULE,
     &pay::verified_subset_ignored::RULE,
+    &pay::split_parts_miss_the_total::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

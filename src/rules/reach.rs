@@ -38,6 +38,10 @@ pub const PAYMENT: Trait = Trait {
     name: "payment",
     holds: |f| f.payment,
 };
+pub const SDK: Trait = Trait {
+    name: "sdk",
+    holds: |f| f.sdk,
+};
 pub const HTTP_OR_PAYMENT: Trait = Trait {
     name: "http-or-payment",
     holds: |f| f.http || f.payment,

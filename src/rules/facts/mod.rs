@@ -53,6 +53,11 @@ pub struct FunctionFacts {
     pub http: bool,
     pub cache: bool,
     pub payment: bool,
+    /// It calls a payment provider's SDK at module level in a way that goes over the network
+    /// (`stripe.PaymentIntent.create(...)`, `braintree.Transaction.sale(...)`), not to make an
+    /// object or check a signature locally (`stripe.error.CardError(...)`,
+    /// `stripe.Webhook.construct_event(...)`).
+    pub sdk: bool,
     pub sleeps: bool,
     /// Last names of everything it calls, sorted, without duplicates.
     pub callees: Arc<[String]>,
@@ -336,8 +341,6 @@ pub(crate) const PAYMENT_SDKS: &[&str] = &[
 ];
 
 impl FileFacts {
-    /// Whether a dotted callee (`stripe.Refund.create`, `Payment.create`) is a payment SDK's,
-    /// by the import of its first name.
     /// Whether the file imports a payment provider's SDK (`import stripe`).
     pub(crate) fn imports_payment_sdk(&self) -> bool {
         self.imports.iter().any(|i| {
@@ -346,6 +349,36 @@ impl FileFacts {
         })
     }
 
+    /// Whether a call of a payment SDK's module goes over the network: its last name is a lowercase
+    /// method (`create`, `retrieve`, `sale`) and none of the SDK's local helpers; a class made
+    /// (`stripe.error.CardError(...)`, `braintree.BraintreeGateway(...)`) sends nothing.
+    pub(crate) fn sdk_request(&self, callee: &str, name: &str) -> bool {
+        const LOCAL: &[&str] = &[
+            "construct_from",
+            "construct_event",
+            "verify_header",
+            "configure",
+            "set_app_info",
+            "convert_to_stripe_object",
+            "to_dict",
+            "to_dict_recursive",
+            "parse",
+            "parse_webhook_notification",
+            "sample_notification",
+            "verify",
+            "is_valid_hmac",
+            "generate_hmac",
+        ];
+        name.starts_with(|c: char| c.is_ascii_lowercase())
+            && !LOCAL.contains(&name)
+            && !callee.contains(".error.")
+            && !callee.contains(".util.")
+            && !callee.contains("Webhook")
+            && self.calls_payment_sdk(callee)
+    }
+
+    /// Whether a dotted callee (`stripe.Refund.create`, `Payment.create`) is a payment SDK's,
+    /// by the import of its first name.
     pub(crate) fn calls_payment_sdk(&self, callee: &str) -> bool {
         let Some((root, _)) = callee.split_once('.') else {
             return false;
@@ -682,8 +715,12 @@ fn function_facts(
     let mut made_clients: Option<Vec<&str>> = None;
     // Calls of names a builtin's method has, and whether each is on what may be a builtin.
     let mut builtin_named: Vec<(&str, bool)> = Vec::new();
+    let sdk_file = file.imports_payment_sdk();
     for call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
         let parts = idx.call_text(*call, src);
+        if sdk_file && !facts.sdk && file.sdk_request(parts.callee, parts.name) {
+            facts.sdk = true;
+        }
         // `fakeredis.FakeRedis()`, `fake_aioredis.FakeRedis(server=...)`: an in-memory stand-in.
         if helper && (MOCK_MAKERS.contains(&parts.name) || parts.name.starts_with("Fake")) {
             mocks.push_str(&mock_statement(*call, src).to_ascii_lowercase());
@@ -1658,6 +1695,24 @@ mod tests {
         assert!(!tests_name("result.status == \"paid\"", "result"));
         assert!(!tests_name("self.result", "result"));
         assert!(!tests_name("results", "result"));
+    }
+
+    #[test]
+    fn a_payment_sdk_is_called_over_the_network_only_by_its_methods() {
+        let f = facts(
+            "app/billing/holds.py",
+            "import stripe\nfrom braintree import Transaction\n\n\
+             def capture(i):\n    return stripe.PaymentIntent.capture(i)\n\n\
+             def sale(p):\n    return Transaction.sale(p)\n\n\
+             def local(payload, sig):\n    e = stripe.Webhook.construct_event(payload, sig, 's')\n    \
+             o = stripe.PaymentIntent.construct_from({}, 'k')\n    raise stripe.error.CardError('m', None, 'c')\n\n\
+             def made():\n    return stripe.StripeClient('k')\n",
+        );
+        let sdk = |name: &str| f.functions.iter().find(|g| g.name == name).unwrap().sdk;
+        assert!(sdk("capture"));
+        assert!(sdk("sale"));
+        assert!(!sdk("local"));
+        assert!(!sdk("made"));
     }
 
     #[test]

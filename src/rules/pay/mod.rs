@@ -8,6 +8,7 @@ pub mod minor_units_divided;
 pub mod minor_units_truncated;
 pub mod price_from_client;
 pub mod signature_checked_if_present;
+pub mod split_parts_miss_the_total;
 pub mod success_recorded_before_result;
 pub mod unsettled_status_taken_as_paid;
 pub mod verification_answer_taken_as_yes;

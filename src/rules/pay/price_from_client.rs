@@ -23,31 +23,34 @@ pub(crate) static RULE: Rule = Rule {
 /// Every finding reads a priced field of a request in a handler that names a payment.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.mentions(&["price", "total", "fare", "cost"])
+        && s.mentions(&["price", "total", "fare", "cost", "share", "due", "owed"])
         && s.mentions(&["request", "data", "body", "payload", "cleaned_data"])
 }
 
 /// Words of a request field that the server, not the client, should know: what the thing costs.
 fn priced(key: &str) -> bool {
     let words = syntax::name_words(key);
-    words
-        .iter()
-        .any(|w| matches!(w.as_str(), "price" | "total" | "fare" | "cost" | "subtotal"))
-        && !words.iter().any(|w| {
-            matches!(
-                w.as_str(),
-                "expected"
-                    | "count"
-                    | "pages"
-                    | "items"
-                    | "records"
-                    | "results"
-                    | "quantity"
-                    | "qty"
-                    | "weight"
-                    | "distance"
-            )
-        })
+    words.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            // A guest's share of a bill, what is due or owed: the server's sums too.
+            "price" | "total" | "fare" | "cost" | "subtotal" | "share" | "due" | "owed"
+        )
+    }) && !words.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "expected"
+                | "count"
+                | "pages"
+                | "items"
+                | "records"
+                | "results"
+                | "quantity"
+                | "qty"
+                | "weight"
+                | "distance"
+        )
+    })
 }
 
 /// Words of an argument or attribute that holds the money to charge or to record; one named
@@ -204,7 +207,31 @@ fn body_parameters<'s>(func: Node<'_>, src: &'s str) -> Vec<&'s str> {
                         .any(|w| text.contains(w))
                 })
             });
-    if routed { named } else { Vec::new() }
+    // A service the handler hands the body model to (`pay_share(..., body: SharePaymentIn)`)
+    // reads the request as much as the handler does.
+    let model = || {
+        syntax::annotated_parameters(params, src)
+            .into_iter()
+            .filter(|(name, _)| named.contains(name))
+            .all(|(_, annotation)| request_model(syntax::text(annotation, src)))
+    };
+    if routed || (!named.is_empty() && model()) {
+        named
+    } else {
+        Vec::new()
+    }
+}
+
+/// Whether a class name is one of a request's body (`SharePaymentIn`, `CheckoutRequest`,
+/// `RefundPayload`).
+fn request_model(annotation: &str) -> bool {
+    let name = annotation.rsplit('.').next().unwrap_or(annotation);
+    ["Request", "Body", "Payload", "Input"]
+        .iter()
+        .any(|s| name.ends_with(s))
+        || name
+            .strip_suffix("In")
+            .is_some_and(|rest| rest.ends_with(|c: char| c.is_ascii_lowercase()))
 }
 
 /// One read of a priced field of the request, and the names it reached.

@@ -626,6 +626,12 @@ fn unchecked_call_before<'t>(
     } else {
         return None;
     };
+    // A refund the provider accepted waits for no one (no redirect, no 3-D Secure): recording
+    // it when the call returns is the usual order, and one that fails later is the provider's
+    // notification to report.
+    if why == "sdk_status_unchecked" && callee.to_ascii_lowercase().contains("refund") {
+        return None;
+    }
     // What the result was read into counts as the result (`data = resp.json()`).
     let mut names: Vec<&str> = binding.into_iter().collect();
     let mentions = |text: &str, names: &[&str]| {

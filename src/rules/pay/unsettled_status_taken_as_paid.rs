@@ -31,12 +31,20 @@ pub(crate) static RULE: Rule = Rule {
     gate: Gate::When(gate),
 };
 
-/// Every finding reads a provider's answer: in a module about payments, or one that talks to a
-/// payment API or over HTTP (the facts say so without reading the text), with a status word
-/// that is not final or is a failure.
+/// Every finding reads a provider's answer: in a module about payments, one that talks to a
+/// payment API or over HTTP (the facts say so without reading the text), or a model of a payment
+/// (`Installment.apply_provider_status(remote)`), with a status word that is not final or is a
+/// failure.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && (s.facts.payment_module || s.facts.functions.iter().any(|f| f.payment || f.http))
+        && (s.facts.payment_module
+            || s.facts.functions.iter().any(|f| {
+                f.payment
+                    || f.http
+                    || f.qualname
+                        .split_once('.')
+                        .is_some_and(|(class, _)| s.vocab.is_entity(&super::snake(class)))
+            }))
         && s.mentions(&[
             "pending",
             "PENDING",
@@ -400,10 +408,32 @@ fn branches<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
             else {
                 continue;
             };
-            if let Some(set) = constant_set(cx, idx, condition, src)
-                && let Some(effect) = records_paid(idx, body, src, true)
-            {
-                report_set(cx, src, &set, condition, effect);
+            if let Some(set) = constant_set(cx, idx, condition, src) {
+                if set.mixed().is_some()
+                    && !set.negated
+                    && let Some(effect) = records_paid(idx, body, src, true)
+                {
+                    report_set(cx, src, &set, condition, effect);
+                } else if !set.unsettled.is_empty() {
+                    // `if remote["status"] in PAYMENT_FAILED: ...; return` and then the paid
+                    // path: as with the literals below, only the failures are told apart.
+                    let rest = if set.negated {
+                        records_paid(idx, body, src, true)
+                    } else if !single {
+                        None
+                    } else if let Some(otherwise) = otherwise {
+                        records_paid(idx, otherwise, src, true)
+                    } else if !syntax::block_falls_through(body, src) {
+                        after(idx, stmt, src)
+                    } else {
+                        None
+                    };
+                    if let Some(effect) = rest
+                        && !tells_apart_elsewhere(idx, arm, set.subject, src)
+                    {
+                        report_set(cx, src, &set, condition, effect);
+                    }
+                }
             }
             for test in tests(condition, src) {
                 if test.mixed() {
@@ -675,8 +705,20 @@ struct ConstantSet<'t> {
     name: String,
     /// `path:line` of its definition.
     at: String,
-    in_flight: String,
-    settled: String,
+    /// Its first unfinished status and its first settled one, as written.
+    in_flight: Option<String>,
+    settled: Option<String>,
+    /// Its statuses as written, when every one is a failure or unfinished.
+    unsettled: Vec<String>,
+    /// `not in`: the branch runs for every status outside it.
+    negated: bool,
+}
+
+impl ConstantSet<'_> {
+    /// An unfinished status beside a settled one.
+    fn mixed(&self) -> Option<(&str, &str)> {
+        Some((self.in_flight.as_deref()?, self.settled.as_deref()?))
+    }
 }
 
 fn constant_set<'t>(
@@ -694,7 +736,8 @@ fn constant_set<'t>(
         }
         let (subject, set) = (term.named_child(0)?, term.named_child(1)?);
         let operator = src.get(subject.end_byte()..set.start_byte())?.trim();
-        if operator != "in"
+        let negated = operator.split_whitespace().eq(["not", "in"]);
+        if !(operator == "in" || negated)
             || !matches!(set.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE)
             || !names_status(syntax::text(subject, src))
         {
@@ -709,12 +752,24 @@ fn constant_set<'t>(
                 .find(|(w, _)| class(w) == Some(class_of))
                 .map(|(_, raw)| raw.clone())
         };
+        let classes: Vec<Option<Class>> = words.iter().map(|(w, _)| class(w)).collect();
+        let unsettled = if !classes.is_empty()
+            && classes
+                .iter()
+                .all(|c| matches!(c, Some(Class::Failed | Class::InFlight)))
+        {
+            words.iter().map(|(_, raw)| raw.clone()).collect()
+        } else {
+            Vec::new()
+        };
         Some(ConstantSet {
             subject,
             name: name.to_string(),
             at,
-            in_flight: find(Class::InFlight)?,
-            settled: find(Class::Settled)?,
+            in_flight: find(Class::InFlight),
+            settled: find(Class::Settled),
+            unsettled,
+            negated,
         })
     })
 }
@@ -773,15 +828,29 @@ fn report_set(cx: &mut Ctx<'_>, src: &str, set: &ConstantSet<'_>, at: Node<'_>, 
         return;
     }
     let effect_text = super::first_line(effect, src);
-    cx.report(&RULE, at)
-        .arg("which", format!("`{subject} == {}`", set.in_flight))
+    let finding = cx
+        .report(&RULE, at)
         .arg("effect", effect_text)
         .arg("effect_line", syntax::lines(effect).0.to_string())
-        .arg("status", set.in_flight.clone())
-        .arg("settled", set.settled.clone())
         .arg("map", set.name.clone())
-        .arg("map_at", set.at.clone())
-        .note("set");
+        .arg("map_at", set.at.clone());
+    match set.mixed() {
+        Some((in_flight, settled)) => {
+            finding
+                .arg("which", format!("`{subject} == {in_flight}`"))
+                .arg("status", in_flight.to_string())
+                .arg("settled", settled.to_string())
+                .note("set");
+        }
+        None => {
+            finding
+                .arg("which", format!("`{subject} not in {}`", set.name))
+                .arg("status", set.unsettled.join(", "))
+                .arg("settled", String::new())
+                .note("set_otherwise")
+                .severity(Severity::Important);
+        }
+    }
 }
 
 /// Whether the literals are members of our own model's status enum, named for the object

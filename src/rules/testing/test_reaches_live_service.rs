@@ -4,7 +4,7 @@ use super::{
     FileMocks, Mocks, Runs, TestFn, callees_under_test, injected, live_setup, runs_by, tests_of,
 };
 use crate::config::Vocabulary;
-use crate::python::syntax;
+use crate::python::{kinds, syntax};
 use crate::rules::facts::{FileFacts, FunctionFacts};
 use crate::rules::reach::{self, Reach, Trait};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan};
@@ -27,13 +27,30 @@ const DEPTH: usize = 3;
 enum Service {
     Cache,
     Http,
+    /// A payment provider's SDK called at module level (`stripe.PaymentIntent.capture`): it
+    /// sends its own requests, to the provider's live or test-mode API.
+    Provider,
 }
 
+/// Every service, in the order a test's reach is looked for: a function that both sends HTTP and
+/// calls an SDK is cited for its HTTP.
+const SERVICES: [Service; 3] = [Service::Cache, Service::Http, Service::Provider];
+
 impl Service {
+    /// The service's part of a finding's key, its note, and its point.
+    fn kind(self) -> &'static str {
+        match self {
+            Service::Cache => "cache",
+            Service::Http => "http",
+            Service::Provider => "sdk",
+        }
+    }
+
     fn talks_to(self) -> &'static Trait {
         match self {
             Service::Cache => &reach::CACHE,
             Service::Http => &reach::HTTP,
+            Service::Provider => &reach::SDK,
         }
     }
 
@@ -69,6 +86,8 @@ impl Service {
                 "request", "get", "post", "put", "patch", "delete", "head", "options", "send",
                 "stream", "urlopen", "fetch",
             ],
+            // What the code calls is the SDK's module, never an object the test hands over.
+            Service::Provider => &[],
         }
     }
 
@@ -79,24 +98,26 @@ impl Service {
             Service::Http => &[
                 "httpx",
                 "requests",
-                "respx",
-                "responses",
                 "urlopen",
                 "aiohttp",
                 "transport",
                 "session",
                 "http_client",
-                // Recorded answers played back (vcrpy, pytest-recording, betamax) and other
-                // fakes of the network.
-                "vcr",
-                "cassette",
-                "betamax",
-                "httpretty",
-                "aioresponses",
-                "mocket",
             ],
+            // A patch of the SDK (`patch("app.gateway.stripe.Refund.create")`), a fake of the
+            // network under it, or a local stand-in set as its base (`stripe.api_base` of
+            // `stripe-mock`).
+            Service::Provider => crate::rules::facts::PAYMENT_SDKS,
         };
-        let mut out: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+        let mut out: Vec<String> = base
+            .iter()
+            .chain(if self == Service::Cache {
+                &[][..]
+            } else {
+                NETWORK_FAKES
+            })
+            .map(|s| s.to_ascii_lowercase())
+            .collect();
         if self == Service::Cache {
             out.extend(
                 cache_clients(file)
@@ -107,6 +128,19 @@ impl Service {
         out
     }
 }
+
+/// Recorded answers played back (vcrpy, pytest-recording, betamax) and other fakes of the
+/// network: whatever client or SDK sends the request, they answer it.
+const NETWORK_FAKES: &[&str] = &[
+    "respx",
+    "responses",
+    "vcr",
+    "cassette",
+    "betamax",
+    "httpretty",
+    "aioresponses",
+    "mocket",
+];
 
 fn cache_clients(file: &FileFacts) -> Vec<String> {
     file.imports
@@ -146,10 +180,17 @@ fn check(cx: &mut Ctx<'_>) {
         let mocks = Mocks::of(cx, test, &file_mocks);
         let injected = injected::injected(cx, test);
         let callees = callees_under_test(cx, test);
-        let found = [Service::Cache, Service::Http]
+        let found = SERVICES
             .into_iter()
             .find_map(|service| {
                 callees.iter().find_map(|callee| {
+                    // A test that expects the call to fail (`with pytest.raises(PaymentError):
+                    // provider.refund(payment)` of a payment not yet confirmed) most often tests a
+                    // guard that refuses before the SDK is called, and the SDK's own errors come
+                    // from a mock.
+                    if service == Service::Provider && expected_to_raise(cx, test, &callee.name) {
+                        return None;
+                    }
                     let r = callee.reach(cx, DEPTH, service.talks_to())?;
                     let replaced = replaced_names(service, &r, cx.vocab)
                         .any(|n| mocks.replace_function(n))
@@ -165,6 +206,13 @@ fn check(cx: &mut Ctx<'_>) {
                 reach_the_cache.push(&test.facts.name);
             }
             report(cx, test, service, &r);
+        } else if let Some(call) = calls_the_sdk(cx, test)
+            && cx
+                .facts
+                .is_some_and(|f| !mocks.cover(&Service::Provider.tokens(f)))
+            && !repository_fixture_covers(cx, test, Service::Provider)
+        {
+            report_direct(cx, test, call);
         }
     }
     live_setup::fixtures(cx, &tests, &reach_the_cache);
@@ -182,21 +230,10 @@ fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) 
     // `httpx.AsyncClient` names `httpx` too, and a `FakeQueue` is no fake of the cache.
     let stands_in = |code: &str| match service {
         // `responses` as a word of its own: `decode_responses=True` is Redis's.
-        Service::Http => {
-            super::has_word(code, "responses")
-                || [
-                    "respx",
-                    "requests_mock",
-                    "aioresponses",
-                    "httpretty",
-                    "mocktransport",
-                    "vcr",
-                    "cassette",
-                    "betamax",
-                    "mocket",
-                ]
-                .iter()
-                .any(|t| code.contains(t))
+        Service::Http => stands_in_http(code),
+        // `stripe-mock` and the like, set as the SDK's base (`stripe.api_base = "http://..."`).
+        Service::Provider => {
+            code.contains("api_base") || code.contains("stripe_mock") || stands_in_http(code)
         }
         Service::Cache => {
             ["locmem", "inmemory", "in_memory"]
@@ -251,6 +288,25 @@ fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) 
     false
 }
 
+/// Whether a fixture's code (lowercase) names a stand-in for the network.
+fn stands_in_http(code: &str) -> bool {
+    // `responses` as a word of its own: `decode_responses=True` is Redis's.
+    super::has_word(code, "responses")
+        || [
+            "respx",
+            "requests_mock",
+            "aioresponses",
+            "httpretty",
+            "mocktransport",
+            "vcr",
+            "cassette",
+            "betamax",
+            "mocket",
+        ]
+        .iter()
+        .any(|t| code.contains(t))
+}
+
 /// Names whose patching takes the service out of the way: the functions on the path to it, and
 /// for a cache the names the client's file binds to it (`mock.patch("app.client.kv")`).
 fn replaced_names<'r>(
@@ -260,7 +316,7 @@ fn replaced_names<'r>(
 ) -> impl Iterator<Item = &'r str> {
     let (clients, named): (&[String], &[String]) = match service {
         Service::Cache => (&r.file.cache_clients[..], &vocab.cache_clients[..]),
-        Service::Http => (&[], &[]),
+        Service::Http | Service::Provider => (&[], &[]),
     };
     // The vocabulary's client names (`kv`, patched as `patch.object(settlement, "kv")`), not the
     // one-letter `r`, which a test's text has for other reasons (`open(path, "r")`).
@@ -287,23 +343,21 @@ fn tests_outside_the_change(cx: &mut Ctx<'_>) {
         .filter(|f| cx.touches_added(f.lines.0, f.lines.1))
         .collect();
     for func in touched {
-        let found = [Service::Cache, Service::Http]
-            .into_iter()
-            .find_map(|service| {
-                let own = std::slice::from_ref(&func.qualname);
-                let r = cx.change.reach_surely(
-                    cx.side,
-                    &func.name,
-                    Some(own),
-                    DEPTH,
-                    service.talks_to(),
-                )?;
-                // Reached before the change too: the tests' problem is not this change's.
-                let before = cx
-                    .change
-                    .reaches(Side::Old, &func.name, DEPTH, service.talks_to());
-                (!before).then_some((service, r))
-            });
+        let found = SERVICES.into_iter().find_map(|service| {
+            let own = std::slice::from_ref(&func.qualname);
+            let r = cx.change.reach_surely(
+                cx.side,
+                &func.name,
+                Some(own),
+                DEPTH,
+                service.talks_to(),
+            )?;
+            // Reached before the change too: the tests' problem is not this change's.
+            let before = cx
+                .change
+                .reaches(Side::Old, &func.name, DEPTH, service.talks_to());
+            (!before).then_some((service, r))
+        });
         let Some((service, r)) = found else {
             continue;
         };
@@ -346,10 +400,7 @@ fn tests_outside_the_change(cx: &mut Ctx<'_>) {
         let Some(&(first_path, first_line, first_name)) = tests.first() else {
             continue;
         };
-        let kind = match service {
-            Service::Cache => "cache",
-            Service::Http => "http",
-        };
+        let kind = service.kind();
         let key = format!("outside:{kind}:{}", func.qualname);
         let (line, qualname) = (func.lines.0, func.qualname.clone());
         let others = tests.len() - 1;
@@ -388,6 +439,13 @@ fn client_of(service: Service, r: &Reach<'_>) -> String {
             .into_iter()
             .next()
             .unwrap_or_else(|| "cache".to_string()),
+        Service::Provider => file
+            .calls
+            .iter()
+            .filter(|c| *c.function == *r.function.qualname)
+            .find_map(|c| sdk_of(file, &c.callee))
+            .unwrap_or("sdk")
+            .to_string(),
         Service::Http => {
             let library = |local: &str| {
                 file.import_target(local)
@@ -420,10 +478,7 @@ fn report(cx: &mut Ctx<'_>, test: &TestFn<'_>, service: Service, r: &Reach<'_>) 
     // it, unmocked, is not this change's doing. Its name, not its qualified name, here and as
     // the function the finding is in: a `unittest` class's test rewritten as a pytest function
     // (django-payments 4.0) is the same test.
-    let (kind, note) = match service {
-        Service::Cache => ("cache", "cache"),
-        Service::Http => ("http", "http"),
-    };
+    let kind = service.kind();
     let key = format!("{kind}:{}", test.facts.name);
     let finding = cx.report_lines(&RULE, syntax::lines(test.outer), key);
     finding.function = test.facts.name.clone();
@@ -433,9 +488,87 @@ fn report(cx: &mut Ctx<'_>, test: &TestFn<'_>, service: Service, r: &Reach<'_>) 
         .arg("client", client)
         .arg("path", r.path.join(" → "))
         .arg("function", r.function.name.clone());
-    finding.note(note);
+    finding.note(kind);
     // Every test of an integration suite reaching the gateway is one point: said once per file.
     finding.point = Some(kind);
+    if test.partial {
+        finding.note("partial");
+    }
+}
+
+/// The SDK a call of it goes to, by its package (`stripe` of `PaymentIntent.create` after
+/// `from stripe import PaymentIntent`).
+fn sdk_of<'f>(file: &'f FileFacts, callee: &str) -> Option<&'f str> {
+    let (root, _) = callee.split_once('.')?;
+    let target = file.import_target(root)?;
+    let package = target.split('.').next().unwrap_or(target);
+    file.calls_payment_sdk(callee).then_some(package)
+}
+
+/// Whether every call of `name` in the test is made inside a block that expects an exception
+/// (`with pytest.raises(...)`, `with self.assertRaises(...)`).
+fn expected_to_raise(cx: &Ctx<'_>, test: &TestFn<'_>, name: &str) -> bool {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return false;
+    };
+    let mut calls = idx
+        .within(test.node, kinds::CALL)
+        .iter()
+        .filter(|c| idx.callee_name(**c, src) == name)
+        .peekable();
+    calls.peek().is_some()
+        && calls.all(|call| {
+            // Up the call's own statements only: a handful of parents.
+            let mut at = call.parent();
+            while let Some(node) = at.filter(|n| n.id() != test.node.id()) {
+                if node.kind() == kinds::WITH_STATEMENT {
+                    let items = crate::python::named_children(node)
+                        .into_iter()
+                        .find(|c| c.kind() == "with_clause")
+                        .map_or("", |c| syntax::text(c, src));
+                    if items.contains("raises") || items.contains("Raises") {
+                        return true;
+                    }
+                }
+                at = node.parent();
+            }
+            false
+        })
+}
+
+/// The test's own first call of a payment SDK that goes over the network
+/// (`stripe.PaymentIntent.create(...)` to set up a hold), as written.
+fn calls_the_sdk<'c>(cx: &Ctx<'c>, test: &TestFn<'_>) -> Option<&'c str> {
+    if !test.facts.sdk {
+        return None;
+    }
+    let file = cx.facts?;
+    file.calls
+        .iter()
+        .filter(|c| *c.function == *test.facts.qualname)
+        .find(|c| file.sdk_request(&c.callee, c.name()))
+        .map(|c| &*c.callee)
+}
+
+/// A test that calls the provider's SDK itself, to set up or to check, with nothing in the way:
+/// it creates real objects at the provider.
+fn report_direct(cx: &mut Ctx<'_>, test: &TestFn<'_>, call: &str) {
+    let client = cx
+        .facts
+        .and_then(|f| sdk_of(f, call))
+        .unwrap_or("sdk")
+        .to_string();
+    let key = format!("sdk:{}", test.facts.name);
+    let finding = cx.report_lines(&RULE, syntax::lines(test.outer), key);
+    finding.function = test.facts.name.clone();
+    let finding = finding
+        .arg("test", test.facts.name.clone())
+        .arg("callee", call.to_string())
+        .arg("client", client)
+        .arg("path", call.to_string())
+        .arg("function", test.facts.name.clone());
+    finding.note("direct").note("sdk");
+    finding.point = Some("sdk");
     if test.partial {
         finding.note("partial");
     }
