@@ -5,7 +5,7 @@
 //! and the money that did move belongs to no order.
 //!
 //! Left alone: a handler that raises (the caller, or the task queue, still learns that the
-//! outcome is unknown), one that asks again or hands the payment to a check (`reconcile`,
+//! outcome is unknown) having written nothing, one that asks again or hands the payment to a check (`reconcile`,
 //! `poll`, `retry`), one that records a state of its own for the unknown (`"pending"`,
 //! `"timed_out"`), and broad handlers that only return (ERR001 reads those).
 use tree_sitter::Node;
@@ -165,7 +165,11 @@ fn check(cx: &mut Ctx<'_>) {
         let Some((step, step_line)) = paying_step(cx, idx, func, body) else {
             continue;
         };
+        if mark.raises && rolled_back(idx, func, clause, handler, src) {
+            continue;
+        }
         let persistent = mark.persistent;
+        let raises = mark.raises;
         let finding = cx
             .report(&RULE, clause)
             .arg("function", facts::qualname(func, idx, src))
@@ -187,10 +191,50 @@ fn check(cx: &mut Ctx<'_>) {
         }
         if persistent {
             finding.note("recorded");
+            if raises {
+                finding.note("raised");
+            }
         } else {
             finding.note("returned").severity(Severity::Important);
         }
     }
+}
+
+/// Whether the exception a handler raises undoes what it wrote: the handler runs inside a
+/// transaction (`@transaction.atomic`, `with transaction.atomic():`, `with session.begin():`)
+/// that the exception leaves, and commits nothing itself.
+fn rolled_back(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    clause: Node<'_>,
+    handler: Node<'_>,
+    src: &str,
+) -> bool {
+    let transaction = |text: &str| {
+        text.contains("atomic") || text.contains(".begin(") || text.contains("begin_nested(")
+    };
+    if syntax::text(handler, src).contains("commit(") {
+        return false;
+    }
+    let decorated = func
+        .parent()
+        .filter(|p| p.kind() == kinds::DECORATED_DEFINITION)
+        .is_some_and(|d| {
+            syntax::decorators(d)
+                .iter()
+                .any(|dec| transaction(syntax::text(*dec, src)))
+        });
+    decorated
+        || idx
+            .within(func, kinds::WITH_STATEMENT)
+            .iter()
+            .filter(|w| syntax::contains(**w, clause))
+            .any(|w| {
+                crate::python::named_children(*w)
+                    .into_iter()
+                    .find(|c| c.kind() == "with_clause")
+                    .is_some_and(|c| transaction(syntax::text(c, src)))
+            })
 }
 
 /// What in a handler says the payment failed.
@@ -200,6 +244,8 @@ struct Mark {
     /// A status written or a failure recorded (`order.status = "failed"`, `mark_declined(o)`),
     /// not only a value handed back.
     persistent: bool,
+    /// The handler raises after it (so only a written mark is one).
+    raises: bool,
 }
 
 /// The first statement of a handler that records or returns a failure, unless the handler
@@ -216,23 +262,43 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
     }
     said.push_str(src.get(at..handler.end_byte()).unwrap_or(""));
     let lower = said.to_ascii_lowercase();
-    if UNKNOWN_OUTCOME.iter().any(|w| lower.contains(w))
-        || !idx.within(handler, kinds::RAISE_STATEMENT).is_empty()
-    {
+    // A handler that raises tells the caller the outcome is unknown; what it wrote before the
+    // `raise` stays written all the same (`self._mark_failed(share, exc.code); raise` under an
+    // `except` of the client's whole family). Under `except Exception` that is too common a
+    // clean-up to read as a decision about timeouts.
+    let raises = !idx.within(handler, kinds::RAISE_STATEMENT).is_empty();
+    if UNKNOWN_OUTCOME.iter().any(|w| lower.contains(w)) || raises && caught == Caught::Everything {
         return None;
     }
     let assigned = idx
         .within(handler, kinds::ASSIGNMENT)
         .iter()
         .filter_map(|&a| Some((a, assigns_failure(a, src)?, a.parent()?)));
-    let called = idx
-        .within(handler, kinds::CALL)
-        .iter()
-        .filter_map(|&c| Some((c, calls_failure(c, src)?, c.parent()?)));
+    // An error named for a refusal raised for the timeout (`raise PaymentDeclined(...)`) is a
+    // "no" handed to the caller, not a record. One named for a failure (`raise
+    // ChargeFailed(...)` once the retries are spent) says only that it did not work out.
+    let refusal = |c: Node<'_>| {
+        let callee = syntax::callee(c, src);
+        syntax::name_words(callee.rsplit('.').next().unwrap_or(callee))
+            .iter()
+            .any(|w| {
+                matches!(
+                    w.as_str(),
+                    "decline" | "declined" | "reject" | "rejected" | "refused"
+                )
+            })
+    };
+    let called = idx.within(handler, kinds::CALL).iter().filter_map(|&c| {
+        let handed = idx.enclosing(c, kinds::RAISE_STATEMENT).is_some();
+        if handed && !refusal(c) {
+            return None;
+        }
+        Some((c, calls_failure(c, src)? && !handed, c.parent()?))
+    });
     let returned = idx
         .within(handler, kinds::RETURN_STATEMENT)
         .iter()
-        .filter(|_| caught != Caught::Everything)
+        .filter(|_| caught != Caught::Everything && !raises)
         .filter_map(|&r| Some((r, returns_failure(r, src, caught)?, r)));
     assigned
         .chain(called)
@@ -242,6 +308,7 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
             text: syntax::normalized(statement, src),
             line: syntax::lines(node).0,
             persistent,
+            raises,
         })
 }
 
