@@ -37,6 +37,9 @@ pub struct ModuleFacts {
     /// For a test module: its fixtures' code, lowercased and bounded (they can patch for any of
     /// its tests, autouse or by parameter). Kept once per module, not per test.
     pub fixtures: String,
+    /// For a module that imports pymemcache: whether it asks its clients to wait for the
+    /// server's replies (`default_noreply=False`). `None` for every other module.
+    pub memcache_replies: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -230,6 +233,10 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
         })
         .chain(attribute_assignments(idx, src))
         .collect();
+    let memcache_replies = imports
+        .iter()
+        .any(|i| crate::rules::idem::memcache_add_without_reply::is_pymemcache(&i.target))
+        .then(|| crate::rules::idem::memcache_add_without_reply::waits_for_replies(src));
     let mut out = ModuleFacts {
         path: path.to_string(),
         module,
@@ -238,6 +245,7 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
         assignments,
         calls: Vec::new(),
         fixtures,
+        memcache_replies,
     };
     let all_calls = idx.all(kinds::CALL);
     let sites = known

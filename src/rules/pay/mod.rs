@@ -6,6 +6,7 @@ pub mod charge_amount_source_changed;
 pub mod item_refund_sized_by_order;
 pub mod minor_units_divided;
 pub mod minor_units_truncated;
+pub mod paid_sum_ignores_status;
 pub mod price_from_client;
 pub mod signature_checked_if_present;
 pub mod split_parts_miss_the_total;
