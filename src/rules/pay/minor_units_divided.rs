@@ -18,9 +18,12 @@ pub(crate) static RULE: Rule = Rule {
     gate: Gate::When(gate),
 };
 
-/// Every finding divides by a hundred in a file that names a currency.
+/// Every finding divides or multiplies by a hundred (`scaleb(2)`) in a file that names a
+/// currency.
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test && s.mentions(&["100"]) && s.mentions(&["currency", "Currency", "CURRENCY"])
+    !s.facts.is_test
+        && s.mentions(&["100", "scaleb(2)"])
+        && s.mentions(&["currency", "Currency", "CURRENCY"])
 }
 
 /// Words of a name that hold an amount in minor units.
@@ -51,6 +54,7 @@ fn check(cx: &mut Ctx<'_>) {
     if cx.facts.is_some_and(|f| f.is_test) {
         return;
     }
+    multiplied(cx);
     for &division in idx.all(kinds::BINARY_OPERATOR) {
         if !matches!(
             division.field("operator").map(|o| o.kind()),
@@ -78,6 +82,119 @@ fn check(cx: &mut Ctx<'_>) {
                 syntax::text(crate::rules::pay::unwrap_conversion(left, src), src).to_string(),
             );
     }
+}
+
+/// Amounts in the currency's unit turned into minor units by a hundred: `int(total * 100)`,
+/// `round(price * Decimal(100))`, `total.scaleb(2)`, bound to a name of minor units
+/// (`trip.fare_minor = ...`, `amount_cents=...`), where the currency varies (the function reads
+/// one: `order.currency`, a `currency` parameter) or where the file converts elsewhere with a
+/// helper that takes the currency (`to_minor_units(vehicle.deposit, vehicle.currency)`) and this
+/// place goes around it.
+fn multiplied(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    let helper = currency_helper(idx, src);
+    let mut found: Vec<(Node<'_>, String, &'static str)> = Vec::new();
+    let scaled = idx.all(kinds::CALL).iter().filter(|c| {
+        syntax::callee_name(**c, src) == "scaleb"
+            && syntax::positional_args(**c)
+                .first()
+                .is_some_and(|a| syntax::text(*a, src) == "2")
+    });
+    let times = idx.all(kinds::BINARY_OPERATOR).iter().filter(|b| {
+        b.field("operator").map(|o| o.kind()) == Some("*")
+            && (b.field("right").is_some_and(|r| a_hundred(r, src))
+                || b.field("left").is_some_and(|l| a_hundred(l, src)))
+    });
+    for &conversion in scaled.chain(times) {
+        let Some(destination) = minor_destination(conversion, src) else {
+            continue;
+        };
+        // `int(amount * 100)` is PAY004's, which says the currency varies there too.
+        let truncated = conversion.kind() == kinds::BINARY_OPERATOR
+            && conversion
+                .parent()
+                .and_then(|a| a.parent())
+                .is_some_and(|c| c.kind() == kinds::CALL && syntax::callee_name(c, src) == "int");
+        if truncated {
+            continue;
+        }
+        let Some(func) = idx.enclosing(conversion, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        let text = syntax::text(func, src).to_ascii_lowercase();
+        if EXPONENT_AWARE.iter().any(|w| text.contains(w)) {
+            continue;
+        }
+        let note = if helper.is_some() {
+            "helper"
+        } else if text.contains(".currency")
+            || text.contains("currency:")
+            || text.contains("currency,")
+        {
+            "varies"
+        } else {
+            continue;
+        };
+        found.push((conversion, destination, note));
+    }
+    for (conversion, destination, note) in found {
+        let finding = cx
+            .report(&RULE, conversion)
+            .arg("expr", syntax::normalized(conversion, src))
+            .arg("amount", destination)
+            .note("multiplied")
+            .note(note);
+        if let Some((name, line)) = &helper {
+            finding
+                .arg("helper", name.clone())
+                .arg("helper_line", line.to_string());
+        }
+    }
+}
+
+/// The name of minor units a conversion's result is bound to or handed as, through `int(...)`,
+/// `round(...)` and the like: `fare_minor` of `trip.fare_minor = int(total.scaleb(2))`.
+fn minor_destination(conversion: Node<'_>, src: &str) -> Option<String> {
+    let mut at = conversion;
+    loop {
+        let parent = at.parent()?;
+        match parent.kind() {
+            kinds::ARGUMENT_LIST | kinds::PARENTHESIZED_EXPRESSION | kinds::CALL => at = parent,
+            kinds::KEYWORD_ARGUMENT => {
+                let name = syntax::text(parent.field("name")?, src);
+                return in_minor_units(name).then(|| name.to_string());
+            }
+            kinds::ASSIGNMENT => {
+                let left = parent.field("left")?;
+                let text = syntax::text(left, src);
+                let last = text.rsplit('.').next().unwrap_or(text);
+                return in_minor_units(last).then(|| last.to_string());
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// A helper the file calls to turn an amount into minor units with its currency
+/// (`to_minor_units(vehicle.deposit, vehicle.currency)`), and the line of its first call.
+fn currency_helper(idx: &crate::python::NodeIndex<'_>, src: &str) -> Option<(String, u32)> {
+    idx.all(kinds::CALL).iter().find_map(|c| {
+        let name = syntax::callee_name(*c, src);
+        let words = syntax::name_words(name);
+        let converts = words
+            .iter()
+            .any(|w| matches!(w.as_str(), "minor" | "cents" | "subunits"))
+            && words
+                .iter()
+                .any(|w| matches!(w.as_str(), "to" | "as" | "units" | "amount"));
+        let with_currency = syntax::positional_args(*c)
+            .iter()
+            .chain(syntax::keyword_args(*c, src).iter().map(|(_, v)| v))
+            .any(|a| syntax::contains_lowercase(syntax::text(*a, src), "currency"));
+        (converts && with_currency).then(|| (name.to_string(), syntax::lines(*c).0))
+    })
 }
 
 /// `100`, `100.0`, `Decimal(100)`, `Decimal("100")`.
