@@ -92,6 +92,7 @@ pub static ALL: &[&Rule] = &[
     &pay::verified_subset_ignored::RULE,
     &pay::split_parts_miss_the_total::RULE,
     &pay::paid_sum_ignores_status::RULE,
+    &pay::refund_cap_ignores_refunded::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,
