@@ -457,8 +457,10 @@ fn gather_code(file: &ParsedFile, mut facts: FileFacts, vocab: &Vocabulary) -> F
     facts
         .functions
         .reserve(idx.all(kinds::FUNCTION_DEFINITION).len());
+    // Asked once for the file, not again for each of its functions.
+    let sdk_file = facts.imports_payment_sdk();
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
-        let function = function_facts(func, idx, src, &facts, vocab);
+        let function = function_facts(func, idx, src, &facts, vocab, sdk_file);
         facts.functions.push(function);
     }
     // A call's function is one of those just read: its qualified name is not worked out again
@@ -647,6 +649,7 @@ fn function_facts(
     src: &str,
     file: &FileFacts,
     vocab: &Vocabulary,
+    sdk_file: bool,
 ) -> FunctionFacts {
     let name = syntax::function_name(func, src).to_string();
     // Only what belongs to this function, not to functions nested in it.
@@ -715,7 +718,6 @@ fn function_facts(
     let mut made_clients: Option<Vec<&str>> = None;
     // Calls of names a builtin's method has, and whether each is on what may be a builtin.
     let mut builtin_named: Vec<(&str, bool)> = Vec::new();
-    let sdk_file = file.imports_payment_sdk();
     for call in idx.within(func, kinds::CALL).iter().filter(|n| own(n)) {
         let parts = idx.call_text(*call, src);
         if sdk_file && !facts.sdk && file.sdk_request(parts.callee, parts.name) {

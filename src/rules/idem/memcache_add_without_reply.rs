@@ -66,7 +66,7 @@ fn check(cx: &mut Ctx<'_>) {
         .all(kinds::CALL)
         .iter()
         .copied()
-        .filter(|c| answer_read(*c, src))
+        .filter(|c| idx.callee_name(*c, src) == "add" && answer_read(*c, src))
         .collect();
     if calls.is_empty() {
         return;

@@ -74,6 +74,9 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     }
     for &call in idx.all(kinds::CALL) {
+        if !matches!(idx.callee_name(call, src), "sum" | "Sum") {
+            continue;
+        }
         let Some(sum) = payments_summed(call, src) else {
             continue;
         };

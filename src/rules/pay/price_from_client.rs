@@ -23,7 +23,16 @@ pub(crate) static RULE: Rule = Rule {
 /// Every finding reads a priced field of a request in a handler that names a payment.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.mentions(&["price", "total", "fare", "cost", "share", "due", "owed"])
+        && s.mentions(&[
+            "price",
+            "total",
+            "fare",
+            "cost",
+            "share_cents",
+            "share_amount",
+            "amount_due",
+            "amount_owed",
+        ])
         && s.mentions(&["request", "data", "body", "payload", "cleaned_data"])
 }
 

@@ -38,7 +38,22 @@ fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
-    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+    // Only functions that divide: most functions of a file do not, and their names and
+    // docstrings are not read.
+    let mut dividing: Vec<Node<'_>> = Vec::new();
+    for op in idx.all(kinds::BINARY_OPERATOR) {
+        if op
+            .child_by_field_name("operator")
+            .is_some_and(|o| matches!(o.kind(), "/" | "//"))
+            && let Some(func) = idx.enclosing(*op, kinds::FUNCTION_DEFINITION)
+            && dividing.last().is_none_or(|f| f.id() != func.id())
+        {
+            dividing.push(func);
+        }
+    }
+    dividing.sort_by_key(|f| f.start_byte());
+    dividing.dedup_by_key(|f| f.id());
+    for func in dividing {
         if !named_for_a_split(func, src) {
             continue;
         }

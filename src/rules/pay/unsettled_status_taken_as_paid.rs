@@ -36,15 +36,11 @@ pub(crate) static RULE: Rule = Rule {
 /// (`Installment.apply_provider_status(remote)`), with a status word that is not final or is a
 /// failure.
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test
-        && (s.facts.payment_module
-            || s.facts.functions.iter().any(|f| {
-                f.payment
-                    || f.http
-                    || f.qualname
-                        .split_once('.')
-                        .is_some_and(|(class, _)| s.vocab.is_entity(&super::snake(class)))
-            }))
+    if s.facts.is_test {
+        return false;
+    }
+    let talks = s.facts.payment_module || s.facts.functions.iter().any(|f| f.payment || f.http);
+    (talks || payment_model(s))
         && s.mentions(&[
             "pending",
             "PENDING",
@@ -78,6 +74,22 @@ fn gate(s: &Scan<'_>) -> bool {
             "progress",
             "PROGRESS",
         ])
+}
+
+/// Whether the file has a method of a payment's model (`Installment.apply_provider_status`):
+/// each class is asked once, not once per method.
+fn payment_model(s: &Scan<'_>) -> bool {
+    let mut last: Option<&str> = None;
+    s.facts.functions.iter().any(|f| {
+        let Some((class, _)) = f.qualname.split_once('.') else {
+            return false;
+        };
+        if last == Some(class) {
+            return false;
+        }
+        last = Some(class);
+        s.vocab.is_entity(&super::snake(class))
+    })
 }
 
 /// What a provider's status word says of the money.
