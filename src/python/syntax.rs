@@ -609,6 +609,15 @@ pub fn name_words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// What a `with` statement opens, as written (`pytest.raises(PaymentError)`,
+/// `transaction.atomic()`); empty when the tree holds no clause.
+pub fn with_clause<'s>(with: Node<'_>, src: &'s str) -> &'s str {
+    crate::python::named_children(with)
+        .into_iter()
+        .find(|c| c.kind() == "with_clause")
+        .map_or("", |c| text(c, src))
+}
+
 /// The function a call hands to a thread or an executor to run (`apply_event` of
 /// `run_in_threadpool(apply_event, ...)`, `asyncio.to_thread(f, ...)`, `loop.run_in_executor(None,
 /// f, ...)`, `sync_to_async(f)`), as written: what the code really calls there.

@@ -229,12 +229,7 @@ fn rolled_back(
             .within(func, kinds::WITH_STATEMENT)
             .iter()
             .filter(|w| syntax::contains(**w, clause))
-            .any(|w| {
-                crate::python::named_children(*w)
-                    .into_iter()
-                    .find(|c| c.kind() == "with_clause")
-                    .is_some_and(|c| transaction(syntax::text(c, src)))
-            })
+            .any(|w| transaction(syntax::with_clause(*w, src)))
 }
 
 /// What in a handler says the payment failed.

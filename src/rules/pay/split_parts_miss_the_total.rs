@@ -186,18 +186,8 @@ fn loop_names<'s>(node: Node<'_>, src: &'s str) -> Vec<&'s str> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    collect_identifiers(left, src, &mut out);
-    out
-}
-
-fn collect_identifiers<'s>(node: Node<'_>, src: &'s str, out: &mut Vec<&'s str>) {
-    if node.kind() == kinds::IDENTIFIER {
-        out.push(syntax::text(node, src));
-        return;
-    }
-    for child in crate::python::named_children(node) {
-        collect_identifiers(child, src, out);
-    }
+    collect_names(left, src, &mut out);
+    out.into_iter().map(|(name, _)| name).collect()
 }
 
 /// The names in `node`, each with the name its attribute chain starts from (`order` for
@@ -278,9 +268,13 @@ fn one_amount_divided<'t, 's>(
         return amount_in(element).map(|total| (total, element));
     }
     // A name the part shows, bound once before the list to a division of the amount.
-    let mut shown = Vec::new();
-    collect_identifiers(element, src, &mut shown);
-    shown.retain(|n| !looped.contains(n));
+    let mut names = Vec::new();
+    collect_names(element, src, &mut names);
+    let shown: Vec<&str> = names
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|n| !looped.contains(n))
+        .collect();
     idx.within(func, kinds::ASSIGNMENT)
         .iter()
         .filter(|a| a.end_byte() <= element.start_byte())

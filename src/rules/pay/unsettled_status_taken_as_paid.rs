@@ -420,6 +420,22 @@ fn branches<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
             else {
                 continue;
             };
+            // What records the payment as paid for the statuses a test that tells only
+            // failures apart leaves: its own branch when negated, else the `else` of a lone
+            // `if`, or, after `if failed: ...; return`, the statements that follow the `if`.
+            let rest = |negated: bool| {
+                if negated {
+                    records_paid(idx, body, src, true)
+                } else if !single {
+                    None
+                } else if let Some(otherwise) = otherwise {
+                    records_paid(idx, otherwise, src, true)
+                } else if !syntax::block_falls_through(body, src) {
+                    after(idx, stmt, src)
+                } else {
+                    None
+                }
+            };
             if let Some(set) = constant_set(cx, idx, condition, src) {
                 if set.mixed().is_some()
                     && !set.negated
@@ -429,18 +445,7 @@ fn branches<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
                 } else if !set.unsettled.is_empty() {
                     // `if remote["status"] in PAYMENT_FAILED: ...; return` and then the paid
                     // path: as with the literals below, only the failures are told apart.
-                    let rest = if set.negated {
-                        records_paid(idx, body, src, true)
-                    } else if !single {
-                        None
-                    } else if let Some(otherwise) = otherwise {
-                        records_paid(idx, otherwise, src, true)
-                    } else if !syntax::block_falls_through(body, src) {
-                        after(idx, stmt, src)
-                    } else {
-                        None
-                    };
-                    if let Some(effect) = rest
+                    if let Some(effect) = rest(set.negated)
                         && !tells_apart_elsewhere(idx, arm, set.subject, src)
                     {
                         report_set(cx, src, &set, condition, effect);
@@ -455,20 +460,7 @@ fn branches<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
                 } else if test.only_unsettled() {
                     // Only the failure is told apart: the other branch takes every other
                     // status, the unfinished ones too.
-                    let rest = if test.negated {
-                        records_paid(idx, body, src, true)
-                    } else if !single {
-                        None
-                    } else if let Some(otherwise) = otherwise {
-                        records_paid(idx, otherwise, src, true)
-                    } else if !syntax::block_falls_through(body, src) {
-                        // `if failed: ...; return` and then the paid path: the statements after
-                        // the `if` are its `else`.
-                        after(idx, stmt, src)
-                    } else {
-                        None
-                    };
-                    if let Some(effect) = rest
+                    if let Some(effect) = rest(test.negated)
                         && !tells_apart_elsewhere(idx, arm, test.subject, src)
                     {
                         // A failure told apart, or an unfinished status (`requires_capture`

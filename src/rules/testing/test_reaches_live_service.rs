@@ -522,10 +522,7 @@ fn expected_to_raise(cx: &Ctx<'_>, test: &TestFn<'_>, name: &str) -> bool {
             let mut at = call.parent();
             while let Some(node) = at.filter(|n| n.id() != test.node.id()) {
                 if node.kind() == kinds::WITH_STATEMENT {
-                    let items = crate::python::named_children(node)
-                        .into_iter()
-                        .find(|c| c.kind() == "with_clause")
-                        .map_or("", |c| syntax::text(c, src));
+                    let items = syntax::with_clause(node, src);
                     if items.contains("raises") || items.contains("Raises") {
                         return true;
                     }
