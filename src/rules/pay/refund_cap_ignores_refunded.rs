@@ -84,12 +84,9 @@ fn cap_without_refunded<'t>(
                     std::iter::once(condition).filter(|c| c.kind() == kinds::COMPARISON_OPERATOR),
                 )
                 .any(|c| {
-                    let operator = crate::python::named_children(*c)
-                        .first()
-                        .and_then(|l| src.get(l.end_byte()..))
-                        .map(|rest| rest.trim_start())
-                        .unwrap_or("");
-                    (operator.starts_with('>') || operator.starts_with('<'))
+                    // The operator's own node, as `retry::loops` reads a counter's bound.
+                    c.child(1)
+                        .is_some_and(|o| matches!(o.kind(), ">" | ">=" | "<" | "<="))
                         && crate::python::named_children(*c).iter().any(|side| {
                             side.kind() == kinds::ATTRIBUTE
                                 && side
