@@ -53,7 +53,7 @@ pub struct Def {
     pub ends_in: Option<Arc<[syntax::Tail]>>,
     /// For a test function of a test module: what may mock things for it, lowercased (its
     /// decorators, parameters and patch calls; the module's fixtures are in
-    /// `ModuleFacts::fixtures`), bounded.
+    /// `ModuleFacts::fixtures`), bounded. For a class's `setUp`: the stand-ins it makes.
     pub mocks: Option<String>,
 }
 
@@ -205,8 +205,14 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
                 ),
             };
             debug_assert_eq!(qualname, facts::qualname(f, idx, src));
-            let mocks = (is_test && name.starts_with("test"))
-                .then(|| mock_text(idx, f, src, &module_marks));
+            let mocks = if is_test && name.starts_with("test") {
+                Some(mock_text(idx, f, src, &module_marks))
+            } else if is_test && facts::sets_up(&name) && qualname.contains('.') {
+                // A base class's `setUp`: what the tests of other modules that inherit it mock.
+                Some(facts::stand_ins(f, idx, src))
+            } else {
+                None
+            };
             Def {
                 name,
                 qualname,

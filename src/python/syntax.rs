@@ -143,6 +143,12 @@ pub fn positional_args(call: Node<'_>) -> Vec<Node<'_>> {
     children
 }
 
+/// A plain string literal's text without its quotes (`"amount"` gives `amount`); `None` for
+/// anything else.
+pub fn string_value<'s>(node: Node<'_>, src: &'s str) -> Option<&'s str> {
+    (node.kind() == kinds::STRING).then(|| text(node, src).trim_matches(|c| c == '"' || c == '\''))
+}
+
 /// The value of keyword argument `name=` of a call.
 pub fn keyword_arg<'t>(call: Node<'t>, name: &str, src: &str) -> Option<Node<'t>> {
     keyword_args(call, src)

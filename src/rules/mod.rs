@@ -78,6 +78,7 @@ pub static ALL: &[&Rule] = &[
     &idem::key_outlived_by_retries::RULE,
     &idem::webhook_marker_expires::RULE,
     &idem::memcache_add_without_reply::RULE,
+    &idem::webhook_claimed_before_applied::RULE,
     &pay::charge_amount_source_changed::RULE,
     &pay::success_recorded_before_result::RULE,
     &pay::arguments_swapped::RULE,

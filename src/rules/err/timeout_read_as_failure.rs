@@ -406,7 +406,17 @@ fn calls_failure(call: Node<'_>, src: &str) -> Option<bool> {
         && syntax::positional_args(call)
             .iter()
             .any(|a| failure_value(*a, src));
-    (status_keyword || status_positional).then_some(true)
+    // `settle_payout(payout.reference, "failed")`: a failed status, as a word of its own,
+    // handed to whatever records it.
+    let status_handed = syntax::positional_args(call).iter().any(|a| {
+        syntax::string_value(*a, src).is_some_and(|w| {
+            matches!(
+                w.to_ascii_lowercase().as_str(),
+                "failed" | "failure" | "declined" | "rejected" | "refused"
+            )
+        })
+    });
+    (status_keyword || status_positional || status_handed).then_some(true)
 }
 
 /// `return False`, `return None` (of a timeout named), `return {"status": "failed"}`,

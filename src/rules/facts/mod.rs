@@ -126,6 +126,9 @@ pub struct FreshKey {
     pub key: String,
     /// The call that gives a new value each time (`uuid.uuid4()`).
     pub made: String,
+    /// The parameter whose absence makes it (`idempotency_key or uuid4().hex`): made anew only
+    /// for a caller that gives none. `None`: made whatever the caller gives.
+    pub unless: Option<Box<str>>,
 }
 
 impl FunctionFacts {
@@ -463,6 +466,7 @@ fn gather_code(file: &ParsedFile, mut facts: FileFacts, vocab: &Vocabulary) -> F
         let function = function_facts(func, idx, src, &facts, vocab, sdk_file);
         facts.functions.push(function);
     }
+    wrapped_fresh_keys(&mut facts.functions);
     // A call's function is one of those just read: its qualified name is not worked out again
     // for each of its calls, nor copied for each.
     let functions = idx.all(kinds::FUNCTION_DEFINITION);
@@ -490,6 +494,36 @@ fn gather_code(file: &ParsedFile, mut facts: FileFacts, vocab: &Vocabulary) -> F
         .collect();
     facts.calls = calls;
     facts
+}
+
+/// A function wrapped by a decorator of the file whose wrapper fills in a fresh key when the
+/// caller gives none (`@idempotent` over `create_recurring_payment`, whose `wrapper(self,
+/// *args, idempotency_key=None, **kwargs)` sends `idempotency_key or uuid.uuid4().hex`): the
+/// function makes a key anew for a caller that passes none, as if it did so itself.
+fn wrapped_fresh_keys(functions: &mut [FunctionFacts]) {
+    let wrappers: Vec<(String, FreshKey)> = functions
+        .iter()
+        .filter_map(|f| {
+            let key = f.fresh_key.as_deref().filter(|k| k.unless.is_some())?;
+            let (outer, _) = f.qualname.split_once('.')?;
+            functions
+                .iter()
+                .any(|o| o.qualname == outer)
+                .then(|| (outer.to_string(), key.clone()))
+        })
+        .collect();
+    if wrappers.is_empty() {
+        return;
+    }
+    for func in functions.iter_mut().filter(|f| f.fresh_key.is_none()) {
+        let by = func.decorators.iter().find_map(|d| {
+            let name = d.split('(').next().unwrap_or(d).trim();
+            wrappers.iter().find(|(outer, _)| outer == name)
+        });
+        if let Some((_, key)) = by {
+            func.fresh_key = Some(Box::new(key.clone()));
+        }
+    }
 }
 
 /// Whether a call only records what happened: logging (`logger.info`, `log.warning`,
@@ -724,7 +758,7 @@ fn function_facts(
             facts.sdk = true;
         }
         // `fakeredis.FakeRedis()`, `fake_aioredis.FakeRedis(server=...)`: an in-memory stand-in.
-        if helper && (MOCK_MAKERS.contains(&parts.name) || parts.name.starts_with("Fake")) {
+        if helper && makes_a_stand_in(parts.name) {
             mocks.push_str(&mock_statement(*call, src).to_ascii_lowercase());
             mocks.push('\n');
         }
@@ -773,8 +807,9 @@ fn function_facts(
     if facts.mentions_idempotency
         && crate::rules::idem::key_made_per_attempt::names_fresh(syntax::text(func, src))
     {
-        facts.fresh_key =
-            crate::rules::idem::key_made_per_attempt::made_anew(func, idx, src).map(Box::new);
+        facts.fresh_key = crate::rules::idem::key_made_per_attempt::made_anew(func, idx, src)
+            .or_else(|| crate::rules::idem::key_made_per_attempt::made_unless_given(func, idx, src))
+            .map(Box::new);
     }
     facts.forwards = crate::rules::idem::key_params::forwards(func, idx, src, own);
     if crate::rules::pay::verification_answer_taken_as_yes::verifies(&facts.name) {
@@ -841,6 +876,31 @@ const MOCK_MAKERS: &[&str] = &[
     "object",
     "setattr",
 ];
+
+/// Whether a method prepares each test: `setUp`, `asyncSetUp`, `setup_method`.
+pub(crate) fn sets_up(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name.starts_with("setup") || name.starts_with("asyncsetup")
+}
+
+/// `fakeredis.FakeRedis()`, `respx.mock(...)`, `patch(...)`: a call that makes a stand-in.
+fn makes_a_stand_in(name: &str) -> bool {
+    MOCK_MAKERS.contains(&name) || name.starts_with("Fake")
+}
+
+/// What a helper of a test file (a `setUp`) makes to stand in for something, lowercased, one
+/// statement a line, as `FunctionFacts::mocks` holds it: for the project index, which keeps it
+/// for the `setUp` of a test base class that the change's tests inherit.
+pub(crate) fn stand_ins(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> String {
+    let mut out = String::new();
+    for &call in idx.within(func, kinds::CALL) {
+        if makes_a_stand_in(idx.callee_name(call, src)) {
+            out.push_str(&mock_statement(call, src).to_ascii_lowercase());
+            out.push('\n');
+        }
+    }
+    out
+}
 
 /// What a mock is made for: the assignment it is stored by (`client.request = MagicMock()`
 /// names what it replaces), or the call itself (`patch("app.client.requests.post")`).

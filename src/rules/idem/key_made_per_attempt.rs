@@ -107,6 +107,7 @@ fn check(cx: &mut Ctx<'_>) {
                         helper,
                         at,
                         made,
+                        unless: None,
                     };
                     report_elsewhere(cx, &attempt, call, elsewhere);
                 }
@@ -137,12 +138,15 @@ fn check(cx: &mut Ctx<'_>) {
                 continue;
             }
             reported.push(call.id());
-            let facts::FreshKey { key, made, .. } = fresh;
+            let facts::FreshKey {
+                key, made, unless, ..
+            } = fresh;
             let elsewhere = MadeElsewhere {
                 key,
                 helper,
                 at,
                 made,
+                unless,
             };
             report_elsewhere(cx, &attempt, call, elsewhere);
         }
@@ -237,9 +241,12 @@ pub(crate) fn made_anew(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Optio
             }
             // `if not idempotency_key: idempotency_key = new_key()`: made for a caller that gave
             // none, which a caller that retries may well give.
-            let made_for_a_parameter = made
-                .field("left")
-                .filter(|_| made.kind() == kinds::ASSIGNMENT)
+            // The assignment is the site itself when the key is sent under its own name.
+            let assignment = [made, site.at]
+                .into_iter()
+                .find(|n| n.kind() == kinds::ASSIGNMENT);
+            let made_for_a_parameter = assignment
+                .and_then(|a| a.field("left"))
                 .is_some_and(|l| params.iter().any(|p| p == syntax::text(l, src)));
             if made_for_a_parameter {
                 return None;
@@ -248,6 +255,61 @@ pub(crate) fn made_anew(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Optio
                 line: syntax::lines(made).0,
                 key: site.name,
                 made: syntax::normalized(fresh, src),
+                unless: None,
+            })
+        })
+}
+
+/// Where `func` sends a key that it makes anew only when its caller gives none: `key =
+/// idempotency_key or uuid.uuid4().hex`, or `if idempotency_key is None: idempotency_key =
+/// new_key()`, before sending it. A caller that retries and passes no key sends a new one on
+/// every attempt (`FreshKey::unless`). For the facts pass, after `made_anew`.
+pub(crate) fn made_unless_given(
+    func: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &str,
+) -> Option<facts::FreshKey> {
+    let body = func.field("body")?;
+    let params = crate::rules::pay::parameters(func, src);
+    let own = |n: Node<'_>| {
+        idx.enclosing(n, kinds::FUNCTION_DEFINITION)
+            .is_some_and(|f| f.id() == func.id())
+    };
+    key_sites(idx, body, src, None)
+        .into_iter()
+        .filter(|site| own(site.at))
+        .find_map(|site| {
+            let named =
+                (site.value.kind() == kinds::IDENTIFIER).then(|| syntax::text(site.value, src));
+            let value = match named {
+                Some(name) => idx.assigned_before(Some(func), name, site.at.start_byte(), src)?,
+                None => site.value,
+            };
+            let fresh = fresh_call(value, idx, src).filter(|c| c.kind() == kinds::CALL)?;
+            let from_choice = fallback_choice(fresh, value)
+                .and_then(|choice| choice.named_child(0))
+                .filter(|from| from.kind() == kinds::IDENTIFIER)
+                .map(|from| syntax::text(from, src));
+            // `if idempotency_key is None: idempotency_key = uuid4()`: the name is the
+            // parameter, set only under a test of itself.
+            let set_when_missing = || {
+                let name = named?;
+                let test = idx
+                    .enclosing(value, kinds::IF_STATEMENT)
+                    .filter(|s| own(*s))?
+                    .field("condition")?;
+                identifiers(syntax::text(test, src))
+                    .any(|w| w == name)
+                    .then_some(name)
+            };
+            let param = from_choice
+                .or_else(set_when_missing)
+                .filter(|p| params.iter().any(|q| q == p))?;
+            Some(facts::FreshKey {
+                line: syntax::lines(value).0,
+                key: site.name,
+                made: syntax::normalized(fresh, src),
+                unless: Some(param.into()),
             })
         })
 }
@@ -271,8 +333,32 @@ fn helpers_elsewhere<'t>(
         {
             continue;
         }
-        let found = called_elsewhere(cx, idx.call_text(call, src), |f| {
-            f.fresh_key.as_deref().map(|k| (k.line, k.clone()))
+        let parts = idx.call_text(call, src);
+        let made_for = |f: &facts::FunctionFacts| {
+            f.fresh_key
+                .as_deref()
+                .filter(|k| {
+                    k.unless
+                        .as_deref()
+                        .is_none_or(|p| !gives(idx, attempt.func, call, p, &f.params, src))
+                })
+                .map(|k| (k.line, k.clone()))
+        };
+        let found = called_elsewhere(cx, parts, made_for).or_else(|| {
+            // A method of the file wrapped by a decorator that fills in the key: its body
+            // makes none, so `helper_keys` does not see it.
+            let file = cx.facts?;
+            if !matches!(parts.receiver, None | Some("self" | "cls")) {
+                return None;
+            }
+            let f = file.functions.iter().find(|f| {
+                f.name == parts.name
+                    && f.fresh_key.as_deref().is_some_and(|k| {
+                        k.unless.is_some() && !(f.lines.0..=f.lines.1).contains(&k.line)
+                    })
+            })?;
+            let (line, fresh) = made_for(f)?;
+            Some((f.qualname.clone(), format!("{}:{line}", file.path), fresh))
         });
         if let Some((helper, at, fresh)) = found {
             out.push((call, (helper, at, fresh)));
@@ -384,6 +470,106 @@ fn called_elsewhere<T>(
     ))
 }
 
+/// Whether `call`, in `func`, gives the callee's parameter `param` a value: by keyword (not
+/// `None`), by position (`positional`: the callee's parameters that can be passed so), or in a
+/// `**` dict that names it or cannot be read. A `*args` could hold it too.
+fn gives(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    call: Node<'_>,
+    param: &str,
+    positional: &str,
+    src: &str,
+) -> bool {
+    let Some(args) = call.field("arguments") else {
+        return false;
+    };
+    let position = positional.split(',').position(|p| p == param);
+    let mut at = 0;
+    for arg in crate::python::named_children(args) {
+        match arg.kind() {
+            kinds::KEYWORD_ARGUMENT => {
+                let named = arg
+                    .field("name")
+                    .is_some_and(|n| syntax::text(n, src) == param);
+                if named {
+                    return arg.field("value").is_none_or(|v| v.kind() != kinds::NONE);
+                }
+            }
+            kinds::LIST_SPLAT => {
+                if position.is_some() {
+                    return true;
+                }
+            }
+            kinds::DICTIONARY_SPLAT => {
+                let Some(inner) = arg.named_child(0) else {
+                    return true;
+                };
+                if splat_names(idx, func, inner, param, call.start_byte(), src) {
+                    return true;
+                }
+            }
+            kinds::COMMENT => {}
+            _ => {
+                if position == Some(at) {
+                    return true;
+                }
+                at += 1;
+            }
+        }
+    }
+    false
+}
+
+/// Whether the dict `**value` spreads into a call may hold `param`: a `dict(...)` or `{...}`
+/// built in the function that names it, or one the function does not build (a parameter, a
+/// dict filled elsewhere).
+fn splat_names(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    value: Node<'_>,
+    param: &str,
+    before: usize,
+    src: &str,
+) -> bool {
+    let built = match value.kind() {
+        kinds::IDENTIFIER => {
+            let name = syntax::text(value, src);
+            let filled = idx.within(func, kinds::SUBSCRIPT).iter().any(|s| {
+                s.field("value")
+                    .is_some_and(|v| syntax::text(v, src) == name)
+                    && s.start_byte() < before
+            }) || idx.within(func, kinds::CALL).iter().any(|c| {
+                let parts = idx.call_text(*c, src);
+                parts.receiver == Some(name) && matches!(parts.name, "update" | "setdefault")
+            });
+            if filled {
+                return true;
+            }
+            match idx.assigned_before(Some(func), name, before, src) {
+                Some(v) => v,
+                None => return true,
+            }
+        }
+        _ => value,
+    };
+    match built.kind() {
+        kinds::DICTIONARY => crate::python::named_children(built).iter().any(|pair| {
+            pair.kind() != kinds::PAIR
+                || pair
+                    .field("key")
+                    .is_some_and(|k| syntax::string_value(k, src) == Some(param))
+        }),
+        kinds::CALL if syntax::callee(built, src) == "dict" => {
+            syntax::keyword_args(built, src)
+                .iter()
+                .any(|(k, _)| *k == param)
+                || !syntax::positional_args(built).is_empty()
+        }
+        _ => true,
+    }
+}
+
 /// A key made in a function of another file of the change.
 struct MadeElsewhere {
     /// The key as the request names it.
@@ -393,6 +579,8 @@ struct MadeElsewhere {
     at: String,
     /// The call that makes it (`uuid.uuid4()`, `refund_idempotency_key()`).
     made: String,
+    /// The helper's parameter that the call leaves out, for which it makes the key.
+    unless: Option<Box<str>>,
 }
 
 /// A key made anew by a function of another file that every attempt calls, reported at the
@@ -408,6 +596,7 @@ fn report_elsewhere(
         helper,
         at,
         made,
+        unless,
     } = elsewhere;
     let src = cx.src();
     let qualname = cx
@@ -430,7 +619,10 @@ fn report_elsewhere(
     finding.function = qualname;
     // Said in the note of where the key is made, which names the retry.
     cite_retry(finding, attempt);
-    finding.note("elsewhere");
+    match unless {
+        Some(param) => finding.arg("param", param.to_string()).note("defaulted"),
+        None => finding.note("elsewhere"),
+    };
     if clock {
         finding.note("clock");
     }
@@ -589,6 +781,8 @@ fn report(
         .index()
         .map(|idx| facts::qualname(attempt.func, idx, src))
         .unwrap_or_default();
+    // Sent as itself, not made into a header further down (`via`).
+    let handle = via.is_none() && dedup_handle(key.trim_end_matches('='));
     let finding = cx
         .report_lines(
             &RULE,
@@ -610,6 +804,9 @@ fn report(
     }
     if let Some(from) = fallback_from {
         finding.arg("fallback_from", from).note("fallback");
+    }
+    if handle {
+        finding.note("handle");
     }
     if clock {
         finding.note("clock");
@@ -702,6 +899,10 @@ fn key_sites<'t>(
                     via: Some(syntax::normalized(callee.0, src)),
                     ..site(call, format!("{name}="), value)
                 });
+            } else if dedup_handle(name) && pays_by_name(idx.callee_name(call, src)) {
+                // `charge_authorization(..., reference=invoice.reference)`: the handle a
+                // provider such as Paystack tells a repeated payment by.
+                out.push(site(call, format!("{name}="), value));
             } else {
                 pairs(value, &mut out);
             }
@@ -729,6 +930,25 @@ fn key_sites<'t>(
     }
     out.sort_by_key(|s| s.at.start_byte());
     out
+}
+
+/// A payment's own reference, which providers that dedup on it (Paystack's `reference`,
+/// Flutterwave's `tx_ref`) take for the same payment when it comes again.
+fn dedup_handle(name: &str) -> bool {
+    matches!(
+        name,
+        "reference" | "tx_ref" | "txref" | "merchant_reference" | "payment_reference"
+    )
+}
+
+/// A call named for moving money: `charge_authorization`, `initiate_transfer`, `create_payout`.
+fn pays_by_name(name: &str) -> bool {
+    syntax::name_words(name).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "charge" | "pay" | "payment" | "transfer" | "payout" | "refund" | "capture" | "debit"
+        )
+    })
 }
 
 /// The function a call runs, as written and by its last name: its callee, or the function it
@@ -1069,6 +1289,27 @@ fn only_when_none_is_kept(
                     .is_some_and(|r| fresh_call(r, idx, src).is_none())
         });
         if kept {
+            return true;
+        }
+        // `if invoice.status == OPEN: invoice.reference = ...; invoice.status = PROCESSING`:
+        // made on the record's move out of the state it tests, which a retry no longer finds.
+        if let Some((object, _)) = name.rsplit_once('.')
+            && condition.is_some_and(|c| {
+                identifiers(syntax::text(c, src)).any(|w| {
+                    w != name
+                        && w.strip_prefix(object)
+                            .is_some_and(|rest| rest.starts_with('.'))
+                })
+            })
+            && idx.within(stmt, kinds::ASSIGNMENT).iter().any(|a| {
+                a.field("left").is_some_and(|l| {
+                    let text = syntax::text(l, src);
+                    text.strip_prefix(object)
+                        .and_then(|rest| rest.strip_prefix('.'))
+                        .is_some_and(|attr| matches!(attr, "status" | "state"))
+                })
+            })
+        {
             return true;
         }
         at = idx.enclosing(stmt, kinds::IF_STATEMENT);

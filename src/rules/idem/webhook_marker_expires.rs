@@ -76,7 +76,7 @@ fn check(cx: &mut Ctx<'_>) {
 }
 
 /// A key that names a delivered event: `f"stripe:event:{event.id}"`, `notification_id`.
-fn names_a_delivery(key: &str) -> bool {
+pub(super) fn names_a_delivery(key: &str) -> bool {
     syntax::name_words(key).iter().any(|w| {
         matches!(
             w.as_str(),
@@ -122,7 +122,7 @@ fn recorded_durably(text: &str) -> bool {
 
 /// `set(key, value, nx=True, ex=...)`: redis-py's claim, whatever the client is called
 /// (`ctx.locks`, `app.kv_store`).
-fn redis_claim(call: tree_sitter::Node<'_>, method: &str, src: &str) -> bool {
+pub(super) fn redis_claim(call: tree_sitter::Node<'_>, method: &str, src: &str) -> bool {
     method == "set"
         && syntax::keyword_arg(call, "nx", src).is_some_and(|v| syntax::text(v, src) == "True")
 }

@@ -47,15 +47,119 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(func) = idx.enclosing(update, kinds::FUNCTION_DEFINITION) else {
             continue;
         };
-        let Some(cap) = cap_without_refunded(idx, func, update, record, src) else {
-            continue;
+        let (cap, note) = match cap_without_refunded(idx, func, update, record, src) {
+            Some(cap) => (cap, None),
+            None => match from_the_total(idx, func, update, record, counted, src) {
+                Some(made) => (made, Some("computed")),
+                None => continue,
+            },
         };
-        cx.report(&RULE, cap)
+        let finding = cx
+            .report(&RULE, cap)
             .arg("function", facts::qualname(func, idx, src))
             .arg("cap", syntax::normalized(cap, src))
             .arg("counted", format!("{record}.{counted}"))
             .arg("counted_line", syntax::lines(update).0.to_string());
+        if let Some(note) = note {
+            finding.note(note);
+        }
     }
+}
+
+/// `amount = lease.deposit_kobo - deductions` before `lease.deposit_refunded_kobo += amount`:
+/// the amount refunded is worked out from the record's whole total, and the function reads
+/// what was refunded before nowhere but in the update. The assignment, when so.
+fn from_the_total<'t>(
+    idx: &crate::python::NodeIndex<'t>,
+    func: Node<'t>,
+    update: Node<'_>,
+    record: &str,
+    counted: &str,
+    src: &str,
+) -> Option<Node<'t>> {
+    let value = update.field("right")?;
+    if value.kind() != kinds::IDENTIFIER {
+        return None;
+    }
+    let name = syntax::text(value, src);
+    // The amount is what a refund is sent for (`client.refund(..., amount_kobo=amount)`): not
+    // a callback that books one confirmed elsewhere.
+    let refunded = idx.within(func, kinds::CALL).iter().any(|c| {
+        c.start_byte() < update.start_byte()
+            && syntax::name_words(idx.callee_name(*c, src))
+                .iter()
+                .any(|w| w == "refund")
+            && c.field("arguments").is_some_and(|args| {
+                crate::python::named_children(args).iter().any(|a| {
+                    let handed = if a.kind() == kinds::KEYWORD_ARGUMENT {
+                        a.field("value")
+                    } else {
+                        Some(*a)
+                    };
+                    handed.is_some_and(|v| syntax::text(v, src) == name)
+                })
+            })
+    });
+    if !refunded {
+        return None;
+    }
+    let right = idx.assigned_before(Some(func), name, update.start_byte(), src)?;
+    let assignment = right.parent().filter(|p| p.kind() == kinds::ASSIGNMENT)?;
+    let reads_total = std::iter::once(right)
+        .chain(idx.within(right, kinds::ATTRIBUTE).iter().copied())
+        .any(|a| total_of(a, record, src));
+    let counted_text = format!("{record}.{counted}");
+    let read_elsewhere = idx
+        .within(func, kinds::ATTRIBUTE)
+        .iter()
+        .any(|a| !syntax::contains(update, *a) && syntax::text(*a, src) == counted_text);
+    // `if payment.status == "refunded": raise ...`: refunded once, whole, by its state.
+    let state_guard = idx
+        .within(func, kinds::COMPARISON_OPERATOR)
+        .iter()
+        .any(|c| {
+            c.start_byte() < update.start_byte()
+                && crate::python::named_children(*c).iter().any(|side| {
+                    side.kind() == kinds::ATTRIBUTE
+                        && side
+                            .field("object")
+                            .is_some_and(|o| syntax::text(o, src) == record)
+                        && side.field("attribute").is_some_and(|a| {
+                            matches!(
+                                syntax::text(a, src),
+                                "status" | "state" | "ended_at" | "closed_at"
+                            )
+                        })
+                })
+        });
+    (reads_total && !read_elsewhere && !state_guard && !syntax::text(right, src).contains("refund"))
+        .then_some(assignment)
+}
+
+/// `item.quantity`, `payment.amount_cents`, `lease.deposit_kobo`: an attribute of `record` that
+/// names a whole amount or quantity.
+fn total_of(attribute: Node<'_>, record: &str, src: &str) -> bool {
+    attribute.kind() == kinds::ATTRIBUTE
+        && attribute
+            .field("object")
+            .is_some_and(|o| syntax::text(o, src) == record)
+        && attribute.field("attribute").is_some_and(|a| {
+            syntax::name_words(syntax::text(a, src)).iter().any(|w| {
+                matches!(
+                    w.as_str(),
+                    "quantity"
+                        | "qty"
+                        | "amount"
+                        | "cents"
+                        | "total"
+                        | "captured"
+                        | "paid"
+                        | "minor"
+                        | "kobo"
+                        | "deposit"
+                )
+            })
+        })
 }
 
 /// The first guard before `update` that weighs a request against the record's own total
@@ -87,27 +191,9 @@ fn cap_without_refunded<'t>(
                     // The operator's own node, as `retry::loops` reads a counter's bound.
                     c.child(1)
                         .is_some_and(|o| matches!(o.kind(), ">" | ">=" | "<" | "<="))
-                        && crate::python::named_children(*c).iter().any(|side| {
-                            side.kind() == kinds::ATTRIBUTE
-                                && side
-                                    .field("object")
-                                    .is_some_and(|o| syntax::text(o, src) == record)
-                                && side.field("attribute").is_some_and(|a| {
-                                    syntax::name_words(syntax::text(a, src)).iter().any(|w| {
-                                        matches!(
-                                            w.as_str(),
-                                            "quantity"
-                                                | "qty"
-                                                | "amount"
-                                                | "cents"
-                                                | "total"
-                                                | "captured"
-                                                | "paid"
-                                                | "minor"
-                                        )
-                                    })
-                                })
-                        })
+                        && crate::python::named_children(*c)
+                            .iter()
+                            .any(|side| total_of(*side, record, src))
                 });
             let stops = stmt.field("consequence").is_some_and(|b| {
                 !idx.within(b, kinds::RAISE_STATEMENT).is_empty()

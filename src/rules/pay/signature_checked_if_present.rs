@@ -32,10 +32,12 @@ fn check(cx: &mut Ctx<'_>) {
         else {
             continue;
         };
-        let Some(carried) = presence_test(condition, src) else {
-            continue;
+        // With the test as the message shows it: the whole condition, or its presence part.
+        let found = match presence_test(condition, src) {
+            Some(carried) => verifies(idx, body, src).map(|check| (carried, check, condition)),
+            None => present_and_wrong(idx, condition, body, src),
         };
-        let Some(check) = verifies(idx, body, src) else {
+        let Some((carried, check, shown)) = found else {
             continue;
         };
         // An `else` or `elif` decides what an unsigned request gets.
@@ -54,7 +56,7 @@ fn check(cx: &mut Ctx<'_>) {
         let view = crate::rules::facts::qualname(func, idx, src);
         cx.report(&RULE, stmt)
             .arg("view", view)
-            .arg("condition", syntax::text(condition, src).to_string())
+            .arg("condition", syntax::text(shown, src).to_string())
             .arg("check", check);
     }
 }
@@ -77,6 +79,42 @@ fn presence_test<'s>(condition: Node<'_>, src: &'s str) -> Option<&'s str> {
             && (text.ends_with(" is not None") || text.contains(" in "));
     (plain && names_signature && !subject.contains(" and ") && !subject.contains(" or "))
         .then_some(subject)
+}
+
+/// `if signature and not signature_matches(raw, signature, secret): raise Unauthorized`: the
+/// rejection runs only for a request that carries a signature, and a request without one goes
+/// on. The name that carries it and the check, when the branch rejects.
+fn present_and_wrong<'t, 's>(
+    idx: &NodeIndex<'_>,
+    condition: Node<'t>,
+    body: Node<'_>,
+    src: &'s str,
+) -> Option<(&'s str, String, Node<'t>)> {
+    if condition.kind() != kinds::BOOLEAN_OPERATOR
+        || condition.child(1).map(|o| o.kind()) != Some("and")
+    {
+        return None;
+    }
+    let (left, right) = (condition.field("left")?, condition.field("right")?);
+    let carried = presence_test(left, src)?;
+    let check = match right.kind() {
+        kinds::NOT_OPERATOR => verifies(idx, right, src)?,
+        // `sig != expected`: a digest compared by hand.
+        kinds::COMPARISON_OPERATOR
+            if right.child(1).map(|o| o.kind()) == Some("!=")
+                && syntax::text(right, src).contains(carried) =>
+        {
+            syntax::text(right, src).to_string()
+        }
+        _ => return None,
+    };
+    let rejects = !idx.within(body, kinds::RAISE_STATEMENT).is_empty()
+        || !idx.within(body, kinds::RETURN_STATEMENT).is_empty()
+        || idx
+            .within(body, kinds::CALL)
+            .iter()
+            .any(|c| syntax::callee_name(*c, src) == "abort");
+    rejects.then_some((carried, check, left))
 }
 
 /// The call in the `if` body that checks the signature, as written.

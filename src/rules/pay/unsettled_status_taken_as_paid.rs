@@ -73,6 +73,12 @@ fn gate(s: &Scan<'_>) -> bool {
             "NITIATED",
             "progress",
             "PROGRESS",
+            "anceled",
+            "ANCELED",
+            "ancelled",
+            "ANCELLED",
+            "waiting_",
+            "WAITING_",
         ])
 }
 
@@ -126,8 +132,10 @@ fn class(word: &str) -> Option<Class> {
         | "created"
         | "unconfirmed"
         | "in_flight" => Some(Class::InFlight),
+        // `abandoned`: a checkout the payer left (Paystack); `reversed`: money taken back.
         "declined" | "failed" | "failure" | "refused" | "rejected" | "canceled" | "cancelled"
-        | "error" | "errored" | "voided" | "expired" | "denied" => Some(Class::Failed),
+        | "error" | "errored" | "voided" | "void" | "expired" | "denied" | "abandoned"
+        | "reversed" | "revoked" => Some(Class::Failed),
         w if w.starts_with("awaiting_") || w.starts_with("waiting_") => Some(Class::InFlight),
         _ => None,
     }
@@ -351,6 +359,15 @@ fn records_paid<'t>(
             && syntax::keyword_args(**c, src)
                 .into_iter()
                 .any(|(k, v)| records_success(&k.to_ascii_lowercase(), v, src));
+        // `update_one({"_id": ...}, {"$set": {"payment_status": "succeeded"}})`,
+        // `.values(status="paid")`: a store's update handed the settled status.
+        let stored = matches!(
+            name,
+            "update_one" | "update_many" | "find_one_and_update" | "values" | "hset" | "hmset"
+        ) && (syntax::keyword_args(**c, src)
+            .into_iter()
+            .any(|(k, v)| records_success(&k.to_ascii_lowercase(), v, src))
+            || c.field("arguments").is_some_and(|a| settled_pair(a, src)));
         // `credit_bill(conn, bill_id, amount)`: what is owed is paid down.
         let credited = lower
             .strip_prefix("credit_")
@@ -361,7 +378,7 @@ fn records_paid<'t>(
             && syntax::positional_args(**c)
                 .into_iter()
                 .any(|a| success_value(a, src) && a.kind() == kinds::STRING);
-        named || updated || credited || marked
+        named || updated || stored || credited || marked
     });
     let returned = idx.within(block, kinds::RETURN_STATEMENT).iter().find(|r| {
         syntax::return_value(**r)
@@ -386,6 +403,25 @@ fn records_paid<'t>(
                         .is_some_and(|b| records_paid(idx, b, src, false).is_some())
             })
     })
+}
+
+/// Whether the dicts among `node`'s children, nested ones too (`{"$set": {...}}`), hold a
+/// settled status under a status key (`"payment_status": "succeeded"`).
+fn settled_pair(node: Node<'_>, src: &str) -> bool {
+    python::named_children(node)
+        .into_iter()
+        .any(|child| match child.kind() {
+            kinds::DICTIONARY => settled_pair(child, src),
+            kinds::PAIR => {
+                let (Some(k), Some(v)) = (child.field("key"), child.field("value")) else {
+                    return false;
+                };
+                v.kind() == kinds::DICTIONARY && settled_pair(v, src)
+                    || syntax::string_value(k, src)
+                        .is_some_and(|k| records_success(&k.to_ascii_lowercase(), v, src))
+            }
+            _ => false,
+        })
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -499,10 +535,34 @@ fn tells_apart_elsewhere(idx: &NodeIndex<'_>, arm: Node<'_>, subject: Node<'_>, 
     let subject = syntax::text(subject, src);
     let last = subject.rsplit(['.', '[']).next().unwrap_or(subject);
     let bare = |text: &str| !text.contains(['.', '[']);
+    // A lone `if` whose branch goes on to what follows (`if status == "waiting_for_capture":
+    // capture(...)`) leaves every status to the code after it: it tells nothing apart.
+    let goes_on = |c: Node<'_>| {
+        let mut at = c.parent();
+        while let Some(node) = at {
+            if matches!(node.kind(), kinds::IF_STATEMENT | kinds::ELIF_CLAUSE) {
+                let tested = node
+                    .field("condition")
+                    .is_some_and(|cond| syntax::contains(cond, c));
+                return tested
+                    && node.kind() == kinds::IF_STATEMENT
+                    && node.field("alternative").is_none()
+                    && node
+                        .field("consequence")
+                        .is_some_and(|body| syntax::block_falls_through(body, src));
+            }
+            if node.kind() == kinds::BLOCK {
+                return false;
+            }
+            at = node.parent();
+        }
+        false
+    };
     idx.within(func, kinds::COMPARISON_OPERATOR)
         .iter()
         .any(|c| {
             !syntax::contains(arm, *c)
+                && !goes_on(*c)
                 && c.named_child(0).is_some_and(|s| {
                     let text = syntax::text(s, src);
                     // The same status, or the name it was read into (`status` and

@@ -216,8 +216,10 @@ impl FileMocks {
         }
     }
 
-    /// The decorators of `class` and its `setUp` methods, lowercased.
-    fn class(&self, class: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> std::rc::Rc<[String]> {
+    /// The decorators of `class` and its `setUp` methods, lowercased; for a base class of
+    /// another module, what its `setUp` makes to stand in.
+    fn class(&self, cx: &Ctx<'_>, class: Node<'_>, idx: &NodeIndex<'_>) -> std::rc::Rc<[String]> {
+        let src = cx.src();
         let lower = |n: Node<'_>| syntax::text(n, src).to_ascii_lowercase();
         self.classes
             .borrow_mut()
@@ -237,16 +239,73 @@ impl FileMocks {
                         idx.within(class, kinds::FUNCTION_DEFINITION)
                             .iter()
                             .filter(|f| {
-                                let name = syntax::function_name(**f, src).to_ascii_lowercase();
-                                name.starts_with("setup") || name.starts_with("asyncsetup")
+                                crate::rules::facts::sets_up(syntax::function_name(**f, src))
                             })
                             .map(|f| lower(*f)),
                     );
+                    for base in imported_bases(class, idx, src) {
+                        texts.extend(inherited_setup(cx, base));
+                    }
                 }
                 texts.into()
             })
             .clone()
     }
+}
+
+/// The names of `class`'s base classes that the file does not define: imported
+/// (`KassaTestCase` of `from tests.support import KassaTestCase`).
+fn imported_bases<'s>(class: Node<'_>, idx: &NodeIndex<'_>, src: &'s str) -> Vec<&'s str> {
+    let Some(bases) = class.field("superclasses") else {
+        return Vec::new();
+    };
+    crate::python::named_children(bases)
+        .into_iter()
+        .filter(|b| b.kind() == kinds::IDENTIFIER)
+        .map(|b| syntax::text(b, src))
+        .filter(|name| {
+            !idx.all(kinds::CLASS_DEFINITION).iter().any(|c| {
+                c.field("name")
+                    .is_some_and(|n| syntax::text(n, src) == *name)
+            })
+        })
+        .collect()
+}
+
+/// What the `setUp` of a base class of another module makes to stand in for things: read from
+/// a test file of the change that defines it, or, in repository mode, from the module the file
+/// imports it from (`tests/support.py`, whose `asyncSetUp` starts `respx.mock(...)`).
+fn inherited_setup(cx: &Ctx<'_>, base: &str) -> Vec<String> {
+    let prefix = format!("{base}.");
+    let of_base = |qualname: &str, name: &str| {
+        qualname.starts_with(&prefix) && crate::rules::facts::sets_up(name)
+    };
+    let in_change: Vec<String> = cx
+        .change
+        .side(cx.side)
+        .filter(|f| f.is_test)
+        .flat_map(|f| f.functions.iter())
+        .filter(|f| of_base(&f.qualname, &f.name))
+        .filter_map(|f| f.mocks.as_deref().map(str::to_string))
+        .collect();
+    if !in_change.is_empty() {
+        return in_change;
+    }
+    let Some(target) = cx.facts.and_then(|f| f.import_target(base)) else {
+        return Vec::new();
+    };
+    let Some((module, _)) = target.rsplit_once('.') else {
+        return Vec::new();
+    };
+    let Some(found) = cx.project().and_then(|p| p.module(module)) else {
+        return Vec::new();
+    };
+    found
+        .functions
+        .iter()
+        .filter(|d| of_base(&d.qualname, &d.name))
+        .filter_map(|d| d.mocks.clone())
+        .collect()
 }
 
 /// `class`, then the base classes of it that the file defines, nearest first (a few levels).
@@ -291,7 +350,7 @@ impl<'m> Mocks<'m> {
             .collect();
         let class = idx
             .enclosing(test.node, kinds::CLASS_DEFINITION)
-            .map(|class| file.class(class, idx, src));
+            .map(|class| file.class(cx, class, idx));
         texts.extend(
             idx.within(test.node, kinds::CALL)
                 .iter()

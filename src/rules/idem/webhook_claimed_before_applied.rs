@@ -1,0 +1,206 @@
+//! IDEM010 webhook-claimed-before-applied: a webhook view (or a message consumer) claims an
+//! event in the cache (`if not cache.add(f"event:{id}", 1, timeout=WEEK): return 200`) and only
+//! then applies it, and nothing takes the claim back when applying fails. The failure answers
+//! the provider with an error, the provider delivers the event again, and the redelivery finds
+//! the claim and is acknowledged unapplied: a payment confirmed by the provider that the service
+//! never records, a refund it never books.
+//!
+//! Left alone: a claim deleted again (in an `except`, a `finally`), a claim of less than an hour
+//! (a lock for one run, which a later delivery outlives), Django's `add` without a timeout (its
+//! default is minutes), and a view whose only work is to hand the event to a queue.
+use tree_sitter::Node;
+
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::err::failure_swallowed::{Inbound, inbound};
+use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan, facts};
+
+use super::key_outlived_by_retries::{lifetime_arg, lifetime_seconds, released, span};
+use super::webhook_marker_expires::{names_a_delivery, redis_claim};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "IDEM010",
+    doc: include_str!("../../../rules/idem/IDEM010.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// Providers' first redeliveries come within the hour: a claim that lasts less is let go before
+/// the next delivery asks.
+const HELD_LONG_SECONDS: f64 = 60.0 * 60.0;
+
+/// Every finding is a claim (`add`, `nx=True`, `setnx`) in a file of code that names events.
+fn gate(s: &Scan<'_>) -> bool {
+    !s.facts.is_test
+        && s.mentions(&[".add(", "nx=True", "setnx("])
+        && s.mentions(&["event", "notification", "delivery", "webhook"])
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    for &call in idx.all(kinds::CALL) {
+        let method = cx.callee_name(call);
+        if !matches!(method, "add" | "set" | "setnx") {
+            continue;
+        }
+        // `setnx` then `expire`: the lifetime is set by a call of its own.
+        if method == "setnx" && src.contains(".expire(") {
+            continue;
+        }
+        let cached = super::cache_call(call, cx);
+        let claim = cached
+            .as_ref()
+            .is_some_and(|c| matches!(c.op, super::Op::AtomicWrite))
+            || redis_claim(call, method, src);
+        if !claim {
+            continue;
+        }
+        let Some(key) = super::key_of(call, method, src) else {
+            continue;
+        };
+        let key = super::resolve(cx, call, &key);
+        if !names_a_delivery(&key) {
+            continue;
+        }
+        let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        let Some(guard) = guards_a_way_out(idx, call, func, src) else {
+            continue;
+        };
+        let held = match lifetime_arg(call, method, src) {
+            Some((lifetime, scale)) => match lifetime_seconds(cx, idx, func, lifetime) {
+                Some(seconds) => Some(seconds * scale),
+                None => continue,
+            },
+            // Django's cache keeps a key for its default timeout, minutes unless configured.
+            None if cached.as_ref().is_some_and(|c| c.django) => continue,
+            None => None,
+        };
+        if held.is_some_and(|s| s < HELD_LONG_SECONDS) || released(cx, idx, call, &key, true) {
+            continue;
+        }
+        let Some(work) = work_after(idx, func, guard, src) else {
+            continue;
+        };
+        let Some(from) = inbound(cx, idx, func) else {
+            continue;
+        };
+        let view = facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, call)
+            .arg("key", key)
+            .arg("view", view.clone())
+            .arg(
+                "work",
+                syntax::normalized(work, src)
+                    .chars()
+                    .take(80)
+                    .collect::<String>(),
+            )
+            .arg("work_line", syntax::lines(work).0.to_string());
+        finding.function = view;
+        match held {
+            Some(seconds) => finding.arg("ttl", span(seconds)).note("held"),
+            None => finding.note("forever"),
+        };
+        if from == Inbound::Broker {
+            finding.note("consumer");
+        }
+    }
+}
+
+/// The statement that turns back a delivery the claim did not win: `if not cache.add(...):
+/// return ...` (or `continue` in a consumer's loop), or the same test of the name the answer is
+/// bound to. `None` when nothing is decided on the answer.
+fn guards_a_way_out<'t>(
+    idx: &NodeIndex<'t>,
+    call: Node<'t>,
+    func: Node<'t>,
+    src: &str,
+) -> Option<Node<'t>> {
+    let leaves = |stmt: Node<'_>| {
+        // `continue` is not indexed: a consumer's skip is a statement of the block itself.
+        stmt.field("consequence").is_some_and(|body| {
+            !idx.within(body, kinds::RETURN_STATEMENT).is_empty()
+                || crate::python::named_children(body)
+                    .iter()
+                    .any(|n| n.kind() == kinds::CONTINUE_STATEMENT)
+        })
+    };
+    let tested = |stmt: Node<'t>| {
+        stmt.field("condition")
+            .is_some_and(|c| syntax::contains(c, call))
+    };
+    if let Some(stmt) = idx.enclosing(call, kinds::IF_STATEMENT)
+        && tested(stmt)
+    {
+        return leaves(stmt).then_some(stmt);
+    }
+    let name = syntax::bound_name(call, src)?;
+    idx.within(func, kinds::IF_STATEMENT)
+        .iter()
+        .copied()
+        .filter(|s| s.start_byte() > call.end_byte())
+        .find(|s| {
+            s.field("condition").is_some_and(|c| {
+                syntax::name_words(syntax::text(c, src))
+                    .iter()
+                    .any(|w| w == name)
+            }) && leaves(*s)
+        })
+}
+
+/// The first call after `guard` that applies the event: not logging, not the answer to the
+/// provider (`HttpResponse(status=200)`, `jsonify`), not the cache again. `None` when the view
+/// does nothing after the claim but hand the event to a queue (`process_event.delay(...)`),
+/// which runs it again itself.
+fn work_after<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    guard: Node<'t>,
+    src: &str,
+) -> Option<Node<'t>> {
+    let mut first = None;
+    for &call in idx.within(func, kinds::CALL) {
+        if call.start_byte() < guard.end_byte() || !super::owned_by(idx, call, Some(func)) {
+            continue;
+        }
+        let callee = syntax::callee(call, src);
+        let name = callee.rsplit('.').next().unwrap_or(callee);
+        if facts::only_records(callee) || answers(name) || reads_only(name) {
+            continue;
+        }
+        if matches!(
+            name,
+            "delay" | "apply_async" | "enqueue" | "send_task" | "kiq" | "enqueue_job" | "send"
+        ) {
+            return None;
+        }
+        first.get_or_insert(call);
+    }
+    first
+}
+
+/// An answer to the caller: `HttpResponse(status=200)`, `JSONResponse(...)`, `jsonify(...)`.
+fn answers(name: &str) -> bool {
+    name.ends_with("Response") || matches!(name, "jsonify" | "make_response" | "abort")
+}
+
+/// Calls that only read what is at hand: a dict's `get`, a conversion, a length.
+fn reads_only(name: &str) -> bool {
+    matches!(
+        name,
+        "get"
+            | "str"
+            | "int"
+            | "len"
+            | "dict"
+            | "list"
+            | "isinstance"
+            | "loads"
+            | "json"
+            | "format"
+    )
+}
