@@ -74,6 +74,10 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         }
         let inbound = inbound(cx, idx, func);
+        if inbound == Some(Inbound::Broker) && skips_the_ack(idx, handler, try_statement, func, src)
+        {
+            continue;
+        }
         let Some((step, pays)) = step_of(cx, idx, func, body, inbound.is_some()) else {
             continue;
         };
@@ -101,6 +105,26 @@ fn check(cx: &mut Ctx<'_>) {
             finding.severity(Severity::Important);
         }
     }
+}
+
+/// Whether a consumer's handler `continue`s past the acknowledgement that follows its `try`
+/// (`sqs.delete_message(...)` after it): the message is left to come back, not swallowed.
+fn skips_the_ack(
+    idx: &NodeIndex<'_>,
+    handler: Node<'_>,
+    try_statement: Node<'_>,
+    func: Node<'_>,
+    src: &str,
+) -> bool {
+    let continues = syntax::statements(handler)
+        .iter()
+        .any(|s| s.kind() == kinds::CONTINUE_STATEMENT);
+    continues
+        && idx.within(func, kinds::CALL).iter().any(|&c| {
+            let parts = idx.call_text(c, src);
+            c.start_byte() > try_statement.end_byte()
+                && super::ack_before_handling::acknowledges(parts.name, parts.receiver)
+        })
 }
 
 /// Whether every statement of a handler only records that something failed: logging, a

@@ -1,6 +1,7 @@
 //! Error-contract rules: what a function does when something fails, and whether its callers
 //! can still tell a failure from a result.
 
+pub mod ack_before_handling;
 pub mod broad_except_returns_none;
 pub mod error_contract_changed;
 pub mod failure_swallowed;

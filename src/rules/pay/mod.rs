@@ -8,6 +8,7 @@ pub mod minor_units_divided;
 pub mod minor_units_truncated;
 pub mod paid_sum_ignores_status;
 pub mod price_from_client;
+pub mod record_written_after_payment;
 pub mod refund_cap_ignores_refunded;
 pub mod signature_checked_if_present;
 pub mod split_parts_miss_the_total;
