@@ -96,6 +96,8 @@ pub static ALL: &[&Rule] = &[
     &pay::paid_sum_ignores_status::RULE,
     &pay::refund_cap_ignores_refunded::RULE,
     &pay::record_written_after_payment::RULE,
+    &pay::time_units_mixed::RULE,
+    &pay::amount_in_float::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

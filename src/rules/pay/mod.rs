@@ -1,5 +1,6 @@
 //! Payment-operation rules: what is charged, and when the code starts believing it was.
 
+pub mod amount_in_float;
 pub mod arguments_swapped;
 pub mod balance_reset_after_payout;
 pub mod charge_amount_source_changed;
@@ -13,6 +14,7 @@ pub mod refund_cap_ignores_refunded;
 pub mod signature_checked_if_present;
 pub mod split_parts_miss_the_total;
 pub mod success_recorded_before_result;
+pub mod time_units_mixed;
 pub mod unsettled_status_taken_as_paid;
 pub mod verification_answer_taken_as_yes;
 pub mod verified_subset_ignored;
