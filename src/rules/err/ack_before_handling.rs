@@ -17,14 +17,14 @@ pub(crate) static RULE: Rule = Rule {
     gate: Gate::When(gate),
 };
 
-/// Every finding is an acknowledgement of a broker's message.
+/// Every finding is an acknowledgement of a broker's message: asked of the file's calls, read
+/// once by the facts pass, not of its text.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.mentions(&["commit(", "ack(", "delete_message(", "acknowledge("])
-        && s.mentions(&[
-            "consumer", "Consumer", "kafka", "Kafka", "message", "msg", "channel", "sqs",
-            "delivery",
-        ])
+        && s.facts
+            .calls
+            .iter()
+            .any(|c| acknowledges(c.name(), c.receiver()))
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -70,7 +70,13 @@ fn check(cx: &mut Ctx<'_>) {
 /// `sqs.delete_message(...)`: what tells a broker a message is done with. A database session's
 /// `commit` is not one.
 pub(crate) fn acknowledges(name: &str, receiver: Option<&str>) -> bool {
-    let Some(receiver) = receiver else {
+    // The name first: asked of every call of a file by the gate.
+    let Some(receiver) = receiver.filter(|_| {
+        matches!(
+            name,
+            "commit" | "ack" | "acknowledge" | "basic_ack" | "delete_message"
+        )
+    }) else {
         return false;
     };
     let last = receiver.rsplit('.').next().unwrap_or(receiver);

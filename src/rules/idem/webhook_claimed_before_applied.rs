@@ -28,10 +28,14 @@ pub(crate) static RULE: Rule = Rule {
 /// the next delivery asks.
 const HELD_LONG_SECONDS: f64 = 60.0 * 60.0;
 
-/// Every finding is a claim (`add`, `nx=True`, `setnx`) in a file of code that names events.
+/// Every finding is a claim (`add`, `set(..., nx=True)`, `setnx`) in a file of code that names
+/// events: the calls' names first, read once by the facts pass.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.mentions(&[".add(", "nx=True", "setnx("])
+        && s.facts.calls.iter().any(|c| {
+            c.receiver().is_some() && matches!(c.name(), "add" | "setnx")
+                || c.name() == "set" && c.receiver().is_some() && s.mentions(&["nx=True"])
+        })
         && s.mentions(&["event", "notification", "delivery", "webhook"])
 }
 
@@ -48,19 +52,20 @@ fn check(cx: &mut Ctx<'_>) {
         if method == "setnx" && src.contains(".expire(") {
             continue;
         }
+        // The key first: most `add` and `set` calls are not of an event.
+        let Some(key) = super::key_of(call, method, src) else {
+            continue;
+        };
+        let key = super::resolve(cx, call, &key);
+        if !names_a_delivery(&key) {
+            continue;
+        }
         let cached = super::cache_call(call, cx);
         let claim = cached
             .as_ref()
             .is_some_and(|c| matches!(c.op, super::Op::AtomicWrite))
             || redis_claim(call, method, src);
         if !claim {
-            continue;
-        }
-        let Some(key) = super::key_of(call, method, src) else {
-            continue;
-        };
-        let key = super::resolve(cx, call, &key);
-        if !names_a_delivery(&key) {
             continue;
         }
         let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
