@@ -52,13 +52,7 @@ fn check(cx: &mut Ctx<'_>) {
         let function = facts::qualname(func, idx, src);
         let finding = cx
             .report(&RULE, ack)
-            .arg(
-                "ack",
-                syntax::normalized(ack, src)
-                    .chars()
-                    .take(80)
-                    .collect::<String>(),
-            )
+            .arg("ack", crate::rules::pay::first_line(ack, src))
             .arg("work", syntax::callee(work, src).to_string())
             .arg("work_line", syntax::lines(work).0.to_string())
             .arg("function", function.clone());

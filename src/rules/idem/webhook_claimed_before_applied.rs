@@ -15,7 +15,7 @@ use crate::rules::err::failure_swallowed::{Inbound, inbound};
 use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan, facts};
 
 use super::key_outlived_by_retries::{lifetime_arg, lifetime_seconds, released, span};
-use super::webhook_marker_expires::{names_a_delivery, redis_claim};
+use super::webhook_marker_expires::{delivery_key, redis_claim};
 
 pub(crate) static RULE: Rule = Rule {
     id: "IDEM010",
@@ -53,13 +53,9 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         }
         // The key first: most `add` and `set` calls are not of an event.
-        let Some(key) = super::key_of(call, method, src) else {
+        let Some(key) = delivery_key(cx, call, method) else {
             continue;
         };
-        let key = super::resolve(cx, call, &key);
-        if !names_a_delivery(&key) {
-            continue;
-        }
         let cached = super::cache_call(call, cx);
         let claim = cached
             .as_ref()
@@ -97,13 +93,7 @@ fn check(cx: &mut Ctx<'_>) {
             .report(&RULE, call)
             .arg("key", key)
             .arg("view", view.clone())
-            .arg(
-                "work",
-                syntax::normalized(work, src)
-                    .chars()
-                    .take(80)
-                    .collect::<String>(),
-            )
+            .arg("work", crate::rules::pay::first_line(work, src))
             .arg("work_line", syntax::lines(work).0.to_string());
         finding.function = view;
         match held {
@@ -125,14 +115,10 @@ fn guards_a_way_out<'t>(
     func: Node<'t>,
     src: &str,
 ) -> Option<Node<'t>> {
+    // `if not claimed: return` (or `continue` in a consumer's loop): the branch leaves.
     let leaves = |stmt: Node<'_>| {
-        // `continue` is not indexed: a consumer's skip is a statement of the block itself.
-        stmt.field("consequence").is_some_and(|body| {
-            !idx.within(body, kinds::RETURN_STATEMENT).is_empty()
-                || crate::python::named_children(body)
-                    .iter()
-                    .any(|n| n.kind() == kinds::CONTINUE_STATEMENT)
-        })
+        stmt.field("consequence")
+            .is_some_and(|body| !syntax::block_falls_through(body, src))
     };
     let tested = |stmt: Node<'t>| {
         stmt.field("condition")

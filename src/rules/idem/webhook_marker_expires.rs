@@ -41,14 +41,10 @@ fn check(cx: &mut Ctx<'_>) {
         let Some((lifetime, scale)) = lifetime_arg(call, method, src) else {
             continue;
         };
-        let Some(key) = super::key_of(call, method, src) else {
+        let Some(key) = delivery_key(cx, call, method) else {
             continue;
         };
-        // `marker` says less than what it holds: `f"adyen:notification:{psp_reference}"`.
-        let key = super::resolve(cx, call, &key);
-        if !names_a_delivery(&key)
-            || super::cache_receiver(call, cx).is_none() && !redis_claim(call, method, src)
-        {
+        if super::cache_receiver(call, cx).is_none() && !redis_claim(call, method, src) {
             continue;
         }
         let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
@@ -75,8 +71,21 @@ fn check(cx: &mut Ctx<'_>) {
     }
 }
 
+/// The key a cache write's `method` call writes, when it names a delivered event: resolved
+/// through the name it is held in (`marker` says less than what it holds:
+/// `f"adyen:notification:{psp_reference}"`).
+pub(super) fn delivery_key(
+    cx: &Ctx<'_>,
+    call: tree_sitter::Node<'_>,
+    method: &str,
+) -> Option<String> {
+    let key = super::key_of(call, method, cx.src())?;
+    let key = super::resolve(cx, call, &key);
+    names_a_delivery(&key).then_some(key)
+}
+
 /// A key that names a delivered event: `f"stripe:event:{event.id}"`, `notification_id`.
-pub(super) fn names_a_delivery(key: &str) -> bool {
+fn names_a_delivery(key: &str) -> bool {
     syntax::name_words(key).iter().any(|w| {
         matches!(
             w.as_str(),

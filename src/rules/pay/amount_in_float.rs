@@ -70,13 +70,7 @@ fn check(cx: &mut Ctx<'_>) {
         let function = facts::qualname(func, idx, src);
         let finding = cx
             .report(&RULE, at)
-            .arg(
-                "expr",
-                syntax::normalized(at, src)
-                    .chars()
-                    .take(80)
-                    .collect::<String>(),
-            )
+            .arg("expr", crate::rules::pay::first_line(at, src))
             .arg("pay", syntax::callee(call, src).to_string())
             .arg("pay_line", syntax::lines(call).0.to_string())
             .arg("function", function.clone());

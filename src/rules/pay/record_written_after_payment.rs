@@ -45,12 +45,8 @@ fn check(cx: &mut Ctx<'_>) {
         else {
             continue;
         };
-        let leaves = !idx.within(body, kinds::RETURN_STATEMENT).is_empty()
-            || !idx.within(body, kinds::RAISE_STATEMENT).is_empty()
-            || crate::python::named_children(body)
-                .iter()
-                .any(|n| n.kind() == kinds::CONTINUE_STATEMENT);
-        if !leaves {
+        // `if existing: return existing`: found, the payment is not made again.
+        if syntax::block_falls_through(body, src) {
             continue;
         }
         let Some(func) = idx.enclosing(stmt, kinds::FUNCTION_DEFINITION) else {
@@ -94,13 +90,7 @@ fn check(cx: &mut Ctx<'_>) {
         let finding = cx
             .report(&RULE, condition)
             .arg("function", function.clone())
-            .arg(
-                "check",
-                syntax::normalized(condition, src)
-                    .chars()
-                    .take(80)
-                    .collect::<String>(),
-            )
+            .arg("check", crate::rules::pay::first_line(condition, src))
             .arg("pay", syntax::callee(pay, src).to_string())
             .arg("pay_line", syntax::lines(pay).0.to_string())
             .arg("write", syntax::callee(write, src).to_string())

@@ -120,13 +120,7 @@ fn report(
         .unwrap_or_default();
     let finding = cx
         .report(&RULE, at)
-        .arg(
-            "expr",
-            syntax::normalized(at, src)
-                .chars()
-                .take(80)
-                .collect::<String>(),
-        )
+        .arg("expr", crate::rules::pay::first_line(at, src))
         .arg("a", a.to_string())
         .arg("a_unit", ua.to_string())
         .arg("b", b.to_string())
