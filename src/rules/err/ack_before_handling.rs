@@ -41,7 +41,9 @@ fn check(cx: &mut Ctx<'_>) {
         };
         // Where the message is handled: the loop the acknowledgement is in, or the function
         // handed the message.
-        let scope = enclosing_loop(idx, ack, func).unwrap_or(func);
+        let scope = super::innermost_loop(ack, idx)
+            .filter(|l| syntax::contains(func, *l))
+            .unwrap_or(func);
         let messages = message_names(idx, scope, func, src);
         if messages.is_empty() {
             continue;
@@ -85,15 +87,6 @@ pub(crate) fn acknowledges(name: &str, receiver: Option<&str>) -> bool {
         "delete_message" => has(&["sqs", "queue", "client"]),
         _ => false,
     }
-}
-
-/// The innermost `for` or `while` around `node` inside `func`.
-fn enclosing_loop<'t>(idx: &NodeIndex<'t>, node: Node<'t>, func: Node<'t>) -> Option<Node<'t>> {
-    [kinds::FOR_STATEMENT, kinds::WHILE_STATEMENT]
-        .into_iter()
-        .filter_map(|k| idx.enclosing(node, k))
-        .filter(|l| syntax::contains(func, *l))
-        .max_by_key(|l| l.start_byte())
 }
 
 /// Names that hold the messages handled in `scope`: the variables of the `for` loops in it

@@ -33,7 +33,7 @@ fn gate(s: &Scan<'_>) -> bool {
 
 /// Whether code holds the rows it reads for the run: an ORM's row lock, SQL's, or a lock
 /// object.
-fn holds_rows(src: &str) -> bool {
+pub(super) fn holds_rows(src: &str) -> bool {
     [
         "select_for_update",
         "with_for_update",

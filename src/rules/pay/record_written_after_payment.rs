@@ -83,7 +83,7 @@ fn check(cx: &mut Ctx<'_>) {
         else {
             continue;
         };
-        if locks(syntax::text(func, src)) {
+        if super::balance_reset_after_payout::holds_rows(syntax::text(func, src)) {
             continue;
         }
         let function = facts::qualname(func, idx, src);
@@ -242,11 +242,4 @@ fn sends_a_key(pay: Node<'_>, src: &str) -> bool {
     syntax::IDEMPOTENCY_WORDS
         .iter()
         .any(|w| syntax::contains_lowercase(text, w))
-}
-
-/// Whether the function takes a lock for the check: a row locked, a lock held.
-fn locks(text: &str) -> bool {
-    ["for_update", "advisory", "lock(", "Lock(", "locked("]
-        .iter()
-        .any(|w| text.contains(w))
 }

@@ -120,16 +120,8 @@ fn from_the_total<'t>(
         .any(|c| {
             c.start_byte() < update.start_byte()
                 && crate::python::named_children(*c).iter().any(|side| {
-                    side.kind() == kinds::ATTRIBUTE
-                        && side
-                            .field("object")
-                            .is_some_and(|o| syntax::text(o, src) == record)
-                        && side.field("attribute").is_some_and(|a| {
-                            matches!(
-                                syntax::text(a, src),
-                                "status" | "state" | "ended_at" | "closed_at"
-                            )
-                        })
+                    attribute_of(*side, record, src)
+                        .is_some_and(|a| matches!(a, "status" | "state" | "ended_at" | "closed_at"))
                 })
         });
     (reads_total && !read_elsewhere && !state_guard && !syntax::text(right, src).contains("refund"))
@@ -139,27 +131,35 @@ fn from_the_total<'t>(
 /// `item.quantity`, `payment.amount_cents`, `lease.deposit_kobo`: an attribute of `record` that
 /// names a whole amount or quantity.
 fn total_of(attribute: Node<'_>, record: &str, src: &str) -> bool {
-    attribute.kind() == kinds::ATTRIBUTE
-        && attribute
-            .field("object")
-            .is_some_and(|o| syntax::text(o, src) == record)
-        && attribute.field("attribute").is_some_and(|a| {
-            syntax::name_words(syntax::text(a, src)).iter().any(|w| {
-                matches!(
-                    w.as_str(),
-                    "quantity"
-                        | "qty"
-                        | "amount"
-                        | "cents"
-                        | "total"
-                        | "captured"
-                        | "paid"
-                        | "minor"
-                        | "kobo"
-                        | "deposit"
-                )
-            })
+    attribute_of(attribute, record, src).is_some_and(|a| {
+        syntax::name_words(a).iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "quantity"
+                    | "qty"
+                    | "amount"
+                    | "cents"
+                    | "total"
+                    | "captured"
+                    | "paid"
+                    | "minor"
+                    | "kobo"
+                    | "deposit"
+            )
         })
+    })
+}
+
+/// The attribute's name when `node` reads one of `record` (`status` of `order.status`).
+fn attribute_of<'s>(node: Node<'_>, record: &str, src: &'s str) -> Option<&'s str> {
+    if node.kind() != kinds::ATTRIBUTE
+        || node
+            .field("object")
+            .is_none_or(|o| syntax::text(o, src) != record)
+    {
+        return None;
+    }
+    node.field("attribute").map(|a| syntax::text(a, src))
 }
 
 /// The first guard before `update` that weighs a request against the record's own total
