@@ -27,7 +27,15 @@ fn gate(s: &Scan<'_>) -> bool {
         && s.index()
             .all(kinds::EXCEPT_CLAUSE)
             .iter()
-            .any(|&c| syntax::is_broad_except(c, s.src()))
+            .any(|&c| broad(c, s.src()))
+}
+
+/// An `except` that catches everything, or a client's whole family of errors
+/// (`GatewayError`, `requests.RequestException`): timeouts with them, after which the payment
+/// may have gone through.
+fn broad(clause: Node<'_>, src: &str) -> bool {
+    syntax::is_broad_except(clause, src)
+        || super::timeout_read_as_failure::catches_timeout(clause, src).is_some()
 }
 
 /// Who delivered what a handler applies, and so who is told it was applied when it returns.
@@ -47,7 +55,7 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     }
     for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
-        if !syntax::is_broad_except(clause, src) {
+        if !broad(clause, src) {
             continue;
         }
         let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
@@ -67,6 +75,15 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(body) = try_statement.field("body") else {
             continue;
         };
+        // A family caught by name with an `else:` for the work that needs the step: the code
+        // does not go on as if it had worked (`except StripeError: log` then `else: create`).
+        if !syntax::is_broad_except(clause, src)
+            && crate::python::named_children(try_statement)
+                .iter()
+                .any(|c| c.kind() == kinds::ELSE_CLAUSE)
+        {
+            continue;
+        }
         let after = src
             .get(try_statement.end_byte()..func.end_byte())
             .unwrap_or("");
@@ -207,6 +224,12 @@ fn no_error(value: Node<'_>, src: &str) -> bool {
             "reject",
             "unavailable",
             "invalid",
+            // The outcome is left open for a later check: `self._pending_payment_response(...)`.
+            "pending",
+            "unknown",
+            "timeout",
+            "timed_out",
+            "unconfirmed",
         ]
         .iter()
         .any(|w| text.contains(w))
@@ -216,8 +239,8 @@ fn no_error(value: Node<'_>, src: &str) -> bool {
 /// (by its name, its class's or its file's, taking a request), or a consumer of messages.
 pub(crate) fn inbound(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>) -> Option<Inbound> {
     let src = cx.src();
-    let class = idx
-        .enclosing(func, kinds::CLASS_DEFINITION)
+    let class_node = idx.enclosing(func, kinds::CLASS_DEFINITION);
+    let class = class_node
         .and_then(|c| c.field("name"))
         .map_or("", |n| syntax::text(n, src));
     let names = format!("{} {class} {}", syntax::function_name(func, src), cx.path);
@@ -229,6 +252,9 @@ pub(crate) fn inbound(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>) -> Opti
     let takes_request = crate::rules::pay::parameters(func, src)
         .iter()
         .any(|p| matches!(p.as_str(), "request" | "req"))
+        // A method of a class-based view that reads its request from `self` (Tornado's
+        // `RequestHandler.post`, a Django `View`'s), or a helper method of that view.
+        || class_node.is_some_and(|c| syntax::text(c, src).contains("self.request"))
         || idx.decorated(func).is_some_and(|d| {
             syntax::decorators(d).into_iter().any(|d| {
                 let text = syntax::text(d, src);
@@ -286,9 +312,12 @@ fn step_of(
         if words.iter().any(|w| beside_the_money(w)) {
             continue;
         }
+        // By its name (`gateway.create_refund`), or a POST of money or to a payment URL
+        // (`session.post(f"{api}/payments/{ref}/captures", json=...)`).
         let pays = words
             .iter()
-            .any(|w| cx.vocab.is_payment_operation(w.trim_end_matches('s')));
+            .any(|w| cx.vocab.is_payment_operation(w.trim_end_matches('s')))
+            || crate::rules::pay::http_payment(cx, call);
         let line = syntax::lines(call).0;
         if pays {
             return Some(((callee.to_string(), line), true));

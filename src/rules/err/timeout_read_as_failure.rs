@@ -32,7 +32,7 @@ fn gate(s: &Scan<'_>) -> bool {
 
 /// How a clause comes to catch a timeout.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Caught {
+pub(crate) enum Caught {
     /// It names one: `requests.Timeout`, `httpx.TimeoutException`, `asyncio.TimeoutError`.
     Named,
     /// It catches a family of errors timeouts belong to: `requests.RequestException`,
@@ -54,7 +54,7 @@ const TRANSPORT_FAMILIES: &[&str] = &[
     "APIConnectionError",
 ];
 
-fn catches_timeout(clause: Node<'_>, src: &str) -> Option<Caught> {
+pub(crate) fn catches_timeout(clause: Node<'_>, src: &str) -> Option<Caught> {
     if clause.kind() != kinds::EXCEPT_CLAUSE {
         return None;
     }

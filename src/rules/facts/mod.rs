@@ -1522,11 +1522,16 @@ pub(crate) fn http_by_name(parts: &syntax::CallText<'_>) -> bool {
         return false;
     };
     let name = parts.name;
-    if !HTTP_VERBS.contains(&name) {
+    if !HTTP_VERBS.contains(&name) && name != "fetch" {
         return false;
     }
     let recv = last_name(full_recv.split('(').next().unwrap_or(full_recv));
     let has = |word| syntax::contains_lowercase(recv, word);
+    // Tornado's `AsyncHTTPClient().fetch(request)`, `self._client.fetch(...)`; asyncpg's
+    // `conn.fetch(sql)` is a query.
+    if name == "fetch" {
+        return has("http") || has("client") && !has("db") && !has("sql");
+    }
     let ends_api = recv
         .as_bytes()
         .get(recv.len().saturating_sub(3)..)

@@ -108,8 +108,17 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
     let function = scope.and_then(|f| super::facts_of(cx, f));
     // A mark that an event or request was already seen, which turns the repeat away, is a
     // dedup whatever its name (`kestrel:event:{id}` bound to `seen_key`).
-    let idempotency = speaks_of_idempotency(cx, read, write, function)
-        || marks_seen(cx, read) && guards(cx, scope, read);
+    let seen_marker = marks_seen(cx, read) || marks_delivery_seen(cx, scope, read);
+    // The event is applied on a state transition one writer wins: two racers past the marker
+    // change nothing twice.
+    if seen_marker
+        && let (Some(idx), Some(func)) = (cx.index(), scope)
+        && super::applies_by_state(idx, func, src)
+    {
+        return;
+    }
+    let idempotency =
+        speaks_of_idempotency(cx, read, write, function) || seen_marker && guards(cx, scope, read);
     let money = super::on_money_path(cx, function);
     let http = function.is_some_and(|f| super::reaches_http(cx, f));
     let fresh = FRESH_VALUES
@@ -313,9 +322,27 @@ fn marks_seen(cx: &Ctx<'_>, read: &CacheCall<'_>) -> bool {
         .any(|w| {
             matches!(
                 w.to_ascii_lowercase().as_str(),
-                "seen" | "processed" | "handled" | "delivered" | "duplicate" | "dup" | "dupe"
+                "seen"
+                    | "processed"
+                    | "handled"
+                    | "applied"
+                    | "delivered"
+                    | "duplicate"
+                    | "dup"
+                    | "dupe"
             )
         })
+}
+
+/// `f"lodestar-event:{event['eventId']}"` read in a webhook view or a consumer: a delivered
+/// event's own key, read to turn the repeat away, is a mark that it was seen. Elsewhere an
+/// event is as likely a concert's (`eventlist:{event.slug}`).
+fn marks_delivery_seen(cx: &Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>) -> bool {
+    let (Some(idx), Some(func)) = (cx.index(), scope) else {
+        return false;
+    };
+    super::webhook_marker_expires::names_a_delivery(&read.resolved_key)
+        && crate::rules::err::failure_swallowed::inbound(cx, idx, func).is_some()
 }
 
 /// Whether an HTTP call of `func` passes an amount.
@@ -426,15 +453,10 @@ fn guards(cx: &Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>) -> bool {
                         .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
                         .any(|w| w == b)
             });
+        // The branch leaves: `return`, `raise`, or `continue` to the next event of a batch.
         tests_read
             && stmt
                 .field("consequence")
-                .and_then(|b| syntax::statements(b).last().copied())
-                .is_some_and(|last| {
-                    matches!(
-                        last.kind(),
-                        kinds::RETURN_STATEMENT | kinds::RAISE_STATEMENT
-                    )
-                })
+                .is_some_and(|b| !syntax::block_falls_through(b, src))
     })
 }

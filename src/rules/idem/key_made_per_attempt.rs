@@ -840,25 +840,25 @@ fn cite_retry(finding: &mut crate::review::Finding, attempt: &Attempt<'_>) -> Op
 }
 
 /// A place that sends an idempotency key.
-struct Site<'t> {
-    at: Node<'t>,
+pub(crate) struct Site<'t> {
+    pub at: Node<'t>,
     /// The key's name as written there: `"Idempotency-Key"`, `idempotency_key=`.
-    name: String,
-    value: Node<'t>,
+    pub name: String,
+    pub value: Node<'t>,
     /// The callee that sends it as its key, when its name does not say so (`processor.sale`
     /// for `request_ref=`).
-    via: Option<String>,
+    pub via: Option<String>,
 }
 
 /// The change's functions, where a key may go under a name that does not say so: an argument
 /// that a function of the change sends as its idempotency key (`request_ref=` of
 /// `processor.sale`). `None` for the facts pass, which sees one file.
-type Callees<'c> = Option<(&'c ChangeSet, Side)>;
+pub(crate) type Callees<'c> = Option<(&'c ChangeSet, Side)>;
 
 /// Where the stretch `body` sends a key, for each `Idempotency-Key: value` of a
 /// dict (passed, assigned or returned), `idempotency_key=value` of a call,
 /// `headers["Idempotency-Key"] = value` and `idempotency_key = value`.
-fn key_sites<'t>(
+pub(crate) fn key_sites<'t>(
     idx: &NodeIndex<'t>,
     body: Node<'t>,
     src: &str,

@@ -6,6 +6,7 @@ pub(crate) mod cache_check_then_set;
 pub(crate) mod cache_outside_try_on_payment_path;
 pub(crate) mod decode_cached_value;
 pub(crate) mod key_made_per_attempt;
+pub(crate) mod key_numbered_by_count;
 pub(crate) mod key_outlived_by_retries;
 pub(crate) mod key_params;
 pub(crate) mod key_ttl_unit;
@@ -318,6 +319,18 @@ fn client_aliases<'a>(cx: &impl Local<'a>) -> Vec<(String, bool)> {
         let made_by = match right.kind() {
             kinds::CALL => syntax::callee(right, src),
             kinds::SUBSCRIPT => syntax::text(right, src),
+            // `applied = request.memcache`, `store = self.redis`: a client the code was handed,
+            // under a shorter name.
+            kinds::ATTRIBUTE => {
+                let attribute = facts::last_name(syntax::text(right, src));
+                if !cx
+                    .facts()
+                    .is_some_and(|f| facts::is_cache_name(attribute, f, cx.vocab()))
+                {
+                    continue;
+                }
+                attribute
+            }
             _ => continue,
         };
         if syntax::contains_lowercase(made_by, "redis")
@@ -695,4 +708,35 @@ pub(crate) fn key_is_deterministic(cx: &Ctx<'_>, func: &FunctionFacts) -> bool {
     func.mentions_idempotency
         && !(MINTS.holds)(func)
         && !cx.change.reaches(cx.side, &func.name, 2, &MINTS)
+}
+
+/// Whether the function applies its change only on a state transition that one writer wins:
+/// `if await Collection.filter(id=..., status=SUBMITTED).update(status=CONFIRMED):`, `if
+/// result.modified_count:`, `if cursor.rowcount == 1:`, `if store.transition(...)`. A
+/// redelivered event (or a second racer) then finds the state moved on and changes nothing, so
+/// a cache marker in front of it is only a shortcut.
+pub(crate) fn applies_by_state(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
+    const WON: &[&str] = &[
+        ".update(",
+        "update_one(",
+        "update_many(",
+        "rowcount",
+        "modified_count",
+        "matched_count",
+        "transition(",
+        "compare_and_set(",
+    ];
+    idx.within(func, kinds::IF_STATEMENT).iter().any(|stmt| {
+        stmt.field("condition").is_some_and(|c| {
+            let text = syntax::text(c, src);
+            if WON.iter().any(|w| text.contains(w)) {
+                return true;
+            }
+            // `updated = ...filter(...).update(...)` then `if updated:`.
+            c.kind() == kinds::IDENTIFIER
+                && idx
+                    .assigned_before(Some(func), text, c.start_byte(), src)
+                    .is_some_and(|v| WON.iter().any(|w| syntax::text(v, src).contains(w)))
+        })
+    })
 }

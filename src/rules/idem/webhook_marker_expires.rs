@@ -5,8 +5,10 @@
 //! with growing pauses), and a delivery after the marker is gone is applied again: a payout
 //! reversed twice, a balance credited twice.
 //!
-//! Left alone: a marker of a day or more, one the view deletes again (a lock for one run), and a
-//! view that also records the event durably (`get_or_create(event_id=...)`, a unique row).
+//! Left alone: a marker of a day or more, one the view deletes again (a lock for one run), a
+//! view that also records the event durably (`get_or_create(event_id=...)`, a unique row), and
+//! one that applies it only on a state transition one writer wins (`if await
+//! Collection.filter(id=..., status=SUBMITTED).update(...)`), which a late redelivery finds done.
 use crate::python::{NodeIndex, kinds, syntax};
 use crate::rules::err::failure_swallowed::{Inbound, inbound};
 use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan};
@@ -57,6 +59,7 @@ fn check(cx: &mut Ctx<'_>) {
             || !marks_once(cx, idx, call, func)
             || released(cx, idx, call, &key, false)
             || recorded_durably(syntax::text(func, src))
+            || super::applies_by_state(idx, func, src)
         {
             continue;
         }
@@ -85,7 +88,7 @@ pub(super) fn delivery_key(
 }
 
 /// A key that names a delivered event: `f"stripe:event:{event.id}"`, `notification_id`.
-fn names_a_delivery(key: &str) -> bool {
+pub(super) fn names_a_delivery(key: &str) -> bool {
     syntax::name_words(key).iter().any(|w| {
         matches!(
             w.as_str(),

@@ -23,7 +23,9 @@ const DEPTH: usize = 4;
 
 /// Every finding is a payment call whose amount reads a float.
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test && s.facts.functions.iter().any(|f| f.payment) && s.mentions(&["float(", "0."])
+    !s.facts.is_test
+        && s.facts.functions.iter().any(|f| f.payment || f.http)
+        && s.mentions(&["float(", "0."])
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -32,7 +34,11 @@ fn check(cx: &mut Ctx<'_>) {
     };
     let mut reported: Vec<usize> = Vec::new();
     for &call in idx.all(kinds::CALL) {
-        if !super::pays(cx, call, src) || !super::passes_money(call, src, cx.vocab) {
+        // A payment call, or a POST of money to a payment URL (`session.post(f"{API}/payouts",
+        // json={"amount": ...})`).
+        let paid = super::pays(cx, call, src) && super::passes_money(call, src, cx.vocab)
+            || super::http_payment(cx, call);
+        if !paid {
             continue;
         }
         let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {

@@ -7,6 +7,7 @@ pub mod charge_amount_source_changed;
 pub mod item_refund_sized_by_order;
 pub mod minor_units_divided;
 pub mod minor_units_truncated;
+pub mod outcome_flag_ignored;
 pub mod paid_sum_ignores_status;
 pub mod price_from_client;
 pub mod record_written_after_payment;
@@ -23,7 +24,7 @@ use tree_sitter::Node;
 
 use crate::config::Vocabulary;
 use crate::python::{Fields, kinds, syntax};
-use crate::rules::Ctx;
+use crate::rules::{Ctx, facts};
 use crate::source::Side;
 
 /// Whether a call moves money: its name is a payment operation (`create_charge`, `refund`,
@@ -75,6 +76,17 @@ pub(crate) fn pays(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
         found = true;
     }
     found
+}
+
+/// A POST over HTTP that carries money or goes to a payment URL: `requests.post(...)`,
+/// `await client.post(...)`.
+pub(crate) fn http_payment(cx: &Ctx<'_>, call: Node<'_>) -> bool {
+    let src = cx.src();
+    matches!(syntax::callee_name(call, src), "post" | "request")
+        && cx.facts.is_some_and(|file| {
+            facts::classify_call(call, src, file, cx.vocab) == facts::Target::Http
+        })
+        && (passes_money(call, src, cx.vocab) || crate::rules::http::url_names_payment(cx, call))
 }
 
 /// Whether the call hands a payment operation to a thread (`await asyncio.to_thread(

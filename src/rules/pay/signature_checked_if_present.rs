@@ -96,7 +96,18 @@ fn present_and_wrong<'t, 's>(
         return None;
     }
     let (left, right) = (condition.field("left")?, condition.field("right")?);
-    let carried = presence_test(left, src)?;
+    // `supplied and not compare_digest(supplied, expected)`: a name the check is handed is the
+    // signature, whatever it is called.
+    let handed = |check: Node<'_>| {
+        left.kind() == kinds::IDENTIFIER
+            && idx.within(check, kinds::CALL).iter().any(|c| {
+                syntax::positional_args(*c)
+                    .iter()
+                    .any(|a| syntax::text(*a, src) == syntax::text(left, src))
+            })
+    };
+    let carried =
+        presence_test(left, src).or_else(|| handed(right).then(|| syntax::text(left, src)))?;
     let check = match right.kind() {
         kinds::NOT_OPERATOR => verifies(idx, right, src)?,
         // `sig != expected`: a digest compared by hand.

@@ -592,7 +592,7 @@ fn unchecked_call_before<'t>(
             {
                 Some((i, *c, false))
             } else {
-                http_payment(cx, *c).then_some((i, *c, true))
+                super::http_payment(cx, *c).then_some((i, *c, true))
             }
         })
     })?;
@@ -875,18 +875,6 @@ fn passed_as_argument(text: &str, name: &str) -> bool {
             .and_then(|rest| rest.iter().copied().find(|c| !c.is_ascii_whitespace()));
         matches!(before, Some(b'(' | b',' | b'=')) && matches!(after, Some(b')' | b','))
     })
-}
-
-/// A POST over HTTP that carries money or goes to a payment URL: `requests.post(...)`,
-/// `await client.post(...)`.
-fn http_payment(cx: &Ctx<'_>, call: Node<'_>) -> bool {
-    let src = cx.src();
-    matches!(syntax::callee_name(call, src), "post" | "request")
-        && cx.facts.is_some_and(|file| {
-            facts::classify_call(call, src, file, cx.vocab) == facts::Target::Http
-        })
-        && (super::passes_money(call, src, cx.vocab)
-            || crate::rules::http::url_names_payment(cx, call))
 }
 
 /// The statement after `stmt` in its block that persists the entity: `save_order(order)`,

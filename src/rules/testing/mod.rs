@@ -685,6 +685,39 @@ impl Callee {
 /// What the test surely calls (not `event.get(...)`: `FunctionFacts::loose`) that the change
 /// defines outside tests; when the diff hides the test's body, the function it is named after
 /// (`test_create_charge_success` → `create_charge`).
+/// The tasks a test runs in its own process (`tasks.refund_leg.call_local(refund_id)`,
+/// `charge_invoice.apply(args=...)`): functions of the change under test that
+/// `callees_under_test` does not see, the call being the runner's method.
+pub fn tasks_run(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Callee> {
+    let mut out: Vec<Callee> = Vec::new();
+    let Some(file) = cx.facts else {
+        return out;
+    };
+    for site in file.calls.iter() {
+        if *site.function != *test.facts.qualname || !RUNS_A_TASK.contains(&site.name()) {
+            continue;
+        }
+        let Some(task) = site.receiver().map(crate::rules::facts::last_name) else {
+            continue;
+        };
+        let defined = cx
+            .change
+            .functions_named(cx.side, task)
+            .any(|(file, _)| !file.is_test);
+        if defined && !out.iter().any(|c| c.name == task) {
+            out.push(Callee {
+                methods: None,
+                name: task.to_string(),
+            });
+        }
+    }
+    out
+}
+
+/// How a test runs a task's function in its own process: Huey's `call_local`, Celery's `apply`
+/// (and `delay` under eager mode), RQ's and dramatiq's `fn`, `run`.
+const RUNS_A_TASK: &[&str] = &["call_local", "apply", "delay", "apply_async", "run", "fn"];
+
 pub fn callees_under_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Callee> {
     let defined = |name: &str| {
         cx.change
