@@ -9,10 +9,12 @@
 //! record (`refund.sequence`) rather than worked out at the call.
 use tree_sitter::Node;
 
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::review::Severity;
 use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
 
 use super::key_made_per_attempt::key_sites;
+use crate::rules::err::timeout_read_as_failure::catches_timeout;
 
 pub(crate) static RULE: Rule = Rule {
     id: "IDEM011",
@@ -25,11 +27,11 @@ pub(crate) static RULE: Rule = Rule {
 /// len(done) + 1`).
 const DEPTH: usize = 2;
 
-/// Every finding is a count (`len(`, `.count(`, `count_documents`) in the key of a payment, in
-/// code that names an idempotency key or pays.
+/// Every finding is a count (`len(`, `.count(`, `count_documents`, a field counting attempts)
+/// in the key of a payment, in code that names an idempotency key or pays.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.mentions(&["len(", "count"])
+        && s.mentions(&["len(", "count", "attempt", "retr", "tries"])
         && (s.facts.payment_module
             || s.facts
                 .functions
@@ -52,6 +54,27 @@ fn check(cx: &mut Ctx<'_>) {
                 continue;
             }
             let Some((count, counted)) = counted_in(idx, func, site.value, src, DEPTH) else {
+                if let Some((counter, clause, field)) =
+                    advanced_on_doubt(idx, func, site.value, src)
+                    && !reported.contains(&clause.id())
+                {
+                    reported.push(clause.id());
+                    let caught = syntax::except_types(clause)
+                        .first()
+                        .map_or_else(|| "everything".to_string(), |t| syntax::normalized(*t, src));
+                    let function = facts::qualname(func, idx, src);
+                    let finding = cx
+                        .report(&RULE, site.value)
+                        .arg("key", site.name.clone())
+                        .arg("count", crate::rules::pay::first_line(counter, src))
+                        .arg("field", field)
+                        .arg("caught", caught)
+                        .arg("handler_line", syntax::lines(clause).0.to_string())
+                        .note("advanced")
+                        // A second charge for one debt, as a key made per attempt is.
+                        .severity(Severity::Blocker);
+                    finding.function = function;
+                }
                 continue;
             };
             if reported.contains(&count.id()) {
@@ -84,7 +107,13 @@ fn counted_in<'t>(
         .chain(idx.within(value, kinds::CALL).iter().copied());
     for call in calls {
         if let Some(counted) = count_of_money(idx, func, call, value, src) {
-            return Some((call, counted));
+            // `len(earlier)` is shown as it is; a query's `.count()` with the query it ends.
+            let shown = if idx.callee_name(call, src) == "len" {
+                call
+            } else {
+                value
+            };
+            return Some((shown, counted));
         }
     }
     if depth == 0 {
@@ -158,8 +187,84 @@ fn money_records(text: &str) -> Option<&'static str> {
         })
 }
 
+/// `attempt = collection.retry_count + 1` numbering the key, and a handler of a failure that may
+/// have gone through (a timeout, the client's whole family of errors) that stores the advanced
+/// count (`update(retry_count=attempt)`, `collection.retry_count += 1`): the next run numbers a
+/// new key for a payment the provider may have made. The counter read, the handler and the
+/// counter's field.
+fn advanced_on_doubt<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    value: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, Node<'t>, String)> {
+    let mut values = vec![value];
+    for name in names_read(syntax::text(value, src)) {
+        if let Some(set) = idx.assigned_before(Some(func), name, value.start_byte(), src) {
+            values.push(set);
+        }
+    }
+    let handlers: Vec<Node<'t>> = idx
+        .within(func, kinds::EXCEPT_CLAUSE)
+        .iter()
+        .copied()
+        .filter(|c| catches_timeout(*c, src).is_some())
+        .collect();
+    if handlers.is_empty() {
+        return None;
+    }
+    for v in values {
+        let reads = std::iter::once(v)
+            .filter(|n| n.kind() == kinds::ATTRIBUTE)
+            .chain(idx.within(v, kinds::ATTRIBUTE).iter().copied());
+        for read in reads {
+            let Some(field) = read.field("attribute").map(|a| syntax::text(a, src)) else {
+                continue;
+            };
+            if !counts_attempts(field) {
+                continue;
+            }
+            let stores = |clause: &Node<'t>| {
+                syntax::except_body(*clause).is_some_and(|b| {
+                    let body = syntax::text(b, src);
+                    stores_field(body, field)
+                })
+            };
+            if let Some(clause) = handlers.iter().copied().find(stores) {
+                return Some((read, clause, field.to_string()));
+            }
+        }
+    }
+    None
+}
+
+/// A field that counts the tries of one payment: `retry_count`, `attempts`, `tries`.
+fn counts_attempts(field: &str) -> bool {
+    syntax::name_words(field).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "count" | "attempt" | "attempts" | "retry" | "retries" | "tries" | "try"
+        )
+    })
+}
+
+/// Whether code writes `field`: `retry_count=attempt` as a keyword, `x.retry_count = ...`,
+/// `x.retry_count += 1`.
+fn stores_field(code: &str, field: &str) -> bool {
+    code.match_indices(field).any(|(at, _)| {
+        let before = code[..at].chars().next_back();
+        let after = code[at + field.len()..].trim_start();
+        let whole = !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            && !code[at + field.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_');
+        whole && (after.starts_with("+=") || after.starts_with('=') && !after.starts_with("=="))
+    })
+}
+
 /// The plain names a text reads, each by its first part (`appointment` of `appointment.id`).
-fn names_read(text: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn names_read(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
         .filter_map(|w| w.split('.').next())
         .filter(|w| {

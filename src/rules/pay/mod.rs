@@ -12,6 +12,7 @@ pub mod paid_sum_ignores_status;
 pub mod price_from_client;
 pub mod record_written_after_payment;
 pub mod refund_cap_ignores_refunded;
+pub mod refund_from_list_price;
 pub mod signature_checked_if_present;
 pub mod split_parts_miss_the_total;
 pub mod success_recorded_before_result;

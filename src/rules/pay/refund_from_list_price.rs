@@ -1,0 +1,176 @@
+//! PAY020 refund-from-list-price: a pro-rata refund worked out from what the plan costs now
+//! (`member.monthly_fee_pence * unused_days // month_days`, `policy.monthly_premium_cents * ...`)
+//! rather than from what the customer paid for the period. A discount, a first-month proration,
+//! a price changed since the period was billed: the refund gives back more (or less) than was
+//! paid for the days left.
+//!
+//! Read: the amount a refund record or a refund call is handed, a few assignments back and
+//! through a helper of the file that returns it, when it multiplies and divides (a share of a
+//! period) an attribute named for a price (`price`, `fee`, `premium`, `rate`) of something that
+//! is not a payment record. Left alone: a share of an invoice's, a payment's or a line's amount.
+use tree_sitter::Node;
+
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "PAY020",
+    doc: include_str!("../../../rules/pay/PAY020.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// How many assignments back an amount is followed.
+const DEPTH: usize = 3;
+
+/// Every finding is an amount handed to a refund, in code that prorates.
+fn gate(s: &Scan<'_>) -> bool {
+    !s.facts.is_test && s.mentions(&["refund", "Refund"]) && s.mentions(&["//", " / "])
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    let mut reported: Vec<usize> = Vec::new();
+    for &call in idx.all(kinds::CALL) {
+        let callee = syntax::callee(call, src);
+        if !syntax::name_words(callee)
+            .iter()
+            .any(|w| w == "refund" || w == "refunds")
+        {
+            continue;
+        }
+        let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        for (name, value) in syntax::keyword_args(call, src) {
+            if !cx.vocab.is_money_argument(name) {
+                continue;
+            }
+            let Some((price, share)) = list_price_share(idx, func, value, DEPTH, src) else {
+                continue;
+            };
+            if reported.contains(&share.id()) {
+                continue;
+            }
+            reported.push(share.id());
+            let function = facts::qualname(func, idx, src);
+            // Where the share is taken, perhaps in a helper: where the fix goes.
+            let finding = cx
+                .report(&RULE, share)
+                .arg("price", syntax::text(price, src).to_string())
+                .arg("share", crate::rules::pay::first_line(share, src))
+                .arg("refund", callee.to_string())
+                .arg("function", function.clone());
+            finding.function = function;
+        }
+    }
+}
+
+/// The price attribute and the expression that takes a share of it, in `value` or in what the
+/// names it reads were last set to (up to `depth` assignments back), or in what a function of
+/// the file it calls returns.
+fn list_price_share<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    value: Node<'t>,
+    depth: usize,
+    src: &str,
+) -> Option<(Node<'t>, Node<'t>)> {
+    if let Some(found) = share_of_price(idx, value, src) {
+        return Some(found);
+    }
+    if depth == 0 {
+        return None;
+    }
+    // `refund_due(member, cancelled_on)`: what the helper returns.
+    let inner = crate::rules::idem::strip_await(value);
+    if inner.kind() == kinds::CALL {
+        let name = idx.callee_name(inner, src);
+        for returned in idx.returned_by(name, src) {
+            if let Some(found) = share_of_price(idx, returned, src) {
+                return Some(found);
+            }
+        }
+    }
+    // `amount_cents=round(amount)`: the names the value reads, as they were last set.
+    for name in crate::rules::idem::key_numbered_by_count::names_read(syntax::text(value, src)) {
+        if let Some(set) = idx.assigned_before(Some(func), name, value.start_byte(), src)
+            && let Some(found) = list_price_share(idx, func, set, depth - 1, src)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// `member.monthly_fee_pence * unused_days // month_days` in `expr`: a product with a price
+/// attribute, divided.
+fn share_of_price<'t>(
+    idx: &NodeIndex<'t>,
+    expr: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, Node<'t>)> {
+    let text = syntax::text(expr, src);
+    if !(text.contains('*') && text.contains('/')) {
+        return None;
+    }
+    let attributes: Vec<Node<'t>> = std::iter::once(expr)
+        .filter(|n| n.kind() == kinds::ATTRIBUTE)
+        .chain(idx.within(expr, kinds::ATTRIBUTE).iter().copied())
+        .collect();
+    // `payment.amount_cents * policy.refund_rate / 100`: a share of what was paid.
+    let of_paid = attributes.iter().any(|a| {
+        a.field("object")
+            .is_some_and(|o| paid_record(syntax::text(o, src)))
+    });
+    if of_paid {
+        return None;
+    }
+    for attribute in attributes {
+        let (Some(object), Some(field)) = (attribute.field("object"), attribute.field("attribute"))
+        else {
+            continue;
+        };
+        if names_a_price(syntax::text(field, src)) && !paid_record(syntax::text(object, src)) {
+            return Some((attribute, expr));
+        }
+    }
+    None
+}
+
+/// A field that holds what something costs: `monthly_fee_pence`, `price_cents`, `premium`.
+fn names_a_price(field: &str) -> bool {
+    let words = syntax::name_words(field);
+    let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+    has(&["price", "fee", "premium", "rate", "tariff", "cost"])
+        // `refund_rate`, `tax_rate`, `fee_percent`: a fraction, not a price.
+        && !has(&["percent", "pct", "ratio", "share", "refund", "discount", "tax", "vat"])
+}
+
+/// An object that records a payment (`invoice`, `collection`, `charge`, `line`): a share of
+/// its amount is a share of what was paid.
+fn paid_record(object: &str) -> bool {
+    syntax::name_words(object).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "invoice"
+                | "payment"
+                | "charge"
+                | "collection"
+                | "transaction"
+                | "txn"
+                | "order"
+                | "line"
+                | "item"
+                | "capture"
+                | "receipt"
+                | "paid"
+                | "instalment"
+                | "installment"
+                | "bill"
+                | "period"
+        )
+    })
+}
