@@ -101,6 +101,7 @@ pub static ALL: &[&Rule] = &[
     &pay::amount_in_float::RULE,
     &pay::outcome_flag_ignored::RULE,
     &pay::refund_from_list_price::RULE,
+    &pay::time_from_client::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

@@ -16,6 +16,7 @@ pub mod refund_from_list_price;
 pub mod signature_checked_if_present;
 pub mod split_parts_miss_the_total;
 pub mod success_recorded_before_result;
+pub mod time_from_client;
 pub mod time_units_mixed;
 pub mod unsettled_status_taken_as_paid;
 pub mod verification_answer_taken_as_yes;

@@ -155,7 +155,7 @@ fn on_payment_path(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
 /// The request's parsed body as a handler reads it: `request.json`, `await request.json()`,
 /// `request.get_json()`, `request.data`, `request.POST`, `json.loads(request.body)`, a form's
 /// `cleaned_data`.
-fn reads_request(text: &str) -> bool {
+pub(super) fn reads_request(text: &str) -> bool {
     let text = text.trim_start_matches("await ").trim();
     ["request.", "req.", "self.request."].iter().any(|r| {
         text.match_indices(r).any(|(at, _)| {
@@ -189,7 +189,7 @@ fn reads_request(text: &str) -> bool {
 
 /// A parameter a framework fills from the body: `data: EndTripRequest` (Litestar), `body:
 /// CheckoutIn`, `payload: Order` (FastAPI), in a handler with a route decorator.
-fn body_parameters<'s>(func: Node<'_>, src: &'s str) -> Vec<&'s str> {
+pub(super) fn body_parameters<'s>(func: Node<'_>, src: &'s str) -> Vec<&'s str> {
     let Some(params) = func.field("parameters") else {
         return Vec::new();
     };
