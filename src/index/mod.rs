@@ -325,8 +325,18 @@ impl ProjectIndex {
             }
             conftests.insert("conftest.py".to_string());
         }
+        // With them, a Django project's settings modules (`settings_test.py`,
+        // `settings/test.py`): what the tests' `cache` is (`CACHES` with `LocMemCache`).
+        let tests_changed = changed.iter().any(|p| crate::rules::facts::is_test_path(p));
+        let settings = on_disk.iter().filter(|p| {
+            tests_changed
+                && p.rsplit('/')
+                    .take(2)
+                    .any(|part| part.trim_end_matches(".py").contains("settings"))
+        });
         let conftests: Vec<String> = conftests
             .into_iter()
+            .chain(settings.cloned())
             .filter(|p| on_disk_set.contains(p.as_str()) && !ix.paths.contains(p))
             .collect();
         for m in parallel_filter_map(&conftests, |path| {

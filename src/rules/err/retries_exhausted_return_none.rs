@@ -106,6 +106,62 @@ fn exhausted_loops<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(Node<'t>, Node<'t
             out.push((decorator, func, exhausted));
         }
     }
+    out.extend(configured_to_return_none(idx, src));
+    out
+}
+
+/// A tenacity retrier built in code with a `retry_error_callback` that gives `None`
+/// (`self._retrying().copy(retry_error_callback=_gave_up)`, `AsyncRetrying(...,
+/// retry_error_callback=...)`, `.retry_with(...)`), whose result the function returns: once
+/// the attempts are spent, the function hands its caller `None`.
+fn configured_to_return_none<'t>(
+    idx: &NodeIndex<'t>,
+    src: &str,
+) -> Vec<(Node<'t>, Node<'t>, Exhausted<'t>)> {
+    let mut out = Vec::new();
+    if memchr::memmem::find(src.as_bytes(), b"retry_error_callback").is_none() {
+        return out;
+    }
+    for &call in idx.all(kinds::CALL) {
+        let name = idx.callee_name(call, src);
+        if !(name.ends_with("Retrying") || matches!(name, "copy" | "retry_with")) {
+            continue;
+        }
+        let Some(callback) = syntax::keyword_arg(call, "retry_error_callback", src) else {
+            continue;
+        };
+        if !returns_only_none(callback, idx, src) {
+            continue;
+        }
+        let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        // The retrier's result is what the function returns: `return await retrying(...)`,
+        // or the retrier is bound to a name the function then calls in a `return`.
+        let bound = syntax::bound_name(call, src);
+        let returned = idx.within(func, kinds::RETURN_STATEMENT).iter().any(|r| {
+            let text = syntax::text(*r, src);
+            syntax::contains(*r, call)
+                || bound.is_some_and(|b| {
+                    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .any(|w| w == b)
+                })
+        });
+        if !returned {
+            continue;
+        }
+        out.push((
+            call,
+            func,
+            Exhausted {
+                lines: syntax::lines(call),
+                falls_off: false,
+                key: "configured-returns-none callback".to_string(),
+                how: Some("callback"),
+                helper: None,
+            },
+        ));
+    }
     out
 }
 
@@ -365,8 +421,14 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted<'
         cx.on_payment_path(facts)
     });
     // `capture` over the client's own `_post`: its name says what it retries.
-    let names_payment =
-        cx.vocab.is_payment_operation(&name) && !crate::rules::pay::beside_the_money(&name);
+    // A retrier configured in the function retries what it is handed: the function's amount
+    // parameter (`settle(..., amount_minor, currency)`) says it moves money.
+    let configured_with_money = exhausted.key.starts_with("configured")
+        && crate::rules::pay::parameters(func, src)
+            .iter()
+            .any(|p| cx.vocab.is_money_argument(p));
+    let names_payment = configured_with_money
+        || cx.vocab.is_payment_operation(&name) && !crate::rules::pay::beside_the_money(&name);
     let on_path = cx.on_payment_path(function.as_ref()) || helper_on_path || names_payment;
     let raised_before = cx
         .other_facts

@@ -128,6 +128,9 @@ fn provider_family(name: &str) -> bool {
         "signature",
         "config",
         "configuration",
+        // `aiohttp.ClientResponseError`, `HTTPStatusError`: a status the provider answered with.
+        "response",
+        "status",
     ])
 }
 

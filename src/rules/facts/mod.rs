@@ -1000,6 +1000,8 @@ const MEMORY_MAPS: &[&str] = &[
     "TLRUCache",
     "FIFOCache",
     "RRCache",
+    // aiocache's in-process backend.
+    "SimpleMemoryCache",
 ];
 
 /// What an assignment binds that `is_cache_name` must know of.
@@ -1147,8 +1149,15 @@ pub(crate) fn cache_binding<'s>(
     let left = syntax::text(assignment.field("left")?, src);
     let name = left.rsplit('.').next().unwrap_or(left).trim();
     if is_memory_map(right, idx, src) {
-        let named =
-            syntax::contains_lowercase(name, "cache") || syntax::contains_lowercase(name, "redis");
+        // `_closed = SimpleMemoryCache(...)`: a map whose class says "cache" is one whatever
+        // it is bound to, and would otherwise be taken for a client by its constructor's name.
+        let constructor = syntax::text(right, src)
+            .split('(')
+            .next()
+            .unwrap_or_default();
+        let named = syntax::contains_lowercase(name, "cache")
+            || syntax::contains_lowercase(name, "redis")
+            || syntax::contains_lowercase(constructor, "cache");
         return named.then_some((name, CacheBinding::Memory));
     }
     let made_by = match right.kind() {

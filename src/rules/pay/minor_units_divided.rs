@@ -68,6 +68,13 @@ fn check(cx: &mut Ctx<'_>) {
         if !a_hundred(right, src) || !in_minor_units(syntax::text(left, src)) {
             continue;
         }
+        // `authorised_minor * TIP_TOLERANCE_PERCENT // 100`: a percentage of an amount in minor
+        // units, still in minor units.
+        if left.kind() == kinds::BINARY_OPERATOR
+            && left.field("operator").is_some_and(|o| o.kind() == "*")
+        {
+            continue;
+        }
         let Some(func) = idx.enclosing(division, kinds::FUNCTION_DEFINITION) else {
             continue;
         };

@@ -15,6 +15,7 @@ pub mod refund_cap_ignores_refunded;
 pub mod refund_from_list_price;
 pub mod signature_checked_if_present;
 pub mod split_parts_miss_the_total;
+pub mod state_checked_then_set;
 pub mod success_recorded_before_result;
 pub mod time_from_client;
 pub mod time_units_mixed;

@@ -80,7 +80,7 @@ fn check(cx: &mut Ctx<'_>) {
 
 /// A parameter named for what a provider sent back (`event`, `item`, `notification`,
 /// `result`), not for a record of ours (`payment.success` is our own payment's state).
-fn names_an_outcome(param: &str) -> bool {
+pub(crate) fn names_an_outcome(param: &str) -> bool {
     syntax::name_words(param).iter().any(|w| {
         matches!(
             w.as_str(),

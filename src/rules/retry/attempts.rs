@@ -48,9 +48,18 @@ pub(crate) fn attempts<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<Attempt<'t>> {
         .collect();
     // `for attempt in Retrying(...)`, `async for attempt in AsyncRetrying(...)` with `with
     // attempt:` inside: tenacity runs the body again, and stops on its own.
+    let tenacity =
+        |r: Node<'_>| r.kind() == kinds::CALL && syntax::callee_name(r, src).ends_with("Retrying");
     for &lp in idx.all(kinds::FOR_STATEMENT) {
+        // Or a helper of the file that builds one (`async for attempt in self._retrying()`,
+        // `def _retrying(self): return AsyncRetrying(...)`).
         let by_tenacity = lp.field("right").is_some_and(|r| {
-            r.kind() == kinds::CALL && syntax::callee_name(r, src).ends_with("Retrying")
+            tenacity(r)
+                || r.kind() == kinds::CALL
+                    && idx
+                        .returned_by(idx.callee_name(r, src), src)
+                        .into_iter()
+                        .any(tenacity)
         });
         if !by_tenacity {
             continue;

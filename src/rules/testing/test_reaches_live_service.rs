@@ -200,7 +200,10 @@ fn check(cx: &mut Ctx<'_>) {
                     (!replaced && !mocks.cover(&service.tokens(r.file))).then_some((service, r))
                 })
             })
-            .filter(|(service, _)| !repository_fixture_covers(cx, test, *service));
+            .filter(|(service, _)| !repository_fixture_covers(cx, test, *service))
+            .filter(|(service, r)| {
+                !(*service == Service::Cache && django_cache_local_in_tests(cx, r))
+            });
         if let Some((service, r)) = found {
             if service == Service::Cache {
                 reach_the_cache.push(&test.facts.name);
@@ -217,6 +220,48 @@ fn check(cx: &mut Ctx<'_>) {
     }
     live_setup::fixtures(cx, &tests, &reach_the_cache);
     live_setup::cache_settings(cx, &tests, &reach_the_cache);
+}
+
+/// Whether the cache reached is Django's and the repository's settings give the tests an
+/// in-process one (`CACHES = {"default": {"BACKEND": "...locmem.LocMemCache"}}` in a settings
+/// module such as `settings_test.py`): Django's `cache` there is no server (repository mode).
+fn django_cache_local_in_tests(cx: &Ctx<'_>, r: &Reach<'_>) -> bool {
+    // Django's `cache`, and no client of a cache server of the file's own beside it.
+    let django_only = r
+        .file
+        .imports
+        .iter()
+        .any(|i| i.target.starts_with("django.core.cache"))
+        && !r.file.imports.iter().any(|i| {
+            let target = i.target.to_ascii_lowercase();
+            target.contains("redis") || target.contains("memcache")
+        });
+    let local = |a: &crate::index::Assignment| {
+        let value = a.value.to_ascii_lowercase();
+        a.name == "CACHES" && (value.contains("locmem") || value.contains("dummycache"))
+    };
+    django_only
+        && cx.project().is_some_and(|p| {
+            p.modules().iter().any(|m| {
+                let settings = m
+                    .module
+                    .rsplit('.')
+                    .next()
+                    .is_some_and(|n| n.contains("settings"));
+                let caches: Vec<&crate::index::Assignment> = m
+                    .assignments
+                    .iter()
+                    .filter(|a| a.name == "CACHES")
+                    .collect();
+                // A settings module for the tests (`settings_test`, `testutils/settings.py`),
+                // or one whose last word on `CACHES` puts a local cache over a server's (`if
+                // "pytest" in sys.modules: CACHES = {...LocMemCache...}`).
+                let for_tests = settings && m.module.contains("test");
+                let overridden =
+                    settings && caches.len() > 1 && caches.last().is_some_and(|a| local(a));
+                for_tests && caches.iter().any(|a| local(a)) || overridden
+            })
+        })
 }
 
 /// Whether a fixture the test takes from a `conftest.py` of the repository that the change does
