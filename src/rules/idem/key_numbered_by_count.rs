@@ -32,11 +32,10 @@ const DEPTH: usize = 2;
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
         && s.mentions(&["len(", "count", "attempt", "retr", "tries"])
-        && (s.facts.payment_module
-            || s.facts
-                .functions
-                .iter()
-                .any(|f| f.mentions_idempotency || f.payment))
+        // A key site names an idempotency key, or is a reference handed to a payment.
+        && (s.facts.functions.iter().any(|f| f.mentions_idempotency)
+            || (s.facts.payment_module || s.facts.functions.iter().any(|f| f.payment))
+                && s.mentions(&["reference=", "ref=", "_key=", "_id="]))
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -45,6 +44,14 @@ fn check(cx: &mut Ctx<'_>) {
     };
     let mut reported: Vec<usize> = Vec::new();
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        // A count or a counter in the function's text before its key sites are read.
+        let text = syntax::text(func, src);
+        if !["len(", "count", "attempt", "retr", "tries"]
+            .iter()
+            .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
+        {
+            continue;
+        }
         for site in key_sites(idx, func, src, Some((cx.change, cx.side))) {
             // A nested function's sites are its own.
             if idx

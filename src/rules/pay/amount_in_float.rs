@@ -24,8 +24,9 @@ const DEPTH: usize = 4;
 /// Every finding is a payment call whose amount reads a float.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.facts.functions.iter().any(|f| f.payment || f.http)
-        && s.mentions(&["float(", "0."])
+        && (s.facts.functions.iter().any(|f| f.payment) && s.mentions(&["float(", "0."])
+            // A POST of money to a payment URL: an amount read with `float(...)`.
+            || s.facts.functions.iter().any(|f| f.http) && s.mentions(&["float("]))
 }
 
 fn check(cx: &mut Ctx<'_>) {

@@ -35,6 +35,10 @@ fn check(cx: &mut Ctx<'_>) {
     // (function, parameter) for each function that reads the flag of one of its parameters.
     let mut readers: Vec<(Node<'_>, String)> = Vec::new();
     for &func in functions {
+        // Only a function whose text names the flag can read it.
+        if !syntax::text(func, src).contains("success") {
+            continue;
+        }
         for param in crate::rules::pay::parameters(func, src) {
             if names_an_outcome(&param) && reads_flag(func, &param, src).is_some() {
                 readers.push((func, param));
@@ -109,21 +113,22 @@ pub(crate) fn names_an_outcome(param: &str) -> bool {
 fn reads_flag(func: Node<'_>, param: &str, src: &str) -> Option<&'static str> {
     let body = syntax::text(func.field("body")?, src);
     FLAGS.iter().copied().find(|flag| {
-        [
-            format!("{param}.get(\"{flag}\""),
-            format!("{param}.get('{flag}'"),
-            format!("{param}[\"{flag}\"]"),
-            format!("{param}['{flag}']"),
-            format!("{param}.{flag}"),
-        ]
-        .iter()
-        .any(|form| {
-            body.match_indices(form.as_str()).any(|(at, _)| {
-                // `param.success` must not be the start of `param.successful_at`.
-                let next = body[at + form.len()..].chars().next();
-                !form.ends_with(flag) || !next.is_some_and(|c| c.is_alphanumeric() || c == '_')
+        body.contains(flag)
+            && [
+                format!("{param}.get(\"{flag}\""),
+                format!("{param}.get('{flag}'"),
+                format!("{param}[\"{flag}\"]"),
+                format!("{param}['{flag}']"),
+                format!("{param}.{flag}"),
+            ]
+            .iter()
+            .any(|form| {
+                body.match_indices(form.as_str()).any(|(at, _)| {
+                    // `param.success` must not be the start of `param.successful_at`.
+                    let next = body[at + form.len()..].chars().next();
+                    !form.ends_with(flag) || !next.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                })
             })
-        })
     })
 }
 
