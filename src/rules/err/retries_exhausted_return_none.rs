@@ -142,10 +142,7 @@ fn configured_to_return_none<'t>(
         let returned = idx.within(func, kinds::RETURN_STATEMENT).iter().any(|r| {
             let text = syntax::text(*r, src);
             syntax::contains(*r, call)
-                || bound.is_some_and(|b| {
-                    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                        .any(|w| w == b)
-                })
+                || bound.is_some_and(|b| crate::rules::testing::has_word(text, b))
         });
         if !returned {
             continue;

@@ -149,9 +149,7 @@ fn dedup_check<'t>(
                 .filter(|c| c.kind() == kinds::CALL)
                 .find(|c| {
                     asks_if_new(syntax::callee_name(*c, src))
-                        && syntax::text(*c, src)
-                            .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
-                            .any(|w| w == param)
+                        && crate::rules::testing::has_word(syntax::text(*c, src), param)
                 })
         })
 }

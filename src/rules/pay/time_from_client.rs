@@ -13,6 +13,7 @@ use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
 
 use super::price_from_client::{body_parameters, reads_request};
+use crate::rules::testing::has_word;
 
 pub(crate) static RULE: Rule = Rule {
     id: "PAY021",
@@ -169,7 +170,7 @@ fn checked(idx: &NodeIndex<'_>, func: Node<'_>, choice: Node<'_>, name: &str, sr
         stmt.start_byte() > choice.end_byte()
             && stmt.field("condition").is_some_and(|c| {
                 let text = syntax::text(c, src);
-                reads_name(text, name) && ["<", ">"].iter().any(|op| text.contains(op))
+                has_word(text, name) && ["<", ">"].iter().any(|op| text.contains(op))
             })
     })
 }
@@ -211,7 +212,7 @@ fn bills(
         let handed = syntax::positional_args(call)
             .iter()
             .chain(syntax::keyword_args(call, src).iter().map(|(_, v)| v))
-            .any(|a| reads_name(syntax::text(*a, src), name));
+            .any(|a| has_word(syntax::text(*a, src), name));
         handed
             && (money
                 || cx.change.reaches(
@@ -221,10 +222,4 @@ fn bills(
                     &crate::rules::reach::HTTP_OR_PAYMENT,
                 ))
     })
-}
-
-/// Whether code reads the plain name `name` (`billable_minutes(trip.started_at, ended_at)`).
-fn reads_name(code: &str, name: &str) -> bool {
-    code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .any(|w| w == name)
 }
