@@ -157,17 +157,8 @@ fn dedup_check<'t>(
 /// Whether the handler's change is guarded by the store: an `UPDATE ... WHERE ... status` or a
 /// conditional update whose count it reads, an `ON CONFLICT`, a unique violation it catches.
 fn guarded_otherwise(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
-    let text = syntax::text(func, src);
     crate::rules::idem::applies_by_state(idx, func, src)
-        || [
-            "ON CONFLICT",
-            "on_conflict",
-            "IntegrityError",
-            "UniqueViolation",
-            "get_or_create",
-        ]
-        .iter()
-        .any(|w| text.contains(w))
+        || super::webhook_marker_expires::recorded_durably(syntax::text(func, src))
 }
 
 /// The first call of the handler after its reads that changes something: not a read of the

@@ -934,7 +934,7 @@ pub(crate) fn key_sites<'t>(
 
 /// A payment's own reference, which providers that dedup on it (Paystack's `reference`,
 /// Flutterwave's `tx_ref`) take for the same payment when it comes again.
-fn dedup_handle(name: &str) -> bool {
+pub(crate) fn dedup_handle(name: &str) -> bool {
     matches!(
         name,
         "reference" | "tx_ref" | "txref" | "merchant_reference" | "payment_reference"

@@ -119,7 +119,7 @@ fn marks_once(
 
 /// Whether the view also keeps the event where it does not expire: a unique row, an
 /// upsert, a conflict it catches.
-fn recorded_durably(text: &str) -> bool {
+pub(super) fn recorded_durably(text: &str) -> bool {
     [
         "get_or_create",
         "IntegrityError",

@@ -135,7 +135,7 @@ fn moves_money(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
         syntax::contains_lowercase(syntax::text(call, src), "idempotency")
             || syntax::keyword_args(call, src)
                 .iter()
-                .any(|(k, _)| matches!(*k, "reference" | "tx_ref" | "txref" | "merchant_reference"))
+                .any(|(k, _)| crate::rules::idem::key_made_per_attempt::dedup_handle(k))
     };
     if crate::rules::pay::pays(cx, call, src)
         && crate::rules::pay::passes_money(call, src, cx.vocab)
