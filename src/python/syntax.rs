@@ -640,7 +640,14 @@ pub fn handed_function<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
 
 /// The words that name an idempotency key in code: every provider's `Idempotency-Key`
 /// (`Cko-Idempotency-Key`, `idempotency_key=`), and PayPal's `PayPal-Request-Id`.
-pub const IDEMPOTENCY_WORDS: [&str; 3] = ["idempot", "paypal-request-id", "paypal_request_id"];
+pub const IDEMPOTENCY_WORDS: [&str; 5] = [
+    "idempot",
+    "paypal-request-id",
+    "paypal_request_id",
+    // Wise's transfers are deduplicated on it.
+    "customertransactionid",
+    "customer_transaction_id",
+];
 
 /// Where a call that runs a function handed to it takes that function: `run_in_threadpool(
 /// processor.sale, token, amount)`, `asyncio.to_thread(f, ...)` and a project's own
@@ -649,7 +656,7 @@ pub const IDEMPOTENCY_WORDS: [&str; 3] = ["idempot", "paypal-request-id", "paypa
 pub fn runs_argument(name: &str) -> Option<usize> {
     match name {
         "run_async" | "run_sync" | "run_in_threadpool" | "to_thread" | "sync_to_async"
-        | "async_to_sync" | "run_blocking" => Some(0),
+        | "async_to_sync" | "run_blocking" | "run_in_worker" | "run_in_thread" => Some(0),
         "run_in_executor" => Some(1),
         _ => None,
     }

@@ -104,6 +104,7 @@ pub static ALL: &[&Rule] = &[
     &pay::refund_from_list_price::RULE,
     &pay::time_from_client::RULE,
     &pay::state_checked_then_set::RULE,
+    &pay::pending_rows_paid_unclaimed::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

@@ -72,6 +72,13 @@ fn check(cx: &mut Ctx<'_>) {
         else {
             continue;
         };
+        // A family caught after its timeouts were (`except GatewayUnavailable: ...` first):
+        // what is left of it are refusals.
+        if !syntax::is_broad_except(clause, src)
+            && super::timeout_read_as_failure::caught_earlier(try_statement, clause, src)
+        {
+            continue;
+        }
         let Some(body) = try_statement.field("body") else {
             continue;
         };

@@ -77,11 +77,42 @@ pub(crate) fn catches_timeout(clause: Node<'_>, src: &str) -> Option<Caught> {
             && !(last == "HTTPError" && (name.starts_with("requests") || name == "HTTPError"));
         if matches!(last, "Exception" | "BaseException") {
             caught = Some(Caught::Everything);
-        } else if (family || provider_family(last)) && caught.is_none() {
+        } else if (family || provider_family(last) || client_family(last, src) || unavailable(last))
+            && caught.is_none()
+        {
             caught = Some(Caught::Family);
         }
     }
     caught
+}
+
+/// The base error of a client the file uses, named for it: `PaywaveError` beside
+/// `PaywaveClient`, `AcmePayException` beside `AcmePayGateway`. The client raises its timeouts
+/// as one of its own errors.
+fn client_family(name: &str, src: &str) -> bool {
+    let brand = name
+        .strip_suffix("Error")
+        .or_else(|| name.strip_suffix("Exception"))
+        .unwrap_or("");
+    brand.len() >= 3
+        && brand.starts_with(|c: char| c.is_ascii_uppercase())
+        && ["Client", "Gateway", "API", "Api"].iter().any(|kind| {
+            let class = format!("{brand}{kind}");
+            memchr::memmem::find_iter(src.as_bytes(), class.as_bytes()).any(|at| {
+                // `PaywaveClient`, not `PaywaveClientConfig`.
+                !src.as_bytes()
+                    .get(at + class.len())
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+            })
+        })
+}
+
+/// An error named for a service that did not answer (`PaywaveUnavailable`,
+/// `ProviderUnreachable`): what clients raise for a timeout, a dropped connection or a 5xx.
+fn unavailable(name: &str) -> bool {
+    syntax::name_words(name)
+        .iter()
+        .any(|w| matches!(w.as_str(), "unavailable" | "unreachable"))
 }
 
 /// A client's own base error (`GatewayError`, `StripeError`, `ProviderAPIException`): SDKs and
@@ -265,7 +296,15 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
     // `except` of the client's whole family). Under `except Exception` that is too common a
     // clean-up to read as a decision about timeouts.
     let raises = !idx.within(handler, kinds::RAISE_STATEMENT).is_empty();
-    if UNKNOWN_OUTCOME.iter().any(|w| lower.contains(w)) || raises && caught == Caught::Everything {
+    // A refusal recorded (`billing.record_rejected(...)`) is a decision, whatever comes after
+    // it: the "retry" that follows is a new attempt at a payment now taken for refused.
+    let records_refusal = idx
+        .within(handler, kinds::CALL)
+        .iter()
+        .any(|&c| idx.enclosing(c, kinds::RAISE_STATEMENT).is_none() && names_refusal(c, src));
+    if UNKNOWN_OUTCOME.iter().any(|w| lower.contains(w)) && !records_refusal
+        || raises && caught == Caught::Everything
+    {
         return None;
     }
     let assigned = idx
@@ -275,23 +314,19 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
     // An error named for a refusal raised for the timeout (`raise PaymentDeclined(...)`) is a
     // "no" handed to the caller, not a record. One named for a failure (`raise
     // ChargeFailed(...)` once the retries are spent) says only that it did not work out.
-    let refusal = |c: Node<'_>| {
-        let callee = syntax::callee(c, src);
-        syntax::name_words(callee.rsplit('.').next().unwrap_or(callee))
-            .iter()
-            .any(|w| {
-                matches!(
-                    w.as_str(),
-                    "decline" | "declined" | "reject" | "rejected" | "refused"
-                )
-            })
-    };
     let called = idx.within(handler, kinds::CALL).iter().filter_map(|&c| {
         let handed = idx.enclosing(c, kinds::RAISE_STATEMENT).is_some();
-        if handed && !refusal(c) {
+        if handed && !names_refusal(c, src) {
             return None;
         }
-        Some((c, calls_failure(c, src)? && !handed, c.parent()?))
+        // Shown as its statement, or as itself when it is handed to another call.
+        let parent = c.parent()?;
+        let shown = if parent.kind() == kinds::ARGUMENT_LIST {
+            c
+        } else {
+            parent
+        };
+        Some((c, calls_failure(c, src)? && !handed, shown))
     });
     let returned = idx
         .within(handler, kinds::RETURN_STATEMENT)
@@ -307,6 +342,20 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
             line: syntax::lines(node).0,
             persistent,
             raises,
+        })
+}
+
+/// A call named for a refusal (`PaymentDeclined(...)`, `record_rejected`), or one that hands
+/// such a function to a runner (`run_in_worker(billing.record_rejected, ...)`).
+fn names_refusal(call: Node<'_>, src: &str) -> bool {
+    let callee = syntax::handed_callee(call, src).unwrap_or_else(|| syntax::callee(call, src));
+    syntax::name_words(callee.rsplit('.').next().unwrap_or(callee))
+        .iter()
+        .any(|w| {
+            matches!(
+                w.as_str(),
+                "decline" | "declined" | "reject" | "rejected" | "refused"
+            )
         })
 }
 
@@ -386,7 +435,7 @@ fn assigns_failure(assignment: Node<'_>, src: &str) -> Option<bool> {
 /// `mark_failed(order)`, `payment.decline()`, `repo.set_status(id, "failed")`,
 /// `Payment.objects.filter(...).update(status=Status.FAILED)`.
 fn calls_failure(call: Node<'_>, src: &str) -> Option<bool> {
-    let callee = syntax::callee(call, src);
+    let callee = syntax::handed_callee(call, src).unwrap_or_else(|| syntax::callee(call, src));
     let name = callee.rsplit('.').next().unwrap_or(callee);
     if facts::only_records(callee) {
         return None;
@@ -419,7 +468,18 @@ fn calls_failure(call: Node<'_>, src: &str) -> Option<bool> {
             )
         })
     });
-    (status_keyword || status_positional || status_handed).then_some(true)
+    // `_settle_refund(refund_id, {"status": "failed", ...})`: a failed answer made up for it.
+    let status_dict = syntax::positional_args(call).iter().any(|a| {
+        a.kind() == kinds::DICTIONARY
+            && crate::python::named_children(*a).iter().any(|pair| {
+                pair.kind() == kinds::PAIR
+                    && pair.field("key").is_some_and(|k| {
+                        matches!(syntax::string_value(k, src), Some("status" | "state"))
+                    })
+                    && pair.field("value").is_some_and(|v| failure_value(v, src))
+            })
+    });
+    (status_keyword || status_positional || status_handed || status_dict).then_some(true)
 }
 
 /// `return False`, `return None` (of a timeout named), `return {"status": "failed"}`,
@@ -464,7 +524,7 @@ const SUCCESS_FLAGS: &[&str] = &[
 ];
 
 /// Whether an earlier clause of the same `try` already catches the timeout.
-fn caught_earlier(try_statement: Node<'_>, clause: Node<'_>, src: &str) -> bool {
+pub(crate) fn caught_earlier(try_statement: Node<'_>, clause: Node<'_>, src: &str) -> bool {
     crate::python::named_children(try_statement)
         .into_iter()
         .take_while(|c| c.id() != clause.id())

@@ -428,6 +428,13 @@ fn called_elsewhere<T>(
             .and_then(|t| t.rsplit_once('.'))
             .map(|(m, _)| last(m)),
     };
+    // `from payouts.wise import client`: an object of that module, whose methods are its
+    // classes' (`client.create_transfer` is `WiseClient.create_transfer`).
+    let owner = parts
+        .receiver
+        .and_then(|r| file.import_target(r))
+        .and_then(|t| t.rsplit_once('.'))
+        .map(|(m, _)| last(m));
     // `client.post(...)`, `session.request(...)`: a client's verb, whichever client it is.
     let generic = matches!(
         parts.name,
@@ -454,7 +461,11 @@ fn called_elsewhere<T>(
         .functions_named(cx.side, parts.name)
         .filter(|(other, _)| !other.is_test && other.path != file.path)
         .filter(|(other, f)| match &module {
-            Some(m) => last(&other.module) == *m && f.qualname == f.name,
+            Some(m) => {
+                last(&other.module) == *m && f.qualname == f.name
+                    || owner.as_ref().is_some_and(|o| last(&other.module) == *o)
+                        && f.qualname != f.name
+            }
             None => true,
         })
         .collect();

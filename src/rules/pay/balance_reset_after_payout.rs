@@ -42,6 +42,7 @@ pub(super) fn holds_rows(src: &str) -> bool {
         "populate_existing",
         "advisory",
         ".lock(",
+        "_lock(",
         "Lock(",
     ]
     .iter()

@@ -9,6 +9,7 @@ pub mod minor_units_divided;
 pub mod minor_units_truncated;
 pub mod outcome_flag_ignored;
 pub mod paid_sum_ignores_status;
+pub mod pending_rows_paid_unclaimed;
 pub mod price_from_client;
 pub mod record_written_after_payment;
 pub mod refund_cap_ignores_refunded;
@@ -82,13 +83,13 @@ pub(crate) fn pays(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
 }
 
 /// A POST over HTTP that carries money or goes to a payment URL: `requests.post(...)`,
-/// `await client.post(...)`.
+/// `await client.post(...)`, `await bank.post(...)` on a `bank: httpx.AsyncClient` handed in.
 pub(crate) fn http_payment(cx: &Ctx<'_>, call: Node<'_>) -> bool {
     let src = cx.src();
     matches!(syntax::callee_name(call, src), "post" | "request")
-        && cx.facts.is_some_and(|file| {
+        && (cx.facts.is_some_and(|file| {
             facts::classify_call(call, src, file, cx.vocab) == facts::Target::Http
-        })
+        }) || crate::rules::http::injected_client(cx, call).is_some())
         && (passes_money(call, src, cx.vocab) || crate::rules::http::url_names_payment(cx, call))
 }
 

@@ -11,7 +11,7 @@
 use tree_sitter::Node;
 
 use super::balance_reset_after_payout::holds_rows;
-use crate::python::{Fields, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
 
 pub(crate) static RULE: Rule = Rule {
@@ -53,16 +53,26 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(func) = idx.enclosing(stmt, kinds::FUNCTION_DEFINITION) else {
             continue;
         };
-        if reported.contains(&func.id()) || holds_rows(syntax::text(func, src)) {
+        if reported.contains(&func.id()) {
             continue;
         }
         // Loaded in the function: a record handed in may be locked by the caller.
-        if idx
+        let Some(load) = idx
             .assigned_before(Some(func), record, stmt.start_byte(), src)
-            .is_none_or(|v| crate::rules::idem::strip_await(v).kind() != kinds::CALL)
-        {
+            .filter(|v| crate::rules::idem::strip_await(*v).kind() == kinds::CALL)
+        else {
             continue;
-        }
+        };
+        // Under a lock the check holds, unless the record was read before the lock was taken
+        // and not again after it: the check then sees the state from before the lock.
+        let stale = if holds_rows(syntax::text(func, src)) {
+            match stale_read(idx, func, load, stmt, src) {
+                Some(lock) => Some(lock),
+                None => continue,
+            }
+        } else {
+            None
+        };
         let owned = |n: &Node<'_>| crate::rules::idem::owned_by(idx, *n, Some(func));
         let Some(write) = idx
             .within(func, kinds::ASSIGNMENT)
@@ -105,8 +115,51 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("write_line", syntax::lines(write).0.to_string())
             .arg("money", crate::rules::pay::first_line(money, src))
             .arg("money_line", syntax::lines(money).0.to_string());
+        if let Some(lock) = stale {
+            finding
+                .arg("record", record.to_string())
+                .arg("load_line", syntax::lines(load).0.to_string())
+                .arg("lock_line", syntax::lines(lock).0.to_string())
+                .note("stale");
+        }
         finding.function = function;
     }
+}
+
+/// The lock taken after `load` read the record and before `check` tests it, when nothing reads
+/// the record again in between (`await wait_lock(session, ORDER, order.id)` with no
+/// `session.refresh(order)` after it).
+fn stale_read<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    load: Node<'_>,
+    check: Node<'_>,
+    src: &str,
+) -> Option<Node<'t>> {
+    // A read that locks (`select_for_update().get(...)`) is fresh under its own lock.
+    if holds_rows(syntax::text(load, src)) {
+        return None;
+    }
+    let calls = idx.within(func, kinds::CALL);
+    let between =
+        |c: &Node<'_>, from: usize| c.start_byte() >= from && c.end_byte() <= check.start_byte();
+    let lock = calls
+        .iter()
+        .copied()
+        .find(|c| between(c, load.end_byte()) && takes_lock(*c, src))?;
+    let refreshed = calls.iter().any(|c| {
+        let name = syntax::callee_name(*c, src);
+        between(c, lock.end_byte()) && (name.contains("refresh") || name.contains("reload"))
+    });
+    (!refreshed).then_some(lock)
+}
+
+/// A call that takes a lock: `wait_lock(...)`, `pg_advisory_xact_lock(...)`, `redis.lock(...)`.
+fn takes_lock(call: Node<'_>, src: &str) -> bool {
+    let name = syntax::callee_name(call, src);
+    let words = syntax::name_words(name);
+    words.iter().any(|w| w == "lock" || w == "advisory")
+        && !words.iter().any(|w| w == "unlock" || w == "release")
 }
 
 /// The record and the field a condition tests a state of: `member.status is
@@ -128,7 +181,7 @@ fn state_tested<'s>(condition: Node<'_>, src: &'s str) -> Option<(&'s str, &'s s
 /// A call that moves money: a payment sent without an idempotency key, a refund, payout or
 /// credit written (`Refund.create(...)`, `session.add(Payout(...))`), a balance changed by an
 /// expression (`update(balance_pence=F("balance_pence") - amount)`).
-fn moves_money(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
+pub(super) fn moves_money(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
     // A payment the provider tells apart by a key or its own reference (`reference=` of
     // Paystack) is deduplicated there, whoever sends it twice.
     let keyed = || {
@@ -139,16 +192,19 @@ fn moves_money(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
     };
     if crate::rules::pay::pays(cx, call, src)
         && crate::rules::pay::passes_money(call, src, cx.vocab)
-        && !keyed()
     {
-        return true;
+        return !keyed();
     }
     let callee = syntax::callee(call, src);
     let words = syntax::name_words(callee);
     let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+    // A class built (`Refund(...)`), not a query of one (`Refund.objects.filter(...).update`).
+    let built = callee
+        .rsplit('.')
+        .next()
+        .is_some_and(|last| last.starts_with(|c: char| c.is_ascii_uppercase()));
     let record = has(&["refund", "payout", "credit", "withdrawal", "transfer"])
-        && (has(&["create", "insert", "add"])
-            || callee.starts_with(|c: char| c.is_ascii_uppercase()));
+        && (has(&["create", "insert", "add"]) || built);
     let balance = callee.ends_with("update")
         && syntax::keyword_args(call, src).iter().any(|(k, v)| {
             syntax::name_words(k).iter().any(|w| w == "balance")
