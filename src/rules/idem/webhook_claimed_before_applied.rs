@@ -72,14 +72,20 @@ fn check(cx: &mut Ctx<'_>) {
         };
         let held = match lifetime_arg(call, method, src) {
             Some((lifetime, scale)) => match lifetime_seconds(cx, idx, func, lifetime) {
-                Some(seconds) => Some(seconds * scale),
+                Some(seconds) => Held::For(seconds * scale),
+                // `ex=settings.webhook_dedup_ttl_s`: set elsewhere, and named for what it is.
+                None if dedup_window(syntax::text(lifetime, src)) => {
+                    Held::Window(syntax::text(lifetime, src).to_string())
+                }
                 None => continue,
             },
             // Django's cache keeps a key for its default timeout, minutes unless configured.
             None if cached.as_ref().is_some_and(|c| c.django) => continue,
-            None => None,
+            None => Held::Forever,
         };
-        if held.is_some_and(|s| s < HELD_LONG_SECONDS) || released(cx, idx, call, &key, true) {
+        if matches!(held, Held::For(s) if s < HELD_LONG_SECONDS)
+            || released(cx, idx, call, &key, true)
+        {
             continue;
         }
         let Some(work) = work_after(idx, func, guard, src) else {
@@ -97,13 +103,38 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("work_line", syntax::lines(work).0.to_string());
         finding.function = view;
         match held {
-            Some(seconds) => finding.arg("ttl", span(seconds)).note("held"),
-            None => finding.note("forever"),
+            Held::For(seconds) => finding.arg("ttl", span(seconds)).note("held"),
+            Held::Window(name) => finding.arg("window", name).note("window"),
+            Held::Forever => finding.note("forever"),
         };
         if from == Inbound::Broker {
             finding.note("consumer");
         }
     }
+}
+
+/// How long a claim is held.
+enum Held {
+    For(f64),
+    /// A lifetime set elsewhere whose name says it is a deduplication window.
+    Window(String),
+    Forever,
+}
+
+/// Whether a lifetime's name says it keeps repeats out (`webhook_dedup_ttl_s`,
+/// `SEEN_EVENTS_TTL`), which outlives a redelivery by design; not a lock's.
+fn dedup_window(name: &str) -> bool {
+    let words = syntax::name_words(name);
+    let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+    has(&[
+        "dedup",
+        "dedupe",
+        "deduplication",
+        "seen",
+        "processed",
+        "replay",
+        "idempotency",
+    ]) && !has(&["lock", "lease", "claim"])
 }
 
 /// The statement that turns back a delivery the claim did not win: `if not cache.add(...):

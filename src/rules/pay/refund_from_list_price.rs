@@ -25,7 +25,9 @@ const DEPTH: usize = 3;
 
 /// Every finding is an amount handed to a refund, in code that prorates.
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test && s.mentions(&["refund", "Refund"]) && s.mentions(&["//", " / "])
+    !s.facts.is_test
+        && s.mentions(&["refund", "Refund"])
+        && s.mentions(&["//", " / ", "paid_", "_paid"])
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -50,6 +52,24 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         };
         for (name, value) in syntax::keyword_args(call, src) {
+            // `quote_refund(paid_paise=booking.price_paise, ...)`: a price handed in as what
+            // was paid.
+            if says_paid(name)
+                && let Some(price) = price_of_unpaid(value, src)
+                && !reported.contains(&value.id())
+            {
+                reported.push(value.id());
+                let function = facts::qualname(func, idx, src);
+                let finding = cx
+                    .report(&RULE, value)
+                    .arg("price", syntax::text(price, src).to_string())
+                    .arg("param", name.to_string())
+                    .arg("refund", callee.to_string())
+                    .arg("function", function.clone())
+                    .note("paid");
+                finding.function = function;
+                continue;
+            }
             if !cx.vocab.is_money_argument(name) {
                 continue;
             }
@@ -143,6 +163,22 @@ fn share_of_price<'t>(
         }
     }
     None
+}
+
+/// A parameter named for what was paid: `paid_paise`, `amount_paid`, `captured_cents`.
+fn says_paid(name: &str) -> bool {
+    syntax::name_words(name)
+        .iter()
+        .any(|w| matches!(w.as_str(), "paid" | "charged" | "captured" | "collected"))
+}
+
+/// `booking.price_paise`: a price attribute of something that is not a record of a payment.
+fn price_of_unpaid<'t>(value: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let (object, field) = (value.field("object")?, value.field("attribute")?);
+    (value.kind() == kinds::ATTRIBUTE
+        && names_a_price(syntax::text(field, src))
+        && !paid_record(syntax::text(object, src)))
+    .then_some(value)
 }
 
 /// A field that holds what something costs: `monthly_fee_pence`, `price_cents`, `premium`.
