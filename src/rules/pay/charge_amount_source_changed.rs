@@ -55,7 +55,8 @@ fn gate(s: &Scan<'_>) -> bool {
         s.lines.touches_added(first, last)
             && (s.facts.payment_module
                 || super::is_payment_call(call, src, s.vocab)
-                || money_update(call, src, s.vocab).is_some())
+                || money_update(call, src, s.vocab).is_some()
+                || builds_payment_record(call, src))
     });
     touched_call
         || idx.all(kinds::ASSIGNMENT).iter().any(|&a| {
@@ -180,7 +181,11 @@ fn check(cx: &mut Ctx<'_>) {
         src: new_file.text(),
     };
     for call in candidate_calls(cx, new.idx, new.src) {
-        if !super::pays(cx, call, new.src) && !super::hands_a_payment(cx, call, new.src) {
+        let pays = super::pays(cx, call, new.src) || super::hands_a_payment(cx, call, new.src);
+        // A payment record built (`Payment(amount=...)`) is charged later for what it says:
+        // asked only whether that is what is owed.
+        let record = !pays && builds_payment_record(call, new.src);
+        if !pays && !record {
             continue;
         }
         // Only now: most files have no touched payment call, and need no old tree.
@@ -196,6 +201,9 @@ fn check(cx: &mut Ctx<'_>) {
             && changed_here
         {
             report_not_owed(cx, call, new, owed);
+            continue;
+        }
+        if record {
             continue;
         }
         if let Some(overridden) = overridable(call, new, cx.vocab)
@@ -356,18 +364,63 @@ fn not_what_is_owed(call: Node<'_>, side: Side<'_>, vocab: &Vocabulary) -> Optio
                     entity: None,
                 });
             }
-            let catalogue =
-                last.contains("price") && objects.iter().any(|o| CATALOGUE.contains(&o.as_str()));
-            if !catalogue {
+            if !last.contains("price") {
                 return None;
             }
-            let entity = owed_in(func, side)?;
+            // A price of the catalogue, or any price where the function reads what the order
+            // owes (`order.amount_due` after a credit): that is the amount to take.
+            let entity = if objects.iter().any(|o| CATALOGUE.contains(&o.as_str())) {
+                owed_in(func, side)?
+            } else {
+                due_read(func, side)?
+            };
             Some(NotOwed {
                 charged: text,
                 kind: "catalogue",
                 entity: Some(entity),
             })
         })
+}
+
+/// The invoice or order whose amount due the function reads (`order.amount_due`,
+/// `invoice.amount_remaining`), as its name.
+fn due_read(func: Node<'_>, side: Side<'_>) -> Option<String> {
+    side.idx
+        .within(func, kinds::ATTRIBUTE)
+        .iter()
+        .find_map(|a| {
+            let (object, field) = (a.field("object")?, a.field("attribute")?);
+            let due = syntax::name_words(syntax::text(field, side.src))
+                .iter()
+                .any(|w| {
+                    matches!(
+                        w.as_str(),
+                        "due" | "owed" | "outstanding" | "remaining" | "payable"
+                    )
+                });
+            let object = syntax::text(object, side.src);
+            let owed = syntax::name_words(object.rsplit('.').next().unwrap_or(object))
+                .iter()
+                .any(|w| OWED.contains(&w.as_str()));
+            (due && owed).then(|| object.to_string())
+        })
+}
+
+/// A payment record built: `Payment(...)`, `Charge.objects.create(...)`, `PaymentAttempt(...)`;
+/// not a refund's.
+fn builds_payment_record(call: Node<'_>, src: &str) -> bool {
+    let callee = syntax::callee(call, src);
+    let words = syntax::name_words(callee);
+    let built = callee
+        .rsplit('.')
+        .next()
+        .is_some_and(|last| last.starts_with(|c: char| c.is_ascii_uppercase()))
+        || words.iter().any(|w| w == "create");
+    built
+        && words
+            .iter()
+            .any(|w| matches!(w.as_str(), "payment" | "charge" | "debit"))
+        && !words.iter().any(|w| w == "refund")
 }
 
 /// The invoice or order a function holds: a parameter or a local named for one (`invoice`,
