@@ -77,7 +77,11 @@ pub(crate) fn catches_timeout(clause: Node<'_>, src: &str) -> Option<Caught> {
             && !(last == "HTTPError" && (name.starts_with("requests") || name == "HTTPError"));
         if matches!(last, "Exception" | "BaseException") {
             caught = Some(Caught::Everything);
-        } else if (family || provider_family(last) || client_family(last, src) || unavailable(last))
+        } else if (family
+            || provider_family(last)
+            || client_family(last, src)
+            || unavailable(last)
+            || transient_set(last))
             && caught.is_none()
         {
             caught = Some(Caught::Family);
@@ -104,6 +108,19 @@ fn client_family(name: &str, src: &str) -> bool {
                     .get(at + class.len())
                     .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
             })
+        })
+}
+
+/// A tuple of errors kept under a name that says they are the ones to retry
+/// (`stripe_client.RETRYABLE_ERRORS`, `TRANSIENT_ERRORS`): timeouts are among them.
+fn transient_set(name: &str) -> bool {
+    name.bytes()
+        .all(|b| b.is_ascii_uppercase() || b == b'_' || b.is_ascii_digit())
+        && syntax::name_words(name).iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "retryable" | "retriable" | "transient" | "network" | "timeout" | "timeouts"
+            )
         })
 }
 

@@ -61,6 +61,22 @@ fn check(cx: &mut Ctx<'_>) {
                 continue;
             }
             let Some((count, counted)) = counted_in(idx, func, site.value, src, DEPTH) else {
+                if let Some((counter, step, field)) = advanced_each_run(idx, func, site.value, src)
+                    && !reported.contains(&step.id())
+                {
+                    reported.push(step.id());
+                    let function = facts::qualname(func, idx, src);
+                    let finding = cx
+                        .report(&RULE, site.value)
+                        .arg("key", site.name.clone())
+                        .arg("count", crate::rules::pay::first_line(counter, src))
+                        .arg("field", field)
+                        .arg("step_line", syntax::lines(step).0.to_string())
+                        .note("each_run")
+                        .severity(Severity::Blocker);
+                    finding.function = function;
+                    continue;
+                }
                 if let Some((counter, clause, field)) =
                     advanced_on_doubt(idx, func, site.value, src)
                     && !reported.contains(&clause.id())
@@ -240,6 +256,63 @@ fn advanced_on_doubt<'t>(
             if let Some(clause) = handlers.iter().copied().find(stores) {
                 return Some((read, clause, field.to_string()));
             }
+        }
+    }
+    None
+}
+
+/// `refund.attempts` numbering the key, moved on by the function itself before it sends, on
+/// every run (`refund.attempts += 1`, not under a test of how the last try ended): a run after
+/// a timeout numbers a new key for a payment the provider may have made. The counter read, the
+/// step and the counter's field.
+fn advanced_each_run<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    value: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, Node<'t>, String)> {
+    let reads = std::iter::once(value)
+        .filter(|n| n.kind() == kinds::ATTRIBUTE)
+        .chain(idx.within(value, kinds::ATTRIBUTE).iter().copied());
+    for read in reads {
+        let Some(field) = read.field("attribute").map(|a| syntax::text(a, src)) else {
+            continue;
+        };
+        if !counts_attempts(field)
+            || read
+                .field("object")
+                .is_none_or(|o| o.kind() != kinds::IDENTIFIER)
+        {
+            continue;
+        }
+        let counter = syntax::text(read, src);
+        // Under a test, in a handler or a loop: moved on for a reason, or IDEM004's attempt.
+        let decided = |n: Node<'_>| {
+            [
+                kinds::IF_STATEMENT,
+                kinds::EXCEPT_CLAUSE,
+                kinds::FOR_STATEMENT,
+                kinds::WHILE_STATEMENT,
+            ]
+            .iter()
+            .any(|k| {
+                idx.enclosing(n, k)
+                    .is_some_and(|e| e.start_byte() > func.start_byte())
+            })
+        };
+        let step = idx
+            .within(func, kinds::AUGMENTED_ASSIGNMENT)
+            .iter()
+            .copied()
+            .find(|a| {
+                a.end_byte() <= value.start_byte()
+                    && a.field("left")
+                        .is_some_and(|l| syntax::text(l, src) == counter)
+                    && syntax::text(*a, src).contains("+=")
+                    && !decided(*a)
+            });
+        if let Some(step) = step {
+            return Some((read, step, field.to_string()));
         }
     }
     None

@@ -56,6 +56,22 @@ fn check(cx: &mut Ctx<'_>) {
         .collect();
     for test in tests {
         if !is_retry_test(cx, &test) {
+            // A test of a time limit (a lease, a claim's expiry) that sleeps through it.
+            if waits_out_a_limit(cx, &test)
+                && let Some(call) = own_sleep(cx, &test)
+                && !Mocks::of(cx, &test, &file_mocks).cover(
+                    &CLOCK_MOCKS
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>(),
+                )
+            {
+                let finding = cx
+                    .report(&RULE, test.outer)
+                    .arg("test", test.facts.name.clone())
+                    .arg("own_sleep", call);
+                finding.note("waits");
+            }
             continue;
         }
         let mut callees = callees_under_test(cx, &test);
@@ -112,6 +128,19 @@ fn check(cx: &mut Ctx<'_>) {
                 .note("key");
         }
     }
+}
+
+/// Whether a test is about time running out: its name or body speaks of a lease, an expiry, a
+/// TTL or a stale claim.
+fn waits_out_a_limit(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
+    const LIMITS: &[&str] = &[
+        "lease", "expire", "expires", "expired", "expiry", "ttl", "stale", "lapse", "lapses",
+    ];
+    let words = syntax::name_words(&test.facts.name);
+    words.iter().any(|w| LIMITS.contains(&w.as_str()))
+        || LIMITS
+            .iter()
+            .any(|w| crate::rules::testing::has_word(syntax::text(test.node, cx.src()), w))
 }
 
 /// A sleep the test itself takes to wait out a backoff (`time.sleep(6)  # first retry_backoff
