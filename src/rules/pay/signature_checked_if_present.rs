@@ -20,7 +20,7 @@ pub(crate) static RULE: Rule = Rule {
 
 /// Every finding is an `if` in code that names a signature.
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test && s.mentions(&["signature", "hmac", "construct_event"])
+    !s.facts.is_test && s.mentions(&["signature", "hmac", "construct_event", "construct_from"])
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -59,6 +59,112 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("condition", syntax::text(shown, src).to_string())
             .arg("check", check);
     }
+    unverified_views(cx, idx, src);
+}
+
+/// Webhook views that apply what the request carries with no signature checked at all, where
+/// a sibling view of the file checks its own (`stripe_connect_webhook` building the event with
+/// `stripe.Event.construct_from(request.json, ...)` beside `stripe_webhook`, which verifies);
+/// and any that builds a Stripe event from the request with `construct_from`, which verifies
+/// nothing.
+fn unverified_views(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    let views: Vec<Node<'_>> = idx
+        .all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .copied()
+        .filter(|f| names_a_webhook(idx, *f, src))
+        .collect();
+    let verified = |f: Node<'_>| {
+        checks_signature(syntax::text(f, src))
+            || idx.within(f, kinds::CALL).iter().any(|c| {
+                let name = idx.callee_name(*c, src);
+                idx.all(kinds::FUNCTION_DEFINITION).iter().any(|h| {
+                    h.id() != f.id()
+                        && syntax::function_name(*h, src) == name
+                        && checks_signature(syntax::text(*h, src))
+                })
+            })
+    };
+    let sibling = views.iter().copied().find(|v| verified(*v));
+    for &view in &views {
+        if sibling.is_some_and(|s| s.id() == view.id()) || verified(view) {
+            continue;
+        }
+        let Some(read) = payload_read(idx, view, src) else {
+            continue;
+        };
+        let forged = syntax::text(read, src).contains("construct_from");
+        if sibling.is_none() && !forged {
+            continue;
+        }
+        if inbound(cx, idx, view) != Some(Inbound::Provider) {
+            continue;
+        }
+        let name = crate::rules::facts::qualname(view, idx, src);
+        let finding = cx
+            .report(&RULE, read)
+            .arg("view", name.clone())
+            .arg("read", crate::rules::pay::first_line(read, src))
+            .note("unverified");
+        if let Some(sibling) = sibling {
+            finding.arg("sibling", syntax::function_name(sibling, src).to_string());
+        }
+        finding.function = name;
+    }
+}
+
+/// A view named for deliveries (`stripe_webhook`, `ipn_view`, `payment_notification`), or
+/// routed to a path that says so (`@bp.post("/webhooks/stripe")`).
+fn names_a_webhook(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
+    let words = syntax::name_words(syntax::function_name(func, src));
+    words
+        .iter()
+        .any(|w| matches!(w.as_str(), "webhook" | "webhooks" | "ipn" | "notification"))
+        || idx
+            .decorated(func)
+            .is_some_and(|d| syntax::contains_lowercase(syntax::text(d, src), "webhook"))
+}
+
+/// Code that checks a signature: by name (`verify`, `construct_event`, `compare_digest`), or a
+/// helper named for a verified event (`_queue_verified_event`).
+fn checks_signature(code: &str) -> bool {
+    [
+        "signature",
+        "verify",
+        "verified",
+        "hmac",
+        "construct_event",
+        "compare_digest",
+    ]
+    .iter()
+    .any(|w| syntax::code_contains_lowercase(code, w))
+}
+
+/// Where a view reads what the request carries: `request.json`, `await request.body()`,
+/// `request.get_json()`, `stripe.Event.construct_from(...)`.
+fn payload_read<'t>(idx: &NodeIndex<'t>, func: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let calls = idx.within(func, kinds::CALL).iter().copied();
+    let attributes = idx.within(func, kinds::ATTRIBUTE).iter().copied();
+    let mut reads: Vec<Node<'t>> = calls
+        .filter(|c| syntax::callee(*c, src).ends_with("construct_from"))
+        .chain(attributes.filter(|a| {
+            a.field("object")
+                .is_some_and(|o| syntax::text(o, src) == "request")
+                && a.field("attribute").is_some_and(|f| {
+                    matches!(
+                        syntax::text(f, src),
+                        "json" | "body" | "data" | "POST" | "form" | "get_json" | "get_data"
+                    )
+                })
+        }))
+        .collect();
+    reads.sort_by_key(|n| n.start_byte());
+    // The event built from the request, where there is one: what the view then trusts.
+    reads
+        .iter()
+        .copied()
+        .find(|n| syntax::text(*n, src).contains("construct_from"))
+        .or_else(|| reads.first().copied())
 }
 
 /// What an `if` tests for presence: `signature`, `request.headers.get("Stripe-Signature")`,

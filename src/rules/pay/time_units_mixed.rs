@@ -23,7 +23,7 @@ pub(crate) static RULE: Rule = Rule {
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
         && (s.facts.payment_module || s.facts.functions.iter().any(|f| f.payment || f.http))
-        && units_named(s.src()) >= 2
+        && (units_named(s.src()) >= 2 || s.mentions(&[".seconds"]))
 }
 
 /// How many of the units a text names, by their stems (`second`, `minute`, `hour`,
@@ -104,6 +104,59 @@ fn check(cx: &mut Ctx<'_>) {
             report(cx, idx, op, (a, ua.1), (b, ub.1), src);
         }
     }
+    for &attribute in idx.all(kinds::ATTRIBUTE) {
+        if let Some(delta) = seconds_part(idx, attribute, src) {
+            let function = idx
+                .enclosing(attribute, kinds::FUNCTION_DEFINITION)
+                .map(|f| facts::qualname(f, idx, src))
+                .unwrap_or_default();
+            let finding = cx
+                .report(&RULE, attribute)
+                .arg("expr", syntax::text(attribute, src).to_string())
+                .arg("delta", delta)
+                .note("component");
+            finding.function = function;
+        }
+    }
+}
+
+/// `(lesson.starts_at - now).seconds`, or `.seconds` of a name set to such a difference: the
+/// seconds part of a `timedelta` (0 to 86,399), its days left out, read as the whole duration.
+/// Left alone where the function reads the same difference's `.days` too. As the difference.
+fn seconds_part(idx: &NodeIndex<'_>, attribute: Node<'_>, src: &str) -> Option<String> {
+    let field = attribute.field("attribute")?;
+    if syntax::text(field, src) != "seconds" {
+        return None;
+    }
+    let object = attribute.field("object")?;
+    let func = idx.enclosing(attribute, kinds::FUNCTION_DEFINITION)?;
+    let difference = |n: Node<'_>| {
+        let n = if n.kind() == kinds::PARENTHESIZED_EXPRESSION {
+            n.named_child(0).unwrap_or(n)
+        } else {
+            n
+        };
+        n.kind() == kinds::BINARY_OPERATOR && n.child(1).is_some_and(|o| o.kind() == "-")
+    };
+    let delta = match object.kind() {
+        kinds::PARENTHESIZED_EXPRESSION if difference(object) => object,
+        kinds::IDENTIFIER => {
+            let set = idx.assigned_before(
+                Some(func),
+                syntax::text(object, src),
+                attribute.start_byte(),
+                src,
+            )?;
+            if !difference(set) {
+                return None;
+            }
+            object
+        }
+        _ => return None,
+    };
+    let text = syntax::text(delta, src);
+    let days = format!("{text}.days");
+    (!syntax::text(func, src).contains(&days)).then(|| text.to_string())
 }
 
 fn report(
