@@ -105,6 +105,7 @@ pub static ALL: &[&Rule] = &[
     &pay::time_from_client::RULE,
     &pay::state_checked_then_set::RULE,
     &pay::pending_rows_paid_unclaimed::RULE,
+    &pay::server_errors_only::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

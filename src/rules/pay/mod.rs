@@ -14,6 +14,7 @@ pub mod price_from_client;
 pub mod record_written_after_payment;
 pub mod refund_cap_ignores_refunded;
 pub mod refund_from_list_price;
+pub mod server_errors_only;
 pub mod signature_checked_if_present;
 pub mod split_parts_miss_the_total;
 pub mod state_checked_then_set;
