@@ -106,6 +106,7 @@ pub static ALL: &[&Rule] = &[
     &pay::state_checked_then_set::RULE,
     &pay::pending_rows_paid_unclaimed::RULE,
     &pay::server_errors_only::RULE,
+    &pay::row_lock_removed::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

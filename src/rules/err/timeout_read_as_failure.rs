@@ -98,18 +98,79 @@ fn client_family(name: &str, src: &str) -> bool {
         .strip_suffix("Error")
         .or_else(|| name.strip_suffix("Exception"))
         .unwrap_or("");
-    brand.len() >= 3
-        && brand.starts_with(|c: char| c.is_ascii_uppercase())
-        && ["Client", "Gateway", "API", "Api"].iter().any(|kind| {
-            let class = format!("{brand}{kind}");
-            memchr::memmem::find_iter(src.as_bytes(), class.as_bytes()).any(|at| {
-                // `PaywaveClient`, not `PaywaveClientConfig`.
-                !src.as_bytes()
-                    .get(at + class.len())
+    // Python's own errors name no client (`KeyError`, `ValueError`, `OSError`).
+    if brand.len() < 3
+        || !brand.starts_with(|c: char| c.is_ascii_uppercase())
+        || BUILTIN_PREFIXES.contains(&brand)
+    {
+        return false;
+    }
+    let bytes = src.as_bytes();
+    memchr::memmem::find_iter(bytes, brand.as_bytes()).any(|at| {
+        let rest = &bytes[at + brand.len()..];
+        ["Client", "Gateway", "API", "Api"].iter().any(|kind| {
+            // `PaywaveClient`, not `PaywaveClientConfig`.
+            rest.starts_with(kind.as_bytes())
+                && !rest
+                    .get(kind.len())
                     .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
-            })
         })
+    })
 }
+
+/// What is left of Python's own errors without `Error`: none of them belongs to a client.
+const BUILTIN_PREFIXES: &[&str] = &[
+    "Key",
+    "Value",
+    "Type",
+    "Attribute",
+    "Index",
+    "Runtime",
+    "Import",
+    "ModuleNotFound",
+    "Lookup",
+    "Assertion",
+    "NotImplemented",
+    "ZeroDivision",
+    "Permission",
+    "FileNotFound",
+    "FileExists",
+    "Connection",
+    "Timeout",
+    "Name",
+    "Syntax",
+    "Unicode",
+    "UnicodeDecode",
+    "UnicodeEncode",
+    "Overflow",
+    "Recursion",
+    "Arithmetic",
+    "Buffer",
+    "EOF",
+    "Memory",
+    "Reference",
+    "System",
+    "Environment",
+    "Interrupted",
+    "BrokenPipe",
+    "ChildProcess",
+    "IsADirectory",
+    "NotADirectory",
+    "Process",
+    "Validation",
+    "Integrity",
+    "Database",
+    "Operational",
+    "Programming",
+    "Http",
+    "HTTP",
+    "Request",
+    "JSONDecode",
+    "Decode",
+    "Parse",
+    "Config",
+    "Improperly",
+];
 
 /// A tuple of errors kept under a name that says they are the ones to retry
 /// (`stripe_client.RETRYABLE_ERRORS`, `TRANSIENT_ERRORS`): timeouts are among them.
@@ -127,9 +188,11 @@ fn transient_set(name: &str) -> bool {
 /// An error named for a service that did not answer (`PaywaveUnavailable`,
 /// `ProviderUnreachable`): what clients raise for a timeout, a dropped connection or a 5xx.
 fn unavailable(name: &str) -> bool {
-    syntax::name_words(name)
-        .iter()
-        .any(|w| matches!(w.as_str(), "unavailable" | "unreachable"))
+    let lower = |w: &str| syntax::contains_lowercase(name, w);
+    (lower("unavailable") || lower("unreachable"))
+        && syntax::name_words(name)
+            .iter()
+            .any(|w| matches!(w.as_str(), "unavailable" | "unreachable"))
 }
 
 /// A client's own base error (`GatewayError`, `StripeError`, `ProviderAPIException`): SDKs and

@@ -411,11 +411,7 @@ fn due_read(func: Node<'_>, side: Side<'_>) -> Option<String> {
 fn builds_payment_record(call: Node<'_>, src: &str) -> bool {
     let callee = syntax::callee(call, src);
     let words = syntax::name_words(callee);
-    let built = callee
-        .rsplit('.')
-        .next()
-        .is_some_and(|last| last.starts_with(|c: char| c.is_ascii_uppercase()))
-        || words.iter().any(|w| w == "create");
+    let built = super::builds_a_class(callee) || words.iter().any(|w| w == "create");
     built
         && words
             .iter()

@@ -14,6 +14,7 @@ pub mod price_from_client;
 pub mod record_written_after_payment;
 pub mod refund_cap_ignores_refunded;
 pub mod refund_from_list_price;
+pub mod row_lock_removed;
 pub mod server_errors_only;
 pub mod signature_checked_if_present;
 pub mod split_parts_miss_the_total;
@@ -81,6 +82,31 @@ pub(crate) fn pays(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
         found = true;
     }
     found
+}
+
+/// Whether a callee builds an object of a class (`Refund(...)`, `models.Payment(...)`) rather
+/// than querying one (`Refund.objects.filter(...).update`): its last name is capitalised.
+pub(crate) fn builds_a_class(callee: &str) -> bool {
+    callee
+        .rsplit('.')
+        .next()
+        .is_some_and(|last| last.starts_with(|c: char| c.is_ascii_uppercase()))
+}
+
+/// Whether `func` calls a function of the file (by its name, another than itself) of which
+/// `holds` is true: `self._open_refund(...)` whose body takes the lock.
+pub(crate) fn calls_a_helper_that(
+    idx: &crate::python::NodeIndex<'_>,
+    func: Node<'_>,
+    src: &str,
+    holds: impl Fn(Node<'_>) -> bool,
+) -> bool {
+    idx.within(func, kinds::CALL).iter().any(|&c| {
+        let name = idx.callee_name(c, src);
+        idx.all(kinds::FUNCTION_DEFINITION)
+            .iter()
+            .any(|h| h.id() != func.id() && syntax::function_name(*h, src) == name && holds(*h))
+    })
 }
 
 /// A POST over HTTP that carries money or goes to a payment URL: `requests.post(...)`,

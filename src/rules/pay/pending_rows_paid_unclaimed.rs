@@ -71,7 +71,7 @@ fn check(cx: &mut Ctx<'_>) {
             .filter(owned)
             .find(|c| {
                 super::state_checked_then_set::moves_money(cx, *c, src)
-                    || super::http_payment(cx, *c) && !keyed(*c, src)
+                    || super::http_payment(cx, *c) && !super::state_checked_then_set::keyed(*c, src)
             })
         else {
             continue;
@@ -227,14 +227,6 @@ fn sql_words(sql: &str) -> Vec<&str> {
 
 fn find_lowercase(hay: &str, needle: &str) -> Option<usize> {
     hay.to_ascii_lowercase().find(needle)
-}
-
-/// A payment call that carries a key or a reference the provider deduplicates on.
-fn keyed(call: Node<'_>, src: &str) -> bool {
-    syntax::contains_lowercase(syntax::text(call, src), "idempotency")
-        || syntax::keyword_args(call, src)
-            .iter()
-            .any(|(k, _)| crate::rules::idem::key_made_per_attempt::dedup_handle(k))
 }
 
 /// Whether `node` writes `field` of the row: `row.status = ...`, a call that sets it by keyword

@@ -1,4 +1,4 @@
-//! PAY025 refusal-taken-as-success: a function that sends a payment (a capture, a refund, a
+//! PAY024 refusal-taken-as-success: a function that sends a payment (a capture, a refund, a
 //! charge) raises on the answer only for a server error (`if resp.status >= 500: raise ...`)
 //! and hands back what any other answer carries. A refusal (a 4xx: the refund above what was
 //! captured, an invalid amount, an expired authorization) comes back as a refund made, and the
@@ -12,15 +12,20 @@ use crate::python::{NodeIndex, kinds, syntax};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
 
 pub(crate) static RULE: Rule = Rule {
-    id: "PAY025",
-    doc: include_str!("../../../rules/pay/PAY025.md"),
+    id: "PAY024",
+    doc: include_str!("../../../rules/pay/PAY024.md"),
     check: Check::Tree(check),
     gate: Gate::When(gate),
 };
 
 /// Every finding is a test for a 5xx.
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test && s.mentions(&["500", "499", "INTERNAL_SERVER_ERROR", "is_server_error"])
+    !s.facts.is_test
+        && s.facts
+            .functions
+            .iter()
+            .any(|f| f.http || f.payment || s.vocab.is_payment_operation(&f.name))
+        && s.mentions(&["500", "499", "INTERNAL_SERVER_ERROR"])
 }
 
 fn check(cx: &mut Ctx<'_>) {

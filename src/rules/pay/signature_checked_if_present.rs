@@ -76,14 +76,7 @@ fn unverified_views(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
         .collect();
     let verified = |f: Node<'_>| {
         checks_signature(syntax::text(f, src))
-            || idx.within(f, kinds::CALL).iter().any(|c| {
-                let name = idx.callee_name(*c, src);
-                idx.all(kinds::FUNCTION_DEFINITION).iter().any(|h| {
-                    h.id() != f.id()
-                        && syntax::function_name(*h, src) == name
-                        && checks_signature(syntax::text(*h, src))
-                })
-            })
+            || super::calls_a_helper_that(idx, f, src, |h| checks_signature(syntax::text(h, src)))
     };
     let sibling = views.iter().copied().find(|v| verified(*v));
     for &view in &views {
@@ -116,10 +109,14 @@ fn unverified_views(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
 /// A view named for deliveries (`stripe_webhook`, `ipn_view`, `payment_notification`), or
 /// routed to a path that says so (`@bp.post("/webhooks/stripe")`).
 fn names_a_webhook(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
-    let words = syntax::name_words(syntax::function_name(func, src));
-    words
+    let name = syntax::function_name(func, src);
+    let named = ["webhook", "ipn", "notification"]
         .iter()
-        .any(|w| matches!(w.as_str(), "webhook" | "webhooks" | "ipn" | "notification"))
+        .any(|w| syntax::contains_lowercase(name, w))
+        && syntax::name_words(name)
+            .iter()
+            .any(|w| matches!(w.as_str(), "webhook" | "webhooks" | "ipn" | "notification"));
+    named
         || idx
             .decorated(func)
             .is_some_and(|d| syntax::contains_lowercase(syntax::text(d, src), "webhook"))

@@ -182,33 +182,40 @@ fn state_tested<'s>(condition: Node<'_>, src: &'s str) -> Option<(&'s str, &'s s
 /// credit written (`Refund.create(...)`, `session.add(Payout(...))`), a balance changed by an
 /// expression (`update(balance_pence=F("balance_pence") - amount)`).
 pub(super) fn moves_money(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
-    // A payment the provider tells apart by a key or its own reference (`reference=` of
-    // Paystack) is deduplicated there, whoever sends it twice.
-    let keyed = || {
-        syntax::contains_lowercase(syntax::text(call, src), "idempotency")
-            || syntax::keyword_args(call, src)
-                .iter()
-                .any(|(k, _)| crate::rules::idem::key_made_per_attempt::dedup_handle(k))
-    };
     if crate::rules::pay::pays(cx, call, src)
         && crate::rules::pay::passes_money(call, src, cx.vocab)
     {
-        return !keyed();
+        return !keyed(call, src);
     }
     let callee = syntax::callee(call, src);
     let words = syntax::name_words(callee);
     let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
-    // A class built (`Refund(...)`), not a query of one (`Refund.objects.filter(...).update`).
-    let built = callee
-        .rsplit('.')
-        .next()
-        .is_some_and(|last| last.starts_with(|c: char| c.is_ascii_uppercase()));
-    let record = has(&["refund", "payout", "credit", "withdrawal", "transfer"])
-        && (has(&["create", "insert", "add"]) || built);
+    let built = crate::rules::pay::builds_a_class(callee);
+    let record = has(&[
+        "refund",
+        "refunds",
+        "payout",
+        "payouts",
+        "credit",
+        "credits",
+        "withdrawal",
+        "withdrawals",
+        "transfer",
+        "transfers",
+    ]) && (has(&["create", "insert", "add"]) || built);
     let balance = callee.ends_with("update")
         && syntax::keyword_args(call, src).iter().any(|(k, v)| {
             syntax::name_words(k).iter().any(|w| w == "balance")
                 && syntax::text(*v, src).starts_with("F(")
         });
     record || balance
+}
+
+/// A payment the provider tells apart by a key or its own reference (`reference=` of Paystack):
+/// deduplicated there, whoever sends it twice.
+pub(super) fn keyed(call: Node<'_>, src: &str) -> bool {
+    syntax::contains_lowercase(syntax::text(call, src), "idempotency")
+        || syntax::keyword_args(call, src)
+            .iter()
+            .any(|(k, _)| crate::rules::idem::key_made_per_attempt::dedup_handle(k))
 }
