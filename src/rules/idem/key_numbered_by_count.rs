@@ -61,41 +61,38 @@ fn check(cx: &mut Ctx<'_>) {
                 continue;
             }
             let Some((count, counted)) = counted_in(idx, func, site.value, src, DEPTH) else {
-                if let Some((counter, step, field)) = advanced_each_run(idx, func, site.value, src)
-                    && !reported.contains(&step.id())
+                // A key numbered by an attempt count: moved on by every run, or by a handler of
+                // a failure that may have gone through. A second charge for one debt, as a key
+                // made per attempt is.
+                let advanced = advanced_each_run(idx, func, site.value, src)
+                    .map(|(counter, step, field)| (counter, step, field, "each_run"))
+                    .or_else(|| {
+                        advanced_on_doubt(idx, func, site.value, src)
+                            .map(|(counter, clause, field)| (counter, clause, field, "advanced"))
+                    });
+                if let Some((counter, at, field, how)) = advanced
+                    && !reported.contains(&at.id())
                 {
-                    reported.push(step.id());
+                    reported.push(at.id());
                     let function = facts::qualname(func, idx, src);
                     let finding = cx
                         .report(&RULE, site.value)
                         .arg("key", site.name.clone())
                         .arg("count", crate::rules::pay::first_line(counter, src))
                         .arg("field", field)
-                        .arg("step_line", syntax::lines(step).0.to_string())
-                        .note("each_run")
+                        .note(how)
                         .severity(Severity::Blocker);
-                    finding.function = function;
-                    continue;
-                }
-                if let Some((counter, clause, field)) =
-                    advanced_on_doubt(idx, func, site.value, src)
-                    && !reported.contains(&clause.id())
-                {
-                    reported.push(clause.id());
-                    let caught = syntax::except_types(clause)
-                        .first()
-                        .map_or_else(|| "everything".to_string(), |t| syntax::normalized(*t, src));
-                    let function = facts::qualname(func, idx, src);
-                    let finding = cx
-                        .report(&RULE, site.value)
-                        .arg("key", site.name.clone())
-                        .arg("count", crate::rules::pay::first_line(counter, src))
-                        .arg("field", field)
-                        .arg("caught", caught)
-                        .arg("handler_line", syntax::lines(clause).0.to_string())
-                        .note("advanced")
-                        // A second charge for one debt, as a key made per attempt is.
-                        .severity(Severity::Blocker);
+                    if how == "each_run" {
+                        finding.arg("step_line", syntax::lines(at).0.to_string());
+                    } else {
+                        let caught = syntax::except_types(at).first().map_or_else(
+                            || "everything".to_string(),
+                            |t| syntax::normalized(*t, src),
+                        );
+                        finding
+                            .arg("caught", caught)
+                            .arg("handler_line", syntax::lines(at).0.to_string());
+                    }
                     finding.function = function;
                 }
                 continue;
