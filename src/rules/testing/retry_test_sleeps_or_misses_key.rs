@@ -54,17 +54,13 @@ fn check(cx: &mut Ctx<'_>) {
         .flat_map(|t| callees_under_test(cx, t))
         .map(|c| c.name)
         .collect();
+    let clock_tokens: Vec<String> = CLOCK_MOCKS.iter().map(|s| s.to_string()).collect();
     for test in tests {
         if !is_retry_test(cx, &test) {
             // A test of a time limit (a lease, a claim's expiry) that sleeps through it.
             if waits_out_a_limit(cx, &test)
                 && let Some(call) = own_sleep(cx, &test)
-                && !Mocks::of(cx, &test, &file_mocks).cover(
-                    &CLOCK_MOCKS
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect::<Vec<_>>(),
-                )
+                && !Mocks::of(cx, &test, &file_mocks).cover(&clock_tokens)
             {
                 let finding = cx
                     .report(&RULE, test.outer)
@@ -77,10 +73,7 @@ fn check(cx: &mut Ctx<'_>) {
         let mut callees = callees_under_test(cx, &test);
         super::through_helpers(cx, &test, &mut callees);
         let mocks = Mocks::of(cx, &test, &file_mocks);
-        let clock_mocked = {
-            let tokens: Vec<String> = CLOCK_MOCKS.iter().map(|s| s.to_string()).collect();
-            mocks.cover(&tokens)
-        };
+        let clock_mocked = mocks.cover(&clock_tokens);
         // A task the test runs in its process sleeps as its own code does; whether it sends a
         // key is asked only of what the test calls itself.
         let sleeps = callees
