@@ -155,6 +155,9 @@ const NOT_MONEY: &[&str] = &[
     "traceback",
     // `mark_capture_pending`, `mark_charged`: a record of a payment, written by our own code.
     "mark",
+    // `_sync_refund_state(order)`: our own record brought in line with a payment's.
+    "state",
+    "sync",
 ];
 
 /// Whether `name`, or one of its `_`-separated words, is one of `words` (case-insensitive):

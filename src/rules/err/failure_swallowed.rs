@@ -276,6 +276,33 @@ pub(crate) fn inbound(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>) -> Opti
                 .any(|m| text.contains(m))
             })
         });
+    // Or it is handed what the view parsed (`NotificationProcessor.handle(self, notification)`
+    // in `webhooks.py`): its return is the view's answer.
+    let handed_the_delivery = || {
+        let handles = syntax::name_words(&format!("{} {class}", syntax::function_name(func, src)))
+            .iter()
+            .any(|w| {
+                matches!(
+                    w.as_str(),
+                    "handle"
+                        | "handler"
+                        | "process"
+                        | "processor"
+                        | "apply"
+                        | "dispatch"
+                        | "receive"
+                )
+            });
+        handles
+            && crate::rules::pay::parameters(func, src).iter().any(|p| {
+                syntax::name_words(p).iter().any(|w| {
+                    matches!(
+                        w.as_str(),
+                        "notification" | "notif" | "event" | "evt" | "webhook" | "delivery"
+                    )
+                })
+            })
+    };
     if has(&[
         "webhook",
         "webhooks",
@@ -283,7 +310,7 @@ pub(crate) fn inbound(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>) -> Opti
         "notifications",
         "callback",
         "ipn",
-    ]) && takes_request
+    ]) && (takes_request || handed_the_delivery())
     {
         return Some(Inbound::Provider);
     }

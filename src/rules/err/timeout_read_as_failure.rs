@@ -242,6 +242,10 @@ fn provider_family(name: &str) -> bool {
         // `aiohttp.ClientResponseError`, `HTTPStatusError`: a status the provider answered with.
         "response",
         "status",
+        // `GatewayRequestError`, Stripe's `InvalidRequestError`: a request turned away (a 4xx).
+        // httpx's transport family, `RequestError` alone, is read as such above.
+        "request",
+        "bad",
     ])
 }
 
@@ -361,12 +365,21 @@ struct Mark {
 /// raises, asks again, or records the unknown as such.
 fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caught) -> Option<Mark> {
     // What a log line says of the timeout is no state: `log.warning("timeout")`, then `failed`.
+    // Nor is a state compared (`if refund.status == "pending":` before `= "failed"`).
+    let mut unsaid: Vec<(usize, usize)> = idx
+        .within(handler, kinds::CALL)
+        .iter()
+        .filter(|c| facts::only_records(syntax::callee(**c, src)))
+        .chain(idx.within(handler, kinds::COMPARISON_OPERATOR))
+        .map(|n| (n.start_byte(), n.end_byte()))
+        .collect();
+    unsaid.sort_unstable();
     let mut said = String::new();
     let mut at = handler.start_byte();
-    for &call in idx.within(handler, kinds::CALL) {
-        if call.start_byte() >= at && facts::only_records(syntax::callee(call, src)) {
-            said.push_str(src.get(at..call.start_byte()).unwrap_or(""));
-            at = call.end_byte();
+    for (start, end) in unsaid {
+        if start >= at {
+            said.push_str(src.get(at..start).unwrap_or(""));
+            at = end;
         }
     }
     said.push_str(src.get(at..handler.end_byte()).unwrap_or(""));

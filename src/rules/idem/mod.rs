@@ -9,6 +9,7 @@ pub(crate) mod event_dedup_skipped;
 pub(crate) mod key_made_per_attempt;
 pub(crate) mod key_numbered_by_count;
 pub(crate) mod key_outlived_by_retries;
+pub(crate) mod key_parameter_ignored;
 pub(crate) mod key_params;
 pub(crate) mod key_ttl_unit;
 pub(crate) mod memcache_add_without_reply;

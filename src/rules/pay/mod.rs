@@ -2,13 +2,16 @@
 
 pub mod amount_in_float;
 pub mod arguments_swapped;
+pub mod balance_checked_unlocked;
 pub mod balance_reset_after_payout;
 pub mod charge_amount_source_changed;
+pub mod destination_refund_keeps_transfer;
 pub mod item_refund_sized_by_order;
 pub mod minor_units_divided;
 pub mod minor_units_truncated;
 pub mod outcome_flag_ignored;
 pub mod paid_sum_ignores_status;
+pub mod payment_argument_dropped;
 pub mod pending_rows_paid_unclaimed;
 pub mod price_from_client;
 pub mod record_written_after_payment;
@@ -16,6 +19,7 @@ pub mod refund_cap_ignores_refunded;
 pub mod refund_from_list_price;
 pub mod row_lock_removed;
 pub mod server_errors_only;
+pub mod settled_refunds_only;
 pub mod signature_checked_if_present;
 pub mod split_parts_miss_the_total;
 pub mod state_checked_then_set;
@@ -50,9 +54,18 @@ pub(crate) fn names_payment(parts: &syntax::CallText<'_>, vocab: &Vocabulary) ->
         return false;
     };
     let last = snake(crate::rules::facts::last_name(receiver));
-    // Braintree's `gateway.transaction.sale(...)`, `braintree.Transaction.sale(...)`.
+    // Braintree's `gateway.transaction.sale(...)`, `braintree.Transaction.sale(...)`, and a
+    // gateway of the project's own that sells the same way (`self.gateway.sale(...)`).
     if name == "sale" {
-        return last.contains("transaction");
+        return [
+            "transaction",
+            "gateway",
+            "braintree",
+            "processor",
+            "payment",
+        ]
+        .iter()
+        .any(|w| last.contains(w));
     }
     if !matches!(name, "create" | "confirm" | "capture" | "execute") {
         return false;

@@ -52,7 +52,16 @@ fn check(cx: &mut Ctx<'_>) {
         if readers.iter().any(|(f, _)| f.id() == func.id()) {
             continue;
         }
-        for param in crate::rules::pay::parameters(func, src) {
+        let params = crate::rules::pay::parameters(func, src);
+        // The flag read by the caller and handed in (`_on_refund(session, item, success, ...)`
+        // that tests `if not success`): the outcome is read, under its own name.
+        if params
+            .iter()
+            .any(|p| (FLAGS.contains(&p.as_str()) || p == "ok") && tests_flag(idx, func, p, src))
+        {
+            continue;
+        }
+        for param in params {
             let Some((sibling, _)) = readers.iter().find(|(_, p)| *p == param) else {
                 continue;
             };
@@ -142,6 +151,17 @@ fn reads_a_key(func: Node<'_>, param: &str, src: &str) -> bool {
             // Handed to a helper that reads it: `_by_reference(session, LegCapture, event)`.
             body.contains(&format!(", {param})")) || body.contains(&format!("({param})"))
         }
+    })
+}
+
+/// Whether `func` tests its parameter `flag` in an `if` (`if not success or ...:`).
+fn tests_flag(idx: &NodeIndex<'_>, func: Node<'_>, flag: &str, src: &str) -> bool {
+    idx.within(func, kinds::IF_STATEMENT).iter().any(|stmt| {
+        stmt.field("condition").is_some_and(|c| {
+            syntax::name_words(syntax::text(c, src))
+                .iter()
+                .any(|w| w == flag)
+        })
     })
 }
 

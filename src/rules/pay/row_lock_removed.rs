@@ -41,29 +41,28 @@ fn check(cx: &mut Ctx<'_>) {
     {
         return;
     }
-    // Only functions of the change that hold no lock now and move money are asked of the old
-    // version; most files have none, and need no old tree.
-    let unlocked: Vec<(Node<'_>, Node<'_>)> = idx
+    // Only functions of the change that move money are asked of the old version; most files
+    // have none, and need no old tree.
+    let moving: Vec<(Node<'_>, Node<'_>)> = idx
         .all(kinds::FUNCTION_DEFINITION)
         .iter()
         .copied()
         .filter(|f| {
             let (first, last) = syntax::lines(*f);
             cx.touches_added(first, last)
-                && !holds_rows(syntax::text(*f, src))
                 // Moved into a helper of the file (`_locked_wallet(...)`): still taken.
                 && !super::calls_a_helper_that(idx, *f, src, |h| holds_rows(syntax::text(h, src)))
         })
         .filter_map(|f| Some((f, money_after_read(cx, idx, f, src)?)))
         .collect();
-    if unlocked.is_empty() {
+    if moving.is_empty() {
         return;
     }
     let Some(old) = cx.other.get() else {
         return;
     };
     let (old_idx, old_src) = (old.index(), old.text());
-    for (func, money) in unlocked {
+    for (func, money) in moving {
         let name = facts::qualname(func, idx, src);
         let Some(before) = old_idx
             .all(kinds::FUNCTION_DEFINITION)
@@ -73,7 +72,7 @@ fn check(cx: &mut Ctx<'_>) {
         else {
             continue;
         };
-        let Some(lock) = lock_line(syntax::text(before, old_src)) else {
+        let Some(lock) = lock_lost(syntax::text(before, old_src), syntax::text(func, src)) else {
             continue;
         };
         let old_line = syntax::lines(before).0 + lock.0;
@@ -83,6 +82,9 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("lock", lock.1)
             .arg("old_line", old_line.to_string())
             .arg("money", crate::rules::pay::first_line(money, src));
+        if let Some(kept) = lock.2 {
+            finding.arg("kept", kept).note("other");
+        }
         finding.function = name;
     }
 }
@@ -103,9 +105,70 @@ fn money_after_read<'t>(
     })
 }
 
-/// The line (from the function's first) and the text of the lock an old function took.
-fn lock_line(text: &str) -> Option<(u32, String)> {
-    text.lines()
-        .enumerate()
-        .find_map(|(i, line)| holds_rows(line).then(|| (i as u32, line.trim().to_string())))
+/// The first lock the old function took that the new one no longer takes: the line (from the
+/// function's first), its text, and a lock the new one still takes on other rows. With no lock left, any; otherwise one on rows none of the
+/// new locks names (`select(Order)...with_for_update()` gone while `session.get(Event, ...,
+/// with_for_update=...)` stays). A lock that names no model is kept if any lock is.
+fn lock_lost(before: &str, after: &str) -> Option<(u32, String, Option<String>)> {
+    let locks = |text: &str| -> Vec<(u32, String, Vec<String>)> {
+        let lines: Vec<&str> = text.lines().collect();
+        lines
+            .iter()
+            .enumerate()
+            .filter(|(_, line)| holds_rows(line))
+            .map(|(i, line)| {
+                // `.with_for_update()` on a line of its own locks what the lines above select.
+                let from = if line.trim_start().starts_with(['.', ')']) {
+                    i.saturating_sub(2)
+                } else {
+                    i
+                };
+                let subjects = lines[from..=i].iter().flat_map(|l| models(l)).collect();
+                (i as u32, line.trim().to_string(), subjects)
+            })
+            .collect()
+    };
+    let now = locks(after);
+    locks(before)
+        .into_iter()
+        .find(|(_, _, subjects)| {
+            now.is_empty()
+                || !subjects.is_empty()
+                    && !now
+                        .iter()
+                        .any(|(_, _, held)| held.iter().any(|m| subjects.contains(m)))
+        })
+        .map(|(line, text, _)| (line, text, now.first().map(|(_, kept, _)| kept.clone())))
+}
+
+/// The models a line names (`Order` of `select(Order).where(Order.reference == ref)`), and
+/// the tables it selects from (`authorizations` of `sa.select(authorizations)`).
+fn models(line: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let bytes = line.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        let start = at;
+        while at < bytes.len() && (bytes[at].is_ascii_alphanumeric() || bytes[at] == b'_') {
+            at += 1;
+        }
+        if at == start {
+            at += 1;
+            continue;
+        }
+        let word = &line[start..at];
+        let before = line[..start].trim_end();
+        let selected = ["select(", "query(", "get("]
+            .iter()
+            .any(|s| before.ends_with(s));
+        let model = word.starts_with(|c: char| c.is_ascii_uppercase())
+            && word.chars().any(|c| c.is_ascii_lowercase())
+            && !matches!(word, "True" | "False" | "None");
+        if (model || selected && !word.starts_with(|c: char| c.is_ascii_digit()))
+            && !out.iter().any(|w| w == word)
+        {
+            out.push(word.to_string());
+        }
+    }
+    out
 }

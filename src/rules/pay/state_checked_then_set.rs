@@ -182,6 +182,13 @@ fn state_tested<'s>(condition: Node<'_>, src: &'s str) -> Option<(&'s str, &'s s
 /// credit written (`Refund.create(...)`, `session.add(Payout(...))`), a balance changed by an
 /// expression (`update(balance_pence=F("balance_pence") - amount)`).
 pub(super) fn moves_money(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
+    // `raise RefundTooLarge(...)`: an error named for the money, not a record of it.
+    if call
+        .parent()
+        .is_some_and(|p| p.kind() == kinds::RAISE_STATEMENT)
+    {
+        return false;
+    }
     if crate::rules::pay::pays(cx, call, src)
         && crate::rules::pay::passes_money(call, src, cx.vocab)
     {

@@ -191,6 +191,10 @@ pub struct Mocks<'m> {
     /// Attributes the test or its `setUp` configures as mocks (`create_transfer` of
     /// `self.provider.create_transfer.side_effect = [...]`), lowercase.
     configured: Vec<String>,
+    /// The `responses` answer the test registers though nothing activates `responses` for it
+    /// (`responses.add(...)` in a test without the `@responses.activate` its siblings have):
+    /// it mocks nothing.
+    pub unactivated: Option<String>,
 }
 
 /// What mocks for every test of a file side, read once for all of them: the autouse fixtures of
@@ -341,8 +345,10 @@ impl<'m> Mocks<'m> {
                 class: None,
                 params: Vec::new(),
                 configured: Vec::new(),
+                unactivated: None,
             };
         };
+        let unactivated = unactivated_responses(idx, test, src);
         let lower = |n: Node<'_>| syntax::text(n, src).to_ascii_lowercase();
         let mut texts: Vec<String> = syntax::decorators(test.outer)
             .into_iter()
@@ -356,6 +362,9 @@ impl<'m> Mocks<'m> {
                 .iter()
                 .filter(|c| {
                     let name = syntax::callee_name(**c, src);
+                    if unactivated.is_some() && syntax::callee(**c, src).starts_with("responses.") {
+                        return false;
+                    }
                     MOCKERS.contains(&name)
                         // A router the test runs the code inside (`with aioresponses() as
                         // mocked:`, `with respx.mock(...)`, `responses.RequestsMock()`): what
@@ -421,6 +430,7 @@ impl<'m> Mocks<'m> {
             class,
             params,
             configured,
+            unactivated,
         }
     }
 
@@ -1055,6 +1065,45 @@ fn constructed<'s>(value: Node<'_>, src: &'s str) -> Option<&'s str> {
 fn class_named(text: &str) -> Option<&str> {
     let last = text.rsplit('.').next()?;
     (!last.is_empty() && last.chars().all(|c| c.is_alphanumeric() || c == '_')).then_some(last)
+}
+
+/// The first answer a test registers with `responses` (`responses.add(responses.POST, url,
+/// ...)`) when nothing activates it: the file activates it test by test (another test has
+/// `@responses.activate`), this one has no such decorator, and neither it nor the file starts
+/// a mock of its own (`responses.start()`, `RequestsMock()`).
+fn unactivated_responses(idx: &NodeIndex<'_>, test: &TestFn<'_>, src: &str) -> Option<String> {
+    if !src.contains("@responses.activate")
+        || src.contains("responses.start(")
+        || src.contains("RequestsMock(")
+        || src.contains("responses.mock")
+    {
+        return None;
+    }
+    if syntax::decorators(test.outer)
+        .iter()
+        .any(|d| syntax::text(*d, src).contains("responses"))
+    {
+        return None;
+    }
+    idx.within(test.node, kinds::CALL).iter().find_map(|&c| {
+        let callee = syntax::callee(c, src);
+        let registers = callee.strip_prefix("responses.").is_some_and(|verb| {
+            matches!(
+                verb,
+                "add"
+                    | "get"
+                    | "post"
+                    | "put"
+                    | "patch"
+                    | "delete"
+                    | "head"
+                    | "upsert"
+                    | "replace"
+                    | "add_callback"
+            )
+        });
+        registers.then(|| crate::rules::pay::first_line(c, src))
+    })
 }
 
 /// Whether `word` stands in `code` as a word of its own (`responses`, not `decode_responses`).

@@ -188,6 +188,34 @@ fn looks_at_key(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
             .lines()
             .filter(asserts)
             .any(|line| names_keys(line) || same_for_every_attempt(line))
+        || attempts_compared(text)
+}
+
+/// `first, second = gateway.sale.await_args_list` then `assert first.kwargs == second.kwargs`
+/// (or `calls[0] == calls[1]`): two attempts handed the same arguments, the key among them.
+fn attempts_compared(text: &str) -> bool {
+    let unpacked: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("args_list") || l.contains("mock_calls"))
+        .filter_map(|l| l.split_once(" = ").map(|(names, _)| names))
+        .flat_map(|names| names.split(','))
+        .map(|n| n.trim().trim_start_matches('*'))
+        .filter(|n| !n.is_empty())
+        .collect();
+    let attempt = |side: &str| {
+        let side = side.trim();
+        let side = side
+            .strip_suffix(".kwargs")
+            .or_else(|| side.strip_suffix(".args"))
+            .unwrap_or(side);
+        unpacked.contains(&side) || side.contains("args_list[")
+    };
+    text.lines().any(|line| {
+        line.trim_start()
+            .strip_prefix("assert ")
+            .and_then(|a| a.split_once(" == "))
+            .is_some_and(|(a, b)| attempt(a) && attempt(b))
+    })
 }
 
 /// `[c.args[1] for c in submit.call_args_list] == [payout] * 3`, `len({...call_args_list})

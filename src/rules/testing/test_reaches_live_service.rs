@@ -208,7 +208,7 @@ fn check(cx: &mut Ctx<'_>) {
             if service == Service::Cache {
                 reach_the_cache.push(&test.facts.name);
             }
-            report(cx, test, service, &r);
+            report(cx, test, service, &r, mocks.unactivated.as_deref());
         } else if let Some(call) = calls_the_sdk(cx, test)
             && cx
                 .facts
@@ -517,7 +517,13 @@ fn client_of(service: Service, r: &Reach<'_>) -> String {
     }
 }
 
-fn report(cx: &mut Ctx<'_>, test: &TestFn<'_>, service: Service, r: &Reach<'_>) {
+fn report(
+    cx: &mut Ctx<'_>,
+    test: &TestFn<'_>,
+    service: Service,
+    r: &Reach<'_>,
+    unactivated: Option<&str>,
+) {
     let client = client_of(service, r);
     let callee = r.path.first().cloned().unwrap_or_default();
     // The service is part of the key: a test that already reached unmocked HTTP before the
@@ -537,6 +543,11 @@ fn report(cx: &mut Ctx<'_>, test: &TestFn<'_>, service: Service, r: &Reach<'_>) 
         .arg("path", r.path.join(" → "))
         .arg("function", r.function.name.clone());
     finding.note(kind);
+    if let Some(registered) = unactivated {
+        finding
+            .arg("registered", registered.to_string())
+            .note("unactivated");
+    }
     // Every test of an integration suite reaching the gateway is one point: said once per file.
     finding.point = Some(kind);
     if test.partial {
