@@ -314,7 +314,36 @@ pub(crate) fn inbound(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>) -> Opti
     {
         return Some(Inbound::Provider);
     }
+    // Named for consuming, and handed what was delivered: not a sweeper of the same module
+    // that runs on a timer (`while True: ...; await asyncio.sleep(interval)`).
+    let handed_a_message = || {
+        crate::rules::pay::parameters(func, src).iter().any(|p| {
+            syntax::name_words(p).iter().any(|w| {
+                matches!(
+                    w.as_str(),
+                    "message"
+                        | "msg"
+                        | "delivery"
+                        | "envelope"
+                        | "body"
+                        | "record"
+                        | "event"
+                        | "payload"
+                        | "incoming"
+                        | "data"
+                        // Or what it pulls them from itself (`for message in consumer:`).
+                        | "consumer"
+                        | "queue"
+                        | "channel"
+                        | "subscription"
+                        | "stream"
+                        | "topic"
+                )
+            })
+        })
+    };
     let consumes = has(&["consumer", "consumers", "consume", "listener", "subscriber"])
+        && handed_a_message()
         || text.contains("message.process(")
         || text.contains(".ack(")
         || text.contains("basic_ack(");

@@ -312,7 +312,66 @@ fn advanced_each_run<'t>(
             return Some((read, step, field.to_string()));
         }
     }
+    claimed_with_a_count(idx, func, value, src)
+}
+
+/// `refund["attempts"]` (or `.attempts`) of a row the function claimed with a query that moves
+/// the count on (`UPDATE ... SET attempts = r.attempts + 1 ... RETURNING r.attempts`,
+/// `.values(attempts=table.c.attempts + 1)`): every claim, the retry after a timeout among
+/// them, numbers a new key. The counter read, the claim and the field.
+fn claimed_with_a_count<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    value: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, Node<'t>, String)> {
+    // The index leaves out what an f-string interpolates: its nodes are walked here.
+    let mut nodes = Vec::new();
+    let mut stack = vec![value];
+    while let Some(n) = stack.pop() {
+        if matches!(n.kind(), kinds::ATTRIBUTE | kinds::SUBSCRIPT) {
+            nodes.push(n);
+        }
+        stack.extend(crate::python::named_children(n));
+    }
+    let fields = nodes.into_iter().filter_map(|read| {
+        let (object, field) = match read.kind() {
+            kinds::ATTRIBUTE => (
+                read.field("object")?,
+                syntax::text(read.field("attribute")?, src),
+            ),
+            kinds::SUBSCRIPT => (
+                read.field("value")?,
+                syntax::string_value(read.field("subscript")?, src)?,
+            ),
+            _ => return None,
+        };
+        (object.kind() == kinds::IDENTIFIER && counts_attempts(field))
+            .then(|| (read, syntax::text(object, src), field))
+    });
+    for (read, record, field) in fields {
+        let Some(set) = idx.assigned_before(Some(func), record, value.start_byte(), src) else {
+            continue;
+        };
+        let claim = crate::rules::idem::strip_await(set);
+        if claim.kind() == kinds::CALL && increments(syntax::text(claim, src), field) {
+            return Some((read, claim, field.to_string()));
+        }
+    }
     None
+}
+
+/// Whether a query moves `field` on by one: `attempts = r.attempts + 1`, `attempts=t.c.attempts
+/// + 1`.
+fn increments(code: &str, field: &str) -> bool {
+    code.match_indices(field).any(|(at, _)| {
+        let after = code[at + field.len()..].trim_start();
+        let Some(rhs) = after.strip_prefix('=').filter(|r| !r.starts_with('=')) else {
+            return false;
+        };
+        let rhs = rhs.split([',', '\n']).next().unwrap_or("");
+        rhs.contains(field) && (rhs.contains("+ 1") || rhs.contains("+1"))
+    })
 }
 
 /// A field that counts the tries of one payment: `retry_count`, `attempts`, `tries`.

@@ -77,7 +77,7 @@ pub(crate) fn names_payment(parts: &syntax::CallText<'_>, vocab: &Vocabulary) ->
 /// with money among its arguments of a function of the change that pays, or talks to a gateway
 /// over HTTP from a payment module of its own (`send_transaction(ref, order.amount, ...)`).
 pub(crate) fn pays(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
-    if is_payment_call(call, src, cx.vocab) {
+    if is_payment_call(call, src, cx.vocab) || operation_named(call, src, cx.vocab) {
         return true;
     }
     if !cx.facts.is_some_and(|f| f.payment_module) || !passes_money(call, src, cx.vocab) {
@@ -95,6 +95,17 @@ pub(crate) fn pays(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
         found = true;
     }
     found
+}
+
+/// A call told what to do by an argument that names a payment operation: Paddle's
+/// `create_adjustment(..., action="refund")`, `gateway.execute(operation="capture", ...)`.
+fn operation_named(call: Node<'_>, src: &str, vocab: &Vocabulary) -> bool {
+    syntax::keyword_args(call, src).iter().any(|(k, v)| {
+        matches!(
+            *k,
+            "action" | "operation" | "op" | "type" | "kind" | "intent"
+        ) && syntax::string_value(*v, src).is_some_and(|op| vocab.is_payment_operation(op))
+    })
 }
 
 /// Whether a callee builds an object of a class (`Refund(...)`, `models.Payment(...)`) rather
