@@ -140,23 +140,23 @@ pub fn open(scan: &Scan<'_>, enabled: impl Fn(&crate::rules::Rule) -> bool) -> O
             }
         };
         if reports && !matches!(rule.gate, Gate::Always) {
-            open.rules.0 |= 1u64.checked_shl(i as u32).unwrap_or(0);
+            open.rules.0 |= 1u128.checked_shl(i as u32).unwrap_or(0);
         }
         open.tree |= tree;
     }
     open
 }
 
-/// One bit per rule of `crate::rules::ALL` (a test keeps the catalogue within 64 rules).
+/// One bit per rule of `crate::rules::ALL` (a test keeps the catalogue within 128 rules).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Bits(u64);
+pub struct Bits(u128);
 
 impl Bits {
     /// Every gate open: for a review that does not use gates.
-    pub const ALL: Bits = Bits(u64::MAX);
+    pub const ALL: Bits = Bits(u128::MAX);
 
     pub fn is_open(self, rule: usize) -> bool {
-        rule < 64 && self.0 & 1 << rule != 0
+        rule < 128 && self.0 & 1 << rule != 0
     }
 
     /// No gated rule can report.
@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn every_rule_has_a_bit() {
-        assert!(crate::rules::ALL.len() <= 64, "`Bits` holds 64 rules");
+        assert!(crate::rules::ALL.len() <= 128, "`Bits` holds 128 rules");
     }
 
     #[test]

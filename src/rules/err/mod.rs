@@ -3,6 +3,7 @@
 
 pub mod ack_before_handling;
 pub mod broad_except_returns_none;
+pub mod coroutine_tested_unawaited;
 pub mod error_contract_changed;
 pub mod failure_swallowed;
 pub mod retries_exhausted_return_none;

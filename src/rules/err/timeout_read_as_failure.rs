@@ -189,10 +189,25 @@ fn transient_set(name: &str) -> bool {
 /// `ProviderUnreachable`): what clients raise for a timeout, a dropped connection or a 5xx.
 fn unavailable(name: &str) -> bool {
     let lower = |w: &str| syntax::contains_lowercase(name, w);
-    (lower("unavailable") || lower("unreachable"))
-        && syntax::name_words(name)
-            .iter()
-            .any(|w| matches!(w.as_str(), "unavailable" | "unreachable"))
+    if !(lower("unavailable")
+        || lower("unreachable")
+        || lower("unknown")
+        || lower("indeterminate")
+        || lower("ambiguous")
+        || lower("uncertain"))
+    {
+        return false;
+    }
+    let words = syntax::name_words(name);
+    let has = |w: &str| words.iter().any(|x| x == w);
+    // Or one named for the unknown itself: `PayPalUnknownOutcome`, `OutcomeUnknown`,
+    // `IndeterminateResult`.
+    has("unavailable")
+        || has("unreachable")
+        || has("indeterminate")
+        || has("ambiguous")
+        || has("uncertain")
+        || has("unknown") && (has("outcome") || has("result") || has("state") || has("status"))
 }
 
 /// A client's own base error (`GatewayError`, `StripeError`, `ProviderAPIException`): SDKs and
@@ -554,12 +569,17 @@ fn calls_failure(call: Node<'_>, src: &str) -> Option<bool> {
     // `settle_payout(payout.reference, "failed")`: a failed status, as a word of its own,
     // handed to whatever records it.
     let status_handed = syntax::positional_args(call).iter().any(|a| {
-        syntax::string_value(*a, src).is_some_and(|w| {
-            matches!(
-                w.to_ascii_lowercase().as_str(),
-                "failed" | "failure" | "declined" | "rejected" | "refused"
-            )
-        })
+        // Or an enum's member (`_close_refund(refund, MembershipRefund.Status.FAILED, ...)`).
+        let member = (a.kind() == kinds::ATTRIBUTE)
+            .then(|| syntax::text(*a, src).rsplit('.').next().unwrap_or(""));
+        member
+            .or_else(|| syntax::string_value(*a, src))
+            .is_some_and(|w| {
+                matches!(
+                    w.to_ascii_lowercase().as_str(),
+                    "failed" | "failure" | "declined" | "rejected" | "refused"
+                )
+            })
     });
     // `_settle_refund(refund_id, {"status": "failed", ...})`: a failed answer made up for it.
     let status_dict = syntax::positional_args(call).iter().any(|a| {

@@ -350,12 +350,32 @@ fn claimed_with_a_count<'t>(
             .then(|| (read, syntax::text(object, src), field))
     });
     for (read, record, field) in fields {
-        let Some(set) = idx.assigned_before(Some(func), record, value.start_byte(), src) else {
-            continue;
-        };
-        let claim = crate::rules::idem::strip_await(set);
-        if claim.kind() == kinds::CALL && increments(syntax::text(claim, src), field) {
-            return Some((read, claim, field.to_string()));
+        if let Some(set) = idx.assigned_before(Some(func), record, value.start_byte(), src) {
+            let claim = crate::rules::idem::strip_await(set);
+            if claim.kind() == kinds::CALL && increments(syntax::text(claim, src), field) {
+                return Some((read, claim, field.to_string()));
+            }
+        }
+        // Or moved on by an update of the row before the key is made, on every run
+        // (`Refund.objects.filter(pk=refund.pk).update(attempts=F("attempts") + 1)`).
+        let step = idx.within(func, kinds::CALL).iter().copied().find(|c| {
+            c.end_byte() <= value.start_byte()
+                && matches!(syntax::callee_name(*c, src), "update" | "values")
+                && increments(syntax::text(*c, src), field)
+                && ![
+                    kinds::IF_STATEMENT,
+                    kinds::EXCEPT_CLAUSE,
+                    kinds::FOR_STATEMENT,
+                    kinds::WHILE_STATEMENT,
+                ]
+                .iter()
+                .any(|k| {
+                    idx.enclosing(*c, k)
+                        .is_some_and(|e| e.start_byte() > func.start_byte())
+                })
+        });
+        if let Some(step) = step {
+            return Some((read, step, field.to_string()));
         }
     }
     None

@@ -1,5 +1,6 @@
 //! IDEM013 key-parameter-ignored: a function that sends a payment takes an idempotency key as
-//! a parameter and never uses it. Its callers build a stable key and pass it in, and the
+//! a parameter (by its name, or a `request_id` the file sends as `PayPal-Request-Id`) and never
+//! uses it. Its callers build a stable key and pass it in, and the
 //! request goes out without one: a retry after a timeout (the queue's, the client's) is a
 //! second refund or charge, while every caller looks right.
 //!
@@ -20,7 +21,7 @@ pub(crate) static RULE: Rule = Rule {
 
 /// Every finding is a parameter whose name speaks of idempotency.
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test && s.mentions(&["dempotency", "idem_key", "idempotent"])
+    !s.facts.is_test && s.mentions(&["dempotency", "idem_key", "idempotent", "Request-Id"])
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -34,7 +35,8 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(params) = func.field("parameters") else {
             continue;
         };
-        if !syntax::text(params, src).contains("idem") {
+        let list = syntax::text(params, src);
+        if !list.contains("idem") && !list.contains("request_id") {
             continue;
         }
         let Some(body) = func.field("body") else {
@@ -42,7 +44,8 @@ fn check(cx: &mut Ctx<'_>) {
         };
         let Some(param) = crate::python::named_children(params).into_iter().find(|p| {
             let name = syntax::parameter_name(*p, src);
-            names_a_key(name) && !reads(body, name, src)
+            (names_a_key(name) || name == "request_id" && sent_as_key_header(src, name))
+                && !reads(body, name, src)
         }) else {
             continue;
         };
@@ -72,6 +75,16 @@ fn names_a_key(name: &str) -> bool {
         .iter()
         .any(|w| w.starts_with("idempot") || w == "idem")
         && (words.iter().any(|w| w == "key") || words.len() == 1)
+}
+
+/// Whether the file sends `name` as an idempotency header somewhere (`headers["PayPal-Request-Id"]
+/// = request_id`): the parameter of that name is the key, whatever it is called.
+fn sent_as_key_header(src: &str, name: &str) -> bool {
+    src.lines().any(|line| {
+        (line.contains("Request-Id") || syntax::contains_lowercase(line, "idempotency"))
+            && line.contains(name)
+            && !line.trim_start().starts_with("def ")
+    })
 }
 
 /// Whether `name` occurs in the body as a word of its own.

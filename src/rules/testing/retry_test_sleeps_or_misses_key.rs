@@ -241,6 +241,18 @@ fn mentions_key(text: &str) -> bool {
 }
 
 /// Named for retries or timeouts, or makes the first calls fail (`side_effect = [Timeout(), ...]`).
+/// A test that makes one call fail once and expects it to raise (`mock(side_effect=
+/// httpx.ReadTimeout(...))` then `with pytest.raises(UnknownOutcome):`): what a timeout is
+/// reported as, with no second attempt to carry a key.
+fn one_failure_raised(text: &str) -> bool {
+    (text.contains("raises(") || text.contains("assertRaises"))
+        && !text.contains("side_effect=[")
+        && !text.contains("side_effect = [")
+        && !text.contains("side_effect=(")
+        && !text.contains("for _ in range")
+        && text.matches("side_effect").count() <= 1
+}
+
 fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     let name = test.facts.name.to_ascii_lowercase();
     // `test_client_errors_are_not_retried`: the case where no retry happens.
@@ -272,7 +284,14 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return false;
     };
-    if declines_only(syntax::text(test.outer, src)) {
+    // Named for the timeout alone (no retry, attempt or backoff in the name), and expecting it
+    // to raise after one failure set up: no second attempt to look at.
+    let timeout_only = !["retr", "attempt", "exhaust", "again", "backoff", "repeat"]
+        .iter()
+        .any(|w| name.contains(w));
+    if declines_only(syntax::text(test.outer, src))
+        || timeout_only && one_failure_raised(syntax::text(test.outer, src))
+    {
         return false;
     }
     // A name is not enough where nothing in the test fails: `test_refund_claim_outlives_the_
