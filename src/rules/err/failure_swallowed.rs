@@ -36,6 +36,28 @@ fn gate(s: &Scan<'_>) -> bool {
 fn broad(clause: Node<'_>, src: &str) -> bool {
     syntax::is_broad_except(clause, src)
         || super::timeout_read_as_failure::catches_timeout(clause, src).is_some()
+        || catches_a_refusal(clause, src)
+}
+
+/// An `except` of an error named for a payment the provider refused (`RefundRejected`,
+/// `PaymentDeclined`, `PayoutFailed`): logged and passed over, the refusal is taken for a
+/// payment made.
+fn catches_a_refusal(clause: Node<'_>, src: &str) -> bool {
+    syntax::except_types(clause).iter().any(|t| {
+        let name = syntax::text(*t, src);
+        let words = syntax::name_words(name.rsplit('.').next().unwrap_or(name));
+        let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+        has(&["rejected", "declined", "refused", "failed", "failure"])
+            && has(&[
+                "refund",
+                "payment",
+                "payout",
+                "charge",
+                "capture",
+                "transfer",
+                "withdrawal",
+            ])
+    })
 }
 
 /// Who delivered what a handler applies, and so who is told it was applied when it returns.
@@ -115,11 +137,20 @@ fn check(cx: &mut Ctx<'_>) {
         }
         let qualname = facts::qualname(func, idx, src);
         let payment_module = cx.facts.is_some_and(|f| f.payment_module);
+        let refusal = !syntax::is_broad_except(clause, src)
+            && super::timeout_read_as_failure::catches_timeout(clause, src).is_none();
         let finding = cx
             .report(&RULE, clause)
             .arg("function", qualname)
             .arg("step", step.0)
             .arg("step_line", step.1.to_string());
+        if refusal {
+            let caught: Vec<&str> = syntax::except_types(clause)
+                .into_iter()
+                .map(|t| syntax::text(t, src))
+                .collect();
+            finding.arg("caught", caught.join(", ")).note("refusal");
+        }
         match inbound {
             Some(Inbound::Provider) => finding.note("provider"),
             Some(Inbound::Broker) => finding.note("broker"),
