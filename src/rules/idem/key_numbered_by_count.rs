@@ -283,20 +283,6 @@ fn advanced_each_run<'t>(
             continue;
         }
         let counter = syntax::text(read, src);
-        // Under a test, in a handler or a loop: moved on for a reason, or IDEM004's attempt.
-        let decided = |n: Node<'_>| {
-            [
-                kinds::IF_STATEMENT,
-                kinds::EXCEPT_CLAUSE,
-                kinds::FOR_STATEMENT,
-                kinds::WHILE_STATEMENT,
-            ]
-            .iter()
-            .any(|k| {
-                idx.enclosing(n, k)
-                    .is_some_and(|e| e.start_byte() > func.start_byte())
-            })
-        };
         let step = idx
             .within(func, kinds::AUGMENTED_ASSIGNMENT)
             .iter()
@@ -306,7 +292,7 @@ fn advanced_each_run<'t>(
                     && a.field("left")
                         .is_some_and(|l| syntax::text(l, src) == counter)
                     && syntax::text(*a, src).contains("+=")
-                    && !decided(*a)
+                    && !moved_for_a_reason(idx, func, *a)
             });
         if let Some(step) = step {
             return Some((read, step, field.to_string()));
@@ -362,17 +348,7 @@ fn claimed_with_a_count<'t>(
             c.end_byte() <= value.start_byte()
                 && matches!(syntax::callee_name(*c, src), "update" | "values")
                 && increments(syntax::text(*c, src), field)
-                && ![
-                    kinds::IF_STATEMENT,
-                    kinds::EXCEPT_CLAUSE,
-                    kinds::FOR_STATEMENT,
-                    kinds::WHILE_STATEMENT,
-                ]
-                .iter()
-                .any(|k| {
-                    idx.enclosing(*c, k)
-                        .is_some_and(|e| e.start_byte() > func.start_byte())
-                })
+                && !moved_for_a_reason(idx, func, *c)
         });
         if let Some(step) = step {
             return Some((read, step, field.to_string()));
@@ -391,6 +367,22 @@ fn increments(code: &str, field: &str) -> bool {
         };
         let rhs = rhs.split([',', '\n']).next().unwrap_or("");
         rhs.contains(field) && (rhs.contains("+ 1") || rhs.contains("+1"))
+    })
+}
+
+/// Whether `step` runs under a test, in a handler or in a loop of `func`: a count moved on
+/// for a reason, or IDEM004's attempt, not on every run.
+fn moved_for_a_reason(idx: &NodeIndex<'_>, func: Node<'_>, step: Node<'_>) -> bool {
+    [
+        kinds::IF_STATEMENT,
+        kinds::EXCEPT_CLAUSE,
+        kinds::FOR_STATEMENT,
+        kinds::WHILE_STATEMENT,
+    ]
+    .iter()
+    .any(|k| {
+        idx.enclosing(step, k)
+            .is_some_and(|e| e.start_byte() > func.start_byte())
     })
 }
 
