@@ -19,9 +19,10 @@ pub(crate) static RULE: Rule = Rule {
     gate: Gate::When(gate),
 };
 
-/// Every finding is a parameter whose name speaks of idempotency.
+/// Every finding is a parameter whose name speaks of idempotency, or a `request_id` the file
+/// sends as a key: some function of the file names one (the facts pass has read it).
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test && s.mentions(&["dempotency", "idem_key", "idempotent", "Request-Id"])
+    !s.facts.is_test && s.facts.functions.iter().any(|f| f.mentions_idempotency)
 }
 
 fn check(cx: &mut Ctx<'_>) {

@@ -38,8 +38,8 @@ const LEFT: &[&str] = &[
 /// Every finding is a test against what is left, in code that moves money.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.mentions(LEFT)
         && (s.facts.payment_module || s.facts.functions.iter().any(|f| f.payment))
+        && s.mentions(LEFT)
 }
 
 fn check(cx: &mut Ctx<'_>) {

@@ -116,7 +116,15 @@ fn check(cx: &mut Ctx<'_>) {
 /// `self._find_attempt(...)`, `stripe.PaymentIntent.retrieve(...)`), not one that asks for
 /// settled payments only.
 fn looks_up_a_payment(call: Node<'_>, src: &str) -> bool {
-    let words = syntax::name_words(syntax::callee(call, src));
+    let callee = syntax::callee(call, src);
+    // Asked of every assignment of a call: the verbs first, without splitting the name.
+    if !["find", "search", "lookup", "retrieve", "fetch"]
+        .iter()
+        .any(|v| syntax::contains_lowercase(callee, v))
+    {
+        return false;
+    }
+    let words = syntax::name_words(callee);
     let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
     has(&["find", "search", "lookup", "retrieve", "fetch"])
         && has(&[
