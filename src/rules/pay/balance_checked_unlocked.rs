@@ -77,18 +77,8 @@ fn check(cx: &mut Ctx<'_>) {
         {
             continue;
         }
-        let owned = |n: &Node<'_>| crate::rules::idem::owned_by(idx, *n, Some(func));
-        let Some(money) = idx
-            .within(func, kinds::CALL)
-            .iter()
-            .copied()
-            .filter(owned)
-            .find(|c| {
-                c.start_byte() > stmt.end_byte()
-                    && (super::state_checked_then_set::moves_money(cx, *c, src)
-                        || super::pays(cx, *c, src)
-                        || super::http_payment(cx, *c))
-            })
+        let Some(money) =
+            super::row_lock_removed::money_after_read(cx, idx, func, stmt.end_byte(), src)
         else {
             continue;
         };

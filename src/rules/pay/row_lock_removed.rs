@@ -53,7 +53,7 @@ fn check(cx: &mut Ctx<'_>) {
                 // Moved into a helper of the file (`_locked_wallet(...)`): still taken.
                 && !super::calls_a_helper_that(idx, *f, src, |h| holds_rows(syntax::text(h, src)))
         })
-        .filter_map(|f| Some((f, money_after_read(cx, idx, f, src)?)))
+        .filter_map(|f| Some((f, money_after_read(cx, idx, f, 0, src)?)))
         .collect();
     if moving.is_empty() {
         return;
@@ -89,16 +89,18 @@ fn check(cx: &mut Ctx<'_>) {
     }
 }
 
-/// The first call of `func` that moves money: a payment, an HTTP payment, a refund, payout or
-/// credit written (PAY022's reading).
-fn money_after_read<'t>(
+/// The first call of `func` (its own, starting after byte `after`) that moves money: a
+/// payment, an HTTP payment, a refund, payout or credit written (PAY022's reading).
+pub(super) fn money_after_read<'t>(
     cx: &Ctx<'_>,
     idx: &NodeIndex<'t>,
     func: Node<'t>,
+    after: usize,
     src: &str,
 ) -> Option<Node<'t>> {
     idx.within(func, kinds::CALL).iter().copied().find(|c| {
-        crate::rules::idem::owned_by(idx, *c, Some(func))
+        c.start_byte() > after
+            && crate::rules::idem::owned_by(idx, *c, Some(func))
             && (super::pays(cx, *c, src)
                 || super::state_checked_then_set::moves_money(cx, *c, src)
                 || super::http_payment(cx, *c))
