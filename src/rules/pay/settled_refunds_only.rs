@@ -168,32 +168,24 @@ fn weighed<'t>(
         .filter(|op| op.start_byte() > assign.end_byte() && uses_in_money(*op, name, src));
     let mut found: Vec<Node<'t>> = own.collect();
     // A subquery labelled with its name (`done.label("done")`) is read back as `row.done`.
-    if syntax::text(assign, src).contains(&format!("label(\"{name}\")"))
-        || func.is_some_and(|f| syntax::text(f, src).contains(&format!(".label(\"{name}\")")))
-    {
-        found.extend(in_file.filter(|op| {
-            let text = syntax::text(*op, src);
-            text.contains(&labelled)
-                && operator_of(*op)
-                    .is_some_and(|o| matches!(o, "-" | "+" | ">" | "<" | ">=" | "<="))
-        }));
+    let scope_text = syntax::text(func.unwrap_or(assign), src);
+    if scope_text.contains(&format!("label(\"{name}\")")) {
+        found
+            .extend(in_file.filter(|op| syntax::text(*op, src).contains(&labelled) && weighs(*op)));
     }
     found.into_iter().min_by_key(|n| n.start_byte())
 }
 
 /// Whether `op` subtracts `name`, or compares with it, or adds it to be compared.
 fn uses_in_money(op: Node<'_>, name: &str, src: &str) -> bool {
-    let Some(o) = operator_of(op) else {
-        return false;
-    };
-    if !matches!(o, "-" | "+" | ">" | "<" | ">=" | "<=") {
-        return false;
-    }
-    crate::python::named_children(op)
-        .iter()
-        .any(|c| c.kind() == kinds::IDENTIFIER && syntax::text(*c, src) == name)
+    weighs(op)
+        && crate::python::named_children(op)
+            .iter()
+            .any(|c| c.kind() == kinds::IDENTIFIER && syntax::text(*c, src) == name)
 }
 
-fn operator_of(op: Node<'_>) -> Option<&str> {
-    op.child(1).map(|o| o.kind())
+/// An operator that takes from, adds to, or weighs against: `-`, `+`, `>`, `<`, `>=`, `<=`.
+fn weighs(op: Node<'_>) -> bool {
+    op.child(1)
+        .is_some_and(|o| matches!(o.kind(), "-" | "+" | ">" | "<" | ">=" | "<="))
 }
