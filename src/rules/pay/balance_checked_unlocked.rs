@@ -50,14 +50,7 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     }
     let mut found: Vec<(Node<'_>, Node<'_>, String, Node<'_>)> = Vec::new();
-    for &stmt in idx.all(kinds::IF_STATEMENT) {
-        let (Some(condition), Some(body)) = (stmt.field("condition"), stmt.field("consequence"))
-        else {
-            continue;
-        };
-        if syntax::block_falls_through(body, src) {
-            continue;
-        }
+    for (stmt, condition) in super::leaving_ifs(idx, src) {
         let Some(func) = idx.enclosing(stmt, kinds::FUNCTION_DEFINITION) else {
             continue;
         };

@@ -109,6 +109,20 @@ fn operation_named(call: Node<'_>, src: &str, vocab: &Vocabulary) -> bool {
     })
 }
 
+/// The file's `if` statements whose body leaves (returns, raises, continues): a guard that
+/// turns something away. Each with its condition.
+pub(crate) fn leaving_ifs<'t>(
+    idx: &crate::python::NodeIndex<'t>,
+    src: &str,
+) -> impl Iterator<Item = (Node<'t>, Node<'t>)> {
+    idx.all(kinds::IF_STATEMENT)
+        .iter()
+        .filter_map(move |&stmt| {
+            let (condition, body) = (stmt.field("condition")?, stmt.field("consequence")?);
+            (!syntax::block_falls_through(body, src)).then_some((stmt, condition))
+        })
+}
+
 /// Whether a callee builds an object of a class (`Refund(...)`, `models.Payment(...)`) rather
 /// than querying one (`Refund.objects.filter(...).update`): its last name is capitalised.
 pub(crate) fn builds_a_class(callee: &str) -> bool {

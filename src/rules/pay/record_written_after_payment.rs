@@ -10,7 +10,7 @@
 //! and a payment sent with an idempotency key, which the provider deduplicates.
 use tree_sitter::Node;
 
-use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::python::{NodeIndex, kinds, syntax};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
 
 pub(crate) static RULE: Rule = Rule {
@@ -40,15 +40,8 @@ fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
-    for &stmt in idx.all(kinds::IF_STATEMENT) {
-        let (Some(condition), Some(body)) = (stmt.field("condition"), stmt.field("consequence"))
-        else {
-            continue;
-        };
-        // `if existing: return existing`: found, the payment is not made again.
-        if syntax::block_falls_through(body, src) {
-            continue;
-        }
+    // `if existing: return existing`: found, the payment is not made again.
+    for (stmt, condition) in super::leaving_ifs(idx, src) {
         let Some(func) = idx.enclosing(stmt, kinds::FUNCTION_DEFINITION) else {
             continue;
         };

@@ -39,14 +39,7 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     }
     let mut reported: Vec<usize> = Vec::new();
-    for &stmt in idx.all(kinds::IF_STATEMENT) {
-        let (Some(condition), Some(body)) = (stmt.field("condition"), stmt.field("consequence"))
-        else {
-            continue;
-        };
-        if syntax::block_falls_through(body, src) {
-            continue;
-        }
+    for (stmt, condition) in crate::rules::pay::leaving_ifs(idx, src) {
         let Some((record, field)) = state_tested(condition, src) else {
             continue;
         };
