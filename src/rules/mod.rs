@@ -114,6 +114,7 @@ pub static ALL: &[&Rule] = &[
     &pay::balance_checked_unlocked::RULE,
     &pay::settled_refunds_only::RULE,
     &pay::found_taken_as_paid::RULE,
+    &pay::task_queued_before_commit::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

@@ -289,7 +289,9 @@ fn check(cx: &mut Ctx<'_>) {
         else {
             continue;
         };
-        if caught_earlier(try_statement, clause, src) {
+        if caught_earlier(try_statement, clause, src)
+            && !unknown_first_caught_here(try_statement, clause, src)
+        {
             continue;
         }
         let Some(body) = try_statement.field("body") else {
@@ -642,6 +644,24 @@ pub(crate) fn caught_earlier(try_statement: Node<'_>, clause: Node<'_>, src: &st
         .into_iter()
         .take_while(|c| c.id() != clause.id())
         .any(|c| catches_timeout(c, src).is_some())
+}
+
+/// Whether the clause names an error of an unknown outcome (`AcquirerUnavailable`) that no
+/// clause before it catches: `except AcquirerTimeout: retry` and then `except (AcquirerDeclined,
+/// AcquirerUnavailable): mark failed` sends a 5xx to the failure, whatever became of timeouts.
+fn unknown_first_caught_here(try_statement: Node<'_>, clause: Node<'_>, src: &str) -> bool {
+    let earlier: Vec<&str> = crate::python::named_children(try_statement)
+        .into_iter()
+        .take_while(|c| c.id() != clause.id())
+        .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE)
+        .flat_map(syntax::except_types)
+        .map(|t| syntax::text(t, src))
+        .collect();
+    syntax::except_types(clause).into_iter().any(|t| {
+        let name = syntax::text(t, src);
+        let last = name.rsplit('.').next().unwrap_or(name);
+        unavailable(last) && !earlier.contains(&name)
+    })
 }
 
 /// The first call of the `try` body that moves money, as written and with its line: by its

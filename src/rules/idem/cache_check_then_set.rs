@@ -113,7 +113,8 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
     // change nothing twice.
     if seen_marker
         && let (Some(idx), Some(func)) = (cx.index(), scope)
-        && super::applies_by_state(idx, func, src)
+        && (super::applies_by_state(idx, func, src)
+            || says_a_repeat_is_harmless(syntax::text(func, src)))
     {
         return;
     }
@@ -309,6 +310,27 @@ fn speaks_of_idempotency(
         }
     }
     texts.iter().any(|t| super::is_idempotency_text(t))
+}
+
+/// A comment of the function that says the marker only saves work, the event being applied
+/// safely twice (`# Only an optimisation: applying the same state twice is already a no-op.`):
+/// the author has weighed the race.
+fn says_a_repeat_is_harmless(text: &str) -> bool {
+    text.lines().any(|l| {
+        l.split_once('#').is_some_and(|(_, comment)| {
+            let c = comment.to_ascii_lowercase();
+            [
+                "no-op",
+                "noop",
+                "idempotent",
+                "optimisation",
+                "optimization",
+                "harmless",
+            ]
+            .iter()
+            .any(|w| c.contains(w))
+        })
+    })
 }
 
 /// Whether the read's key, or the name it is bound to, says it marks something already seen:

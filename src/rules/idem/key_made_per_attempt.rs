@@ -248,7 +248,7 @@ pub(crate) fn made_anew(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Optio
             let made_for_a_parameter = assignment
                 .and_then(|a| a.field("left"))
                 .is_some_and(|l| params.iter().any(|p| p == syntax::text(l, src)));
-            if made_for_a_parameter {
+            if made_for_a_parameter || kept_with_a_record_found_first(idx, func, made, src) {
                 return None;
             }
             Some(facts::FreshKey {
@@ -257,6 +257,44 @@ pub(crate) fn made_anew(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Optio
                 made: syntax::normalized(fresh, src),
                 unless: None,
             })
+        })
+}
+
+/// A key made for a record the function stores, after it hands back the record a previous
+/// call stored (`existing = ...; if existing is not None: return existing` ... `refund.
+/// idempotency_key = f"refund-{uuid4()}"; session.add(refund)`): made once per record, and a
+/// second call finds the record and its key.
+fn kept_with_a_record_found_first(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    made: Node<'_>,
+    src: &str,
+) -> bool {
+    let own = |n: Node<'_>| crate::rules::idem::owned_by(idx, n, Some(func));
+    let found_first = idx.within(func, kinds::IF_STATEMENT).iter().any(|&stmt| {
+        stmt.end_byte() <= made.start_byte()
+            && own(stmt)
+            && stmt.field("consequence").is_some_and(|body| {
+                syntax::statements(body).last().is_some_and(|last| {
+                    last.kind() == kinds::RETURN_STATEMENT
+                        && syntax::return_value(*last).is_some_and(|v| {
+                            v.kind() == kinds::IDENTIFIER
+                                && stmt.field("condition").is_some_and(|c| {
+                                    identifiers(syntax::text(c, src))
+                                        .any(|w| w == syntax::text(v, src))
+                                })
+                        })
+                })
+            })
+    });
+    found_first
+        && idx.within(func, kinds::CALL).iter().any(|&c| {
+            c.start_byte() > made.start_byte()
+                && own(c)
+                && matches!(
+                    syntax::callee_name(c, src),
+                    "add" | "save" | "create" | "flush" | "insert" | "insert_one" | "bulk_create"
+                )
         })
 }
 
@@ -902,7 +940,7 @@ pub(crate) fn key_sites<'t>(
             if names_key(name) {
                 out.push(site(call, format!("{name}="), value));
             } else if let Some((change, side)) = callees
-                && key_params::key_like(name)
+                && key_params::part_like(name)
                 && let Some(callee) = run_callee(idx, call, src)
                 && change.sends_as_key(side, callee.1, &Slot::Keyword(name.into()))
             {

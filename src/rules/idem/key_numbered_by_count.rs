@@ -168,6 +168,15 @@ fn count_of_money(
     let name = idx.callee_name(call, src);
     if name == "len" {
         let arg = *syntax::positional_args(call).first()?;
+        // `refunds: list[Refund] = []` filled by this run's loop: a position in what this run
+        // builds, the same on a rerun, not a count of what was made before.
+        if arg.kind() == kinds::IDENTIFIER
+            && idx
+                .assigned_before(Some(func), syntax::text(arg, src), call.start_byte(), src)
+                .is_some_and(|set| matches!(syntax::text(set, src), "[]" | "list()"))
+        {
+            return None;
+        }
         if let Some(counted) = money_records(syntax::text(arg, src)) {
             return Some(counted);
         }

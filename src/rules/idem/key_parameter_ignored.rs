@@ -43,11 +43,23 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(body) = func.field("body") else {
             continue;
         };
-        let Some(param) = crate::python::named_children(params).into_iter().find(|p| {
-            let name = syntax::parameter_name(*p, src);
-            (names_a_key(name) || name == "request_id" && sent_as_key_header(src, name))
-                && !reads(body, name, src)
-        }) else {
+        // The key parameter unread, or read (into a description, a log) but left out of the
+        // call of the sender that would send it.
+        let Some((param, unsent)) =
+            crate::python::named_children(params)
+                .into_iter()
+                .find_map(|p| {
+                    let name = syntax::parameter_name(p, src);
+                    if !(names_a_key(name) || name == "request_id" && sent_as_key_header(src, name))
+                    {
+                        return None;
+                    }
+                    if !reads(body, name, src) {
+                        return Some((p, None));
+                    }
+                    left_out(cx, idx, func, name, src).map(|call| (p, Some(call)))
+                })
+        else {
             continue;
         };
         let name = syntax::parameter_name(param, src);
@@ -61,8 +73,14 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         }
         let function = facts::qualname(func, idx, src);
-        let finding = cx
-            .report(&RULE, param)
+        let finding = match unsent {
+            None => cx.report(&RULE, param),
+            Some(call) => cx
+                .report(&RULE, call)
+                .arg("call", crate::rules::pay::first_line(call, src))
+                .note("unsent"),
+        };
+        let finding = finding
             .arg("function", function.clone())
             .arg("key", name.to_string());
         finding.function = function;
@@ -127,4 +145,58 @@ fn sends_a_payment(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>, src: &str)
             crate::rules::idem::owned_by(idx, c, Some(func))
                 && (crate::rules::pay::pays(cx, c, src) || crate::rules::pay::http_payment(cx, c))
         })
+}
+
+/// A call of a sender of the change that sends the slot `name` as the idempotency key
+/// (`self._call("POST", ..., request_id=request_id)`: `_call` sets `PayPal-Request-Id` from it)
+/// made without it, while nothing else of the function sends `name` as a key: the sender makes
+/// a key of its own, or sends none.
+fn left_out<'t>(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    name: &str,
+    src: &str,
+) -> Option<Node<'t>> {
+    let slot = facts::Slot::Keyword(name.into());
+    let own = facts::qualname(func, idx, src);
+    // The function sends the key some way of its own, or hands it to a call that does.
+    if cx.facts.and_then(|f| f.function(&own)).is_some_and(|f| {
+        f.forwards.iter().any(|fw| {
+            &*fw.param == name
+                && fw.to.as_ref().is_none_or(|(next, next_slot)| {
+                    cx.change.sends_as_key(cx.side, next, next_slot)
+                })
+        })
+    }) {
+        return None;
+    }
+    idx.within(func, kinds::CALL).iter().copied().find(|&c| {
+        crate::rules::idem::owned_by(idx, c, Some(func))
+            && !syntax::has_dict_splat(c)
+            // A key handed in any slot (`build_headers(request_id, idempotency_key)`, swapped)
+            // is another rule's.
+            && !c
+                .field("arguments")
+                .is_some_and(|args| reads(args, name, src))
+            && !reads_only(c, src)
+            && cx
+                .change
+                .sends_as_key(cx.side, idx.callee_name(c, src), &slot)
+    })
+}
+
+/// A request that only reads: `self._call("GET", ...)`, `client.get(...)`.
+fn reads_only(call: Node<'_>, src: &str) -> bool {
+    let method = syntax::positional_args(call)
+        .first()
+        .and_then(|a| syntax::string_value(*a, src))
+        .or_else(|| {
+            syntax::keyword_arg(call, "method", src).and_then(|m| syntax::string_value(m, src))
+        });
+    method.is_some_and(|m| m.eq_ignore_ascii_case("get") || m.eq_ignore_ascii_case("head"))
+        || matches!(
+            syntax::callee_name(call, src),
+            "get" | "head" | "_get" | "fetch"
+        )
 }

@@ -40,6 +40,20 @@ pub(crate) fn key_like(name: &str) -> bool {
     .any(|w| syntax::contains_lowercase(name, w))
 }
 
+/// A parameter that hands a function the time, which a key may be built from
+/// (`charge_attempt(..., *, now)` sending `f"{stored_key}-{int(now.timestamp())}"`): a caller
+/// that passes the clock's reading makes a new key on every run.
+pub(crate) fn time_like(name: &str) -> bool {
+    matches!(name, "now" | "today" | "ts" | "timestamp" | "when")
+        || name.ends_with("_now")
+        || name.ends_with("_ts")
+}
+
+/// Whether a parameter may carry a key or a part of one: `key_like` or `time_like`.
+pub(crate) fn part_like(name: &str) -> bool {
+    key_like(name) || time_like(name)
+}
+
 /// What `func` does with its parameters named like a key: sends one as an idempotency key
 /// (`headers["Idempotency-Key"] = request_ref`, `{"PayPal-Request-Id": request_id}`,
 /// `idempotency_key=key`), or hands it on to a call by keyword or position. Read only where the
@@ -53,12 +67,17 @@ pub(crate) fn forwards(
     let Some(list) = func.field("parameters") else {
         return Box::default();
     };
-    if !key_like(syntax::text(list, src)) {
+    let list = syntax::text(list, src);
+    if !key_like(list)
+        && !["now", "today", "ts", "timestamp", "when"]
+            .iter()
+            .any(|w| list.contains(w))
+    {
         return Box::default();
     }
     let params: Vec<String> = crate::rules::pay::parameters(func, src)
         .into_iter()
-        .filter(|p| key_like(p))
+        .filter(|p| part_like(p))
         .collect();
     if params.is_empty() {
         return Box::default();
@@ -74,13 +93,28 @@ pub(crate) fn forwards(
     let mut handed: Vec<(usize, &str, Slot)> = Vec::new();
     // The parameters a key's value is made of: itself (`request_ref`), or a part of it
     // (`f"{kind}:{ref}:r{attempt}"`, `_request_key("refund", reference, attempt)`).
+    // A local the key is built from is read through its last assignment before the key
+    // (`key = f"{att['idempotency_key']}-{int(now.timestamp())}"`, then `f"{key}-order"`).
     let parts_of = |value: Node<'_>, sent: &mut Vec<usize>| match param(value) {
         Some(p) => sent.push(p),
-        None => sent.extend(
-            syntax::text(value, src)
-                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .filter_map(|w| params.iter().position(|p| p == w)),
-        ),
+        None => {
+            let text = syntax::text(value, src);
+            for w in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if let Some(p) = params.iter().position(|p| p == w) {
+                    sent.push(p);
+                } else if !w.is_empty()
+                    && !w.starts_with(|c: char| c.is_ascii_digit())
+                    && let Some(set) = idx.assigned_before(Some(func), w, value.start_byte(), src)
+                    && own(&set)
+                {
+                    sent.extend(
+                        syntax::text(set, src)
+                            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                            .filter_map(|w| params.iter().position(|p| p == w)),
+                    );
+                }
+            }
+        }
     };
     let sent_in = |dict: Node<'_>, sent: &mut Vec<usize>| {
         if dict.kind() != kinds::DICTIONARY {
@@ -195,7 +229,7 @@ impl ChangeSet {
 
     fn sends_as_key_within(&self, side: Side, name: &str, slot: &Slot, hops: usize) -> bool {
         if let Slot::Keyword(k) = slot
-            && !key_like(k)
+            && !part_like(k)
         {
             return false;
         }

@@ -78,6 +78,10 @@ const WORDS: &[&str] = &[
     "currency",
     "Currency",
     "dempotency",
+    // A keyword a sender of the change turns into the key (`request_id=`, `dedup_key=`).
+    "request_id",
+    "key=",
+    "_ref",
 ];
 
 /// Every finding is an argument of a line the change removed.
@@ -131,7 +135,9 @@ fn check(cx: &mut Ctx<'_>) {
                 old_call,
                 (idx, after, src),
                 new_call,
-            ) {
+            )
+            .or_else(|| dropped_forwarded_key(cx, (old_call, old_src), (new_call, src)))
+            {
                 found.push((new_call, name.clone(), drop));
             }
         }
@@ -144,6 +150,38 @@ fn check(cx: &mut Ctx<'_>) {
             .note(kind);
         finding.function = function;
     }
+}
+
+/// A keyword the callee, a function of the change, sends on as the idempotency key
+/// (`self._call("POST", ..., request_id=request_id)` where `_call` sets `PayPal-Request-Id` from
+/// it), passed by the old call and not by the new one: the callee now makes a key of its own, or
+/// sends none.
+fn dropped_forwarded_key(
+    cx: &Ctx<'_>,
+    (old_call, old_src): (Node<'_>, &str),
+    (new_call, src): (Node<'_>, &str),
+) -> Option<(&'static str, Vec<String>)> {
+    if syntax::has_dict_splat(new_call) {
+        return None;
+    }
+    let name = syntax::callee_name(new_call, src);
+    let kept: Vec<&str> = syntax::keyword_args(new_call, src)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    let lost: Vec<String> = syntax::keyword_args(old_call, old_src)
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| {
+            !kept.contains(k)
+                && crate::rules::idem::key_params::key_like(k)
+                && cx
+                    .change
+                    .sends_as_key(Side::New, name, &facts::Slot::Keyword((*k).into()))
+        })
+        .map(str::to_string)
+        .collect();
+    (!lost.is_empty()).then_some(("key", lost))
 }
 
 /// Whether a line the change removed names one of the arguments read.
@@ -209,19 +247,23 @@ fn paired_calls<'t, 'u>(
 }
 
 /// A payment call by its name (`stripe.Refund.create`, `gateway.capture`), or a POST whose
-/// text speaks of a payment (`session.post(f"{API}/refunds", json={...})`).
+/// text speaks of a payment (`session.post(f"{API}/refunds", json={...})`), also through a
+/// client's own sender of the change (`self._call("POST", f"/captures/{id}/refund", ...)`).
 fn moves_money(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
     if crate::rules::pay::is_payment_call(call, src, cx.vocab) {
         return true;
     }
-    matches!(
-        syntax::callee_name(call, src),
-        "post" | "put" | "request" | "fetch"
-    ) && [
-        "refund", "captur", "charge", "payment", "payout", "transfer",
-    ]
-    .iter()
-    .any(|w| syntax::code_contains_lowercase(syntax::text(call, src), w))
+    let name = syntax::callee_name(call, src);
+    (matches!(name, "post" | "put" | "request" | "fetch")
+        || cx
+            .change
+            .functions_named(Side::New, name)
+            .any(|(file, f)| f.http && !file.is_test))
+        && [
+            "refund", "captur", "charge", "payment", "payout", "transfer",
+        ]
+        .iter()
+        .any(|w| syntax::code_contains_lowercase(syntax::text(call, src), w))
 }
 
 /// The kind and names of the arguments the old call had and the new one lacks, the first kind

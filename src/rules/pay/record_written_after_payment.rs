@@ -52,8 +52,10 @@ fn check(cx: &mut Ctx<'_>) {
             c.start_byte() > from && crate::rules::idem::owned_by(idx, *c, Some(func))
         };
         let calls = idx.within(func, kinds::CALL);
+        // `Refund(id=..., amount_minor=...)` builds the record; it pays nothing.
         let Some(pay) = calls.iter().copied().find(|c| {
             after(c, stmt.end_byte())
+                && !super::builds_a_class(syntax::callee(*c, src))
                 && super::pays(cx, *c, src)
                 && super::passes_money(*c, src, cx.vocab)
         }) else {

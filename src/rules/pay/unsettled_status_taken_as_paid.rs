@@ -137,6 +137,13 @@ fn class(word: &str) -> Option<Class> {
         | "error" | "errored" | "voided" | "void" | "expired" | "denied" | "abandoned"
         | "reversed" | "revoked" => Some(Class::Failed),
         w if w.starts_with("awaiting_") || w.starts_with("waiting_") => Some(Class::InFlight),
+        // `soft_declined`, `hard_declined`, `authorization_failed`.
+        w if ["_declined", "_failed", "_rejected", "_refused"]
+            .iter()
+            .any(|s| w.ends_with(s)) =>
+        {
+            Some(Class::Failed)
+        }
         _ => None,
     }
 }
@@ -378,7 +385,12 @@ fn records_paid<'t>(
             && syntax::positional_args(**c)
                 .into_iter()
                 .any(|a| success_value(a, src) && a.kind() == kinds::STRING);
-        named || updated || stored || credited || marked
+        // `conn.execute("UPDATE invoices SET status = 'paid', ... WHERE id = %s", ...)`.
+        let written = matches!(name, "execute" | "executemany" | "fetchrow" | "fetchval")
+            && syntax::positional_args(**c)
+                .first()
+                .is_some_and(|sql| sql_sets_settled(syntax::text(*sql, src)));
+        named || updated || stored || credited || marked || written
     });
     let returned = idx.within(block, kinds::RETURN_STATEMENT).iter().find(|r| {
         syntax::return_value(**r)
@@ -392,7 +404,9 @@ fn records_paid<'t>(
     if direct.is_some() || !follow {
         return direct;
     }
-    // `_activate(gift)`: a helper of this file that records the payment.
+    // `_activate(gift)`: a helper of this file that records the payment, and does not test
+    // the status itself (`sync_order`, which reads the order back and pays only a completed
+    // one).
     idx.within(block, kinds::CALL).iter().copied().find(|c| {
         let name = syntax::callee_name(*c, src);
         !name.is_empty()
@@ -401,7 +415,48 @@ fn records_paid<'t>(
                     && !syntax::contains(*f, *c)
                     && f.field("body")
                         .is_some_and(|b| records_paid(idx, b, src, false).is_some())
+                    && !idx.within(*f, kinds::IF_STATEMENT).iter().any(|stmt| {
+                        stmt.field("condition").is_some_and(|cond| {
+                            !tests(cond, src).is_empty()
+                                || idx
+                                    .within(cond, kinds::COMPARISON_OPERATOR)
+                                    .iter()
+                                    .chain(
+                                        (cond.kind() == kinds::COMPARISON_OPERATOR)
+                                            .then_some(&cond),
+                                    )
+                                    .any(|c| {
+                                        c.named_child(0).is_some_and(|subject| {
+                                            names_status(syntax::text(subject, src))
+                                        })
+                                    })
+                        })
+                    })
             })
+    })
+}
+
+/// Whether an SQL statement sets a status to a settled value (`SET status = 'paid'`,
+/// `state='succeeded'`).
+fn sql_sets_settled(sql: &str) -> bool {
+    let lower = sql.to_ascii_lowercase();
+    if !lower.contains("set ") {
+        return false;
+    }
+    ["status", "state"].iter().any(|column| {
+        lower.match_indices(column).any(|(at, _)| {
+            let rest = lower[at + column.len()..].trim_start();
+            let Some(rest) = rest.strip_prefix('=') else {
+                return false;
+            };
+            let rest = rest.trim_start();
+            let Some(rest) = rest.strip_prefix('\'') else {
+                return false;
+            };
+            rest.split('\'')
+                .next()
+                .is_some_and(|word| class(word) == Some(Class::Settled))
+        })
     })
 }
 

@@ -376,6 +376,9 @@ impl<'m> Mocks<'m> {
                         // (`transport=mock.Mock(spec=HttpTransport)`).
                         || matches!(name, "Mock" | "MagicMock" | "AsyncMock" | "create_autospec")
                             && syntax::text(**c, src).contains("spec")
+                        // httpx's transport that answers in the test: a client the test builds
+                        // on it sends nothing.
+                        || name == "MockTransport"
                 })
                 .map(|c| lower(*c)),
         );
