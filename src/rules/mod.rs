@@ -115,6 +115,8 @@ pub static ALL: &[&Rule] = &[
     &pay::settled_refunds_only::RULE,
     &pay::found_taken_as_paid::RULE,
     &pay::task_queued_before_commit::RULE,
+    &pay::server_error_taken_as_refusal::RULE,
+    &pay::signature_error_passed_over::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

@@ -187,7 +187,7 @@ fn transient_set(name: &str) -> bool {
 
 /// An error named for a service that did not answer (`PaywaveUnavailable`,
 /// `ProviderUnreachable`): what clients raise for a timeout, a dropped connection or a 5xx.
-fn unavailable(name: &str) -> bool {
+pub(crate) fn unavailable(name: &str) -> bool {
     let lower = |w: &str| syntax::contains_lowercase(name, w);
     if !(lower("unavailable")
         || lower("unreachable")
@@ -408,10 +408,12 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
     let raises = !idx.within(handler, kinds::RAISE_STATEMENT).is_empty();
     // A refusal recorded (`billing.record_rejected(...)`) is a decision, whatever comes after
     // it: the "retry" that follows is a new attempt at a payment now taken for refused.
+    // So is a refusal raised (`raise CheckoutRequestRejected(f"{path} timed out")`), whatever
+    // its message says of the timeout.
     let records_refusal = idx
         .within(handler, kinds::CALL)
         .iter()
-        .any(|&c| idx.enclosing(c, kinds::RAISE_STATEMENT).is_none() && names_refusal(c, src));
+        .any(|&c| names_refusal(c, src));
     if UNKNOWN_OUTCOME.iter().any(|w| lower.contains(w)) && !records_refusal
         || raises && caught == Caught::Everything
     {
@@ -674,9 +676,14 @@ fn paying_step(
     body: Node<'_>,
 ) -> Option<(String, u32)> {
     let src = cx.src();
+    // A client's sender that takes an idempotency key (`_request(self, method, path, *,
+    // idempotency_key=None)`) sends the payments its callers make.
     let function_pays = {
         let name = syntax::function_name(func, src);
         cx.vocab.is_payment_operation(name) && !crate::rules::pay::beside_the_money(name)
+            || func
+                .field("parameters")
+                .is_some_and(|p| syntax::code_names_idempotency(syntax::text(p, src)))
     };
     for &call in idx.within(body, kinds::CALL) {
         if !super::owned_by(call, func, idx) {

@@ -216,6 +216,12 @@ fn check(cx: &mut Ctx<'_>) {
             && !repository_fixture_covers(cx, test, Service::Provider)
         {
             report_direct(cx, test, call);
+        } else if let Some(built) = builds_a_live_client(cx, test)
+            && cx
+                .facts
+                .is_some_and(|f| !mocks.cover(&Service::Http.tokens(f)))
+        {
+            report_built(cx, test, &built);
         }
     }
     live_setup::fixtures(cx, &tests, &reach_the_cache);
@@ -625,6 +631,84 @@ fn report_direct(cx: &mut Ctx<'_>, test: &TestFn<'_>, call: &str) {
         .arg("function", test.facts.name.clone());
     finding.note("direct").note("sdk");
     finding.point = Some("sdk");
+    if test.partial {
+        finding.note("partial");
+    }
+}
+
+/// A client the test builds itself for a real host (`RevolutClient("https://sandbox-merchant.
+/// revolut.com", os.environ["REVOLUT_SECRET_KEY"], ...)`) and hands to the code or calls: as
+/// written, with the host. A sandbox is a real host: it answers slowly, needs credentials, and
+/// keeps what each run creates.
+fn builds_a_live_client(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, String)> {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return None;
+    };
+    idx.within(test.node, kinds::CALL).iter().find_map(|&call| {
+        let callee = syntax::callee(call, src);
+        let class = callee.rsplit('.').next().unwrap_or(callee);
+        if !class.starts_with(|c: char| c.is_ascii_uppercase())
+            || ["Mock", "Fake", "Stub", "Dummy", "Test"]
+                .iter()
+                .any(|p| class.contains(p))
+        {
+            return None;
+        }
+        let host = syntax::positional_args(call)
+            .into_iter()
+            .chain(syntax::keyword_args(call, src).into_iter().map(|(_, v)| v))
+            .find_map(|a| syntax::string_value(a, src).and_then(live_host))?;
+        let used = syntax::bound_name(call, src).is_some_and(|name| {
+            idx.within(test.node, kinds::CALL).iter().any(|c| {
+                c.start_byte() > call.end_byte()
+                    && c.child_by_field_name("arguments").is_some_and(|args| {
+                        syntax::text(args, src)
+                            .split(|ch: char| !(ch.is_alphanumeric() || ch == '_'))
+                            .any(|w| w == name)
+                    })
+                    || syntax::callee(*c, src)
+                        .strip_prefix(name)
+                        .is_some_and(|rest| rest.starts_with('.'))
+            })
+        });
+        used.then(|| (format!("{callee}(...)"), host.to_string()))
+    })
+}
+
+/// The host of an `https://` address that is not a local or reserved test one.
+fn live_host(url: &str) -> Option<&str> {
+    let rest = url.strip_prefix("https://")?;
+    let host = rest.split(['/', ':', '?']).next()?;
+    let local = host == "localhost"
+        || host.starts_with("127.")
+        || host.starts_with("0.0.0.0")
+        || [
+            "test",
+            "example",
+            "invalid",
+            "local",
+            "localhost",
+            "internal",
+        ]
+        .iter()
+        .any(|tld| host.rsplit('.').next() == Some(*tld))
+        || ["example.com", "example.org", "example.net", "testserver"]
+            .iter()
+            .any(|h| host.ends_with(h))
+        || ["mock", "fake", "stub"].iter().any(|w| host.contains(w));
+    (!host.is_empty() && host.contains('.') && !local).then_some(host)
+}
+
+/// A test that builds a client of a real host and runs the code with it.
+fn report_built(cx: &mut Ctx<'_>, test: &TestFn<'_>, (built, host): &(String, String)) {
+    let key = format!("built:{}", test.facts.name);
+    let finding = cx.report_lines(&RULE, syntax::lines(test.outer), key);
+    finding.function = test.facts.name.clone();
+    let finding = finding
+        .arg("test", test.facts.name.clone())
+        .arg("built", built.clone())
+        .arg("host", host.clone());
+    finding.note("built").note("http");
     if test.partial {
         finding.note("partial");
     }

@@ -1,0 +1,206 @@
+//! PAY032 server-error-taken-as-refusal: a client reads the provider's HTTP status and sends
+//! only some server errors to the error its callers treat as an unknown outcome (`if
+//! response.status_code in (429, 503): raise WiseUnavailable(...)`), while the others (500, 502,
+//! 504) fall through to the error of a refusal (`if response.is_error: raise WiseError(...)`,
+//! `raise_for_status()`). A 500 or a 504 from a gateway says nothing of whether the transfer,
+//! refund or charge was made; taken as refused, it is failed, credited back or sent again under
+//! a new key, and the money may move twice.
+//!
+//! Left alone: a reading that takes the whole range (`>= 500`, `// 100 == 5`, `in range(500,
+//! 600)`), a set that lists 500, 502, 503 and 504, and a branch that raises anything but an
+//! error of an unknown outcome (`Unavailable`, `Unknown...Outcome`, `Indeterminate`).
+use tree_sitter::Node;
+
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "PAY032",
+    doc: include_str!("../../../rules/pay/PAY032.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// The server errors a gateway answers with when it may or may not have acted.
+const SERVER_ERRORS: [u16; 4] = [500, 502, 503, 504];
+
+/// Every finding is a status compared with a server error, in a file that talks HTTP.
+fn gate(s: &Scan<'_>) -> bool {
+    !s.facts.is_test
+        && s.facts.functions.iter().any(|f| f.http)
+        && s.mentions(&["500", "502", "503", "504"])
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    for &stmt in idx.all(kinds::IF_STATEMENT) {
+        let (Some(condition), Some(body)) = (stmt.field("condition"), stmt.field("consequence"))
+        else {
+            continue;
+        };
+        let Some(codes) = status_codes(condition, src) else {
+            continue;
+        };
+        if !codes.iter().any(|c| (500..600).contains(c)) {
+            continue;
+        }
+        let missing: Vec<String> = SERVER_ERRORS
+            .iter()
+            .filter(|c| !codes.contains(c))
+            .map(u16::to_string)
+            .collect();
+        if missing.is_empty() {
+            continue;
+        }
+        let Some(unknown) = raised_unknown(idx, body, src) else {
+            continue;
+        };
+        let Some(func) = idx.enclosing(stmt, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        if takes_the_range(syntax::text(func, src)) {
+            continue;
+        }
+        let Some(refusal) = refusal_after(idx, func, stmt, src) else {
+            continue;
+        };
+        let function = facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, condition)
+            .arg("function", function.clone())
+            .arg("check", syntax::text(condition, src).to_string())
+            .arg("unknown", unknown.to_string())
+            .arg("missing", missing.join(", "))
+            .arg("refusal", refusal.0)
+            .arg("refusal_line", refusal.1.to_string());
+        finding.function = function;
+    }
+}
+
+/// The status codes a condition compares the answer's status with: `status_code in (429,
+/// 503)`, `resp.status == 503`, an `or` of such. `None` for anything else (a range, a call).
+fn status_codes(condition: Node<'_>, src: &str) -> Option<Vec<u16>> {
+    let mut terms = Vec::new();
+    or_terms(condition, &mut terms);
+    let mut codes = Vec::new();
+    for term in terms {
+        if term.kind() != kinds::COMPARISON_OPERATOR || term.named_child_count() != 2 {
+            return None;
+        }
+        let (subject, other) = (term.named_child(0)?, term.named_child(1)?);
+        let subject_text = syntax::text(subject, src);
+        if !(subject_text.ends_with("status_code") || subject_text.ends_with("status")) {
+            return None;
+        }
+        let operator = src.get(subject.end_byte()..other.start_byte())?.trim();
+        let elements = match operator {
+            "==" => vec![other],
+            "in" if matches!(other.kind(), kinds::TUPLE | kinds::LIST | "set") => {
+                crate::python::named_children(other)
+            }
+            _ => return None,
+        };
+        for e in elements {
+            if e.kind() != kinds::INTEGER {
+                return None;
+            }
+            codes.push(syntax::text(e, src).parse().ok()?);
+        }
+    }
+    (!codes.is_empty()).then_some(codes)
+}
+
+/// The operands of an `or` chain (parentheses dropped).
+fn or_terms<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
+    let node = if node.kind() == kinds::PARENTHESIZED_EXPRESSION {
+        node.named_child(0).unwrap_or(node)
+    } else {
+        node
+    };
+    if node.kind() == kinds::BOOLEAN_OPERATOR
+        && node.field("operator").is_some_and(|o| o.kind() == "or")
+        && let (Some(l), Some(r)) = (node.field("left"), node.field("right"))
+    {
+        or_terms(l, out);
+        or_terms(r, out);
+    } else {
+        out.push(node);
+    }
+}
+
+/// The error of an unknown outcome the branch raises (`WiseUnavailable`), by name.
+fn raised_unknown<'s>(idx: &NodeIndex<'_>, body: Node<'_>, src: &'s str) -> Option<&'s str> {
+    idx.within(body, kinds::RAISE_STATEMENT)
+        .iter()
+        .find_map(|r| raised_name(*r, src))
+        .filter(|name| crate::rules::err::timeout_read_as_failure::unavailable(name))
+}
+
+/// The name of the error a `raise` raises: `raise X(...)`, `raise X`, `raise mod.X(...) from e`.
+fn raised_name<'s>(raise: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let value = raise.named_child(0)?;
+    let callee = if value.kind() == kinds::CALL {
+        syntax::callee(value, src)
+    } else {
+        syntax::text(value, src)
+    };
+    Some(callee.rsplit('.').next().unwrap_or(callee))
+}
+
+/// Whether the function reads the whole range of server errors somewhere: `>= 500`, `> 499`,
+/// `// 100 == 5`, `range(500, 600)`, `is_server_error`.
+fn takes_the_range(text: &str) -> bool {
+    let compact: String = text.split_whitespace().collect();
+    [
+        ">=500",
+        ">499",
+        "500<=",
+        "499<",
+        "//100==5",
+        "range(500",
+        "is_server_error",
+    ]
+    .iter()
+    .any(|w| compact.contains(w))
+}
+
+/// What answers the other errors after the `if`: a raise of an error that is not of an unknown
+/// outcome (`raise WiseError(...)`), or `raise_for_status()`.
+fn refusal_after(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    stmt: Node<'_>,
+    src: &str,
+) -> Option<(String, u32)> {
+    let owned = |n: Node<'_>| crate::rules::idem::owned_by(idx, n, Some(func));
+    let raised = idx
+        .within(func, kinds::RAISE_STATEMENT)
+        .iter()
+        .copied()
+        .filter(|r| r.start_byte() > stmt.end_byte() && owned(*r))
+        .find_map(|r| {
+            raised_name(r, src)
+                .filter(|n| !crate::rules::err::timeout_read_as_failure::unavailable(n))
+                .map(|n| (r.start_byte(), format!("raise {n}"), syntax::lines(r).0))
+        });
+    let checked = idx
+        .within(func, kinds::CALL)
+        .iter()
+        .copied()
+        .filter(|c| c.start_byte() > stmt.end_byte() && owned(*c))
+        .find(|c| syntax::callee_name(*c, src) == "raise_for_status")
+        .map(|c| {
+            (
+                c.start_byte(),
+                crate::rules::pay::first_line(c, src),
+                syntax::lines(c).0,
+            )
+        });
+    [raised, checked]
+        .into_iter()
+        .flatten()
+        .min_by_key(|(at, _, _)| *at)
+        .map(|(_, text, line)| (text, line))
+}
