@@ -18,6 +18,7 @@ pub mod price_from_client;
 pub mod record_written_after_payment;
 pub mod refund_cap_ignores_refunded;
 pub mod refund_from_list_price;
+pub mod refundable_ignores_in_flight;
 pub mod row_lock_removed;
 pub mod server_error_taken_as_refusal;
 pub mod server_errors_only;

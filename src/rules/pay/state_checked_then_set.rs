@@ -203,12 +203,17 @@ pub(super) fn moves_money(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
         "transfer",
         "transfers",
     ]) && (has(&["create", "insert", "add"]) || built);
+    // An entry of the books with an amount (`LedgerEntry.objects.create(amount_minor=-debit.
+    // amount_minor, kind=PAYOUT_REVERSAL)`): a balance credited or debited.
+    let booked = has(&["ledger", "journal", "posting", "postings"])
+        && (has(&["create", "insert", "add"]) || built)
+        && crate::rules::pay::passes_money(call, src, cx.vocab);
     let balance = callee.ends_with("update")
         && syntax::keyword_args(call, src).iter().any(|(k, v)| {
             syntax::name_words(k).iter().any(|w| w == "balance")
                 && syntax::text(*v, src).starts_with("F(")
         });
-    record || balance
+    record || booked || balance
 }
 
 /// A payment the provider tells apart by a key or its own reference (`reference=` of Paystack):
