@@ -1,6 +1,7 @@
 //! Payment-operation rules: what is charged, and when the code starts believing it was.
 
 pub mod amount_in_float;
+pub mod amount_of_another_record;
 pub mod arguments_swapped;
 pub mod balance_checked_unlocked;
 pub mod balance_reset_after_payout;

@@ -1,0 +1,189 @@
+//! PAY035 amount-of-another-record: a payment or refund is sent for a record (`refund.reference`,
+//! `refund.idempotency_key`) with the amount of a record it hangs from
+//! (`amount_minor=refund.credit_note.amount_minor`), while the record has an amount of its own
+//! that the code reads elsewhere (`refund.amount_minor`). A credit note split over two payments,
+//! an order refunded in parts, an invoice of several charges: each part is sent the whole.
+//!
+//! Left alone: a record with no amount of its own in the file, and an amount read from the
+//! record itself or worked out.
+use tree_sitter::Node;
+
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "PAY035",
+    doc: include_str!("../../../rules/pay/PAY035.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// Every finding is an amount argument in code that pays or refunds.
+fn gate(s: &Scan<'_>) -> bool {
+    !s.facts.is_test
+        && (s.facts.payment_module || s.facts.functions.iter().any(|f| f.payment))
+        && s.mentions(&["amount"])
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    if cx.facts.is_some_and(|f| f.is_test) {
+        return;
+    }
+    for &call in idx.all(kinds::CALL) {
+        let arguments = syntax::keyword_args(call, src);
+        if arguments.len() < 2 {
+            continue;
+        }
+        for &(name, value) in &arguments {
+            if !cx.vocab.is_money_argument(name)
+                || !syntax::name_words(name).iter().any(|w| w == "amount")
+            {
+                continue;
+            }
+            let Some((record, parent)) = through_a_parent(value, src) else {
+                continue;
+            };
+            // The call is about the record itself: another of its arguments reads it directly.
+            let about_record = arguments.iter().any(|&(other, v)| {
+                other != name
+                    && v.kind() == kinds::ATTRIBUTE
+                    && v.field("object").is_some_and(|o| {
+                        o.kind() == kinds::IDENTIFIER && syntax::text(o, src) == record
+                    })
+            });
+            if !about_record {
+                continue;
+            }
+            let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
+                continue;
+            };
+            if !moves_money(cx, idx, func, call, src) {
+                continue;
+            }
+            let Some((own, own_at)) = own_amount(idx, record, parent, value, src)
+                .map(|a| {
+                    (
+                        syntax::text(a, src).to_string(),
+                        format!("{}:{}", cx.path, syntax::lines(a).0),
+                    )
+                })
+                .or_else(|| model_amount(cx, idx, func, record, parent, call, src))
+            else {
+                continue;
+            };
+            let function = facts::qualname(func, idx, src);
+            let finding = cx
+                .report(&RULE, value)
+                .arg("function", function.clone())
+                .arg("argument", format!("{name}={}", syntax::text(value, src)))
+                .arg("record", record.to_string())
+                .arg("parent", parent.to_string())
+                .arg("own", own)
+                .arg("own_at", own_at);
+            finding.function = function;
+        }
+    }
+}
+
+/// `refund.credit_note.amount_minor`: the record (`refund`) and the record it hangs from
+/// (`credit_note`) whose amount is read.
+fn through_a_parent<'s>(value: Node<'_>, src: &'s str) -> Option<(&'s str, &'s str)> {
+    if value.kind() != kinds::ATTRIBUTE {
+        return None;
+    }
+    let parts: Vec<&str> = syntax::text(value, src).split('.').collect();
+    let [record, parent, amount] = parts[..] else {
+        return None;
+    };
+    let is_name = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_');
+    (is_name(record) && is_name(parent) && names_an_amount(amount)).then_some((record, parent))
+}
+
+/// An amount the record has itself, read elsewhere in the file: `refund.amount_minor`.
+fn own_amount<'t>(
+    idx: &NodeIndex<'t>,
+    record: &str,
+    parent: &str,
+    value: Node<'_>,
+    src: &str,
+) -> Option<Node<'t>> {
+    idx.all(kinds::ATTRIBUTE).iter().copied().find(|a| {
+        a.id() != value.id()
+            && a.field("object")
+                .is_some_and(|o| o.kind() == kinds::IDENTIFIER && syntax::text(o, src) == record)
+            && a.field("attribute").is_some_and(|n| {
+                let n = syntax::text(n, src);
+                n != parent && names_an_amount(n)
+            })
+    })
+}
+
+/// An amount the record's model declares (`amount_minor = mapped_column(...)` of
+/// `PaymentRefund`, the class `refund = db.get(PaymentRefund, refund_id)` loads), as
+/// `Class.attr` with where it is (repository mode).
+fn model_amount(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    record: &str,
+    parent: &str,
+    before: Node<'_>,
+    src: &str,
+) -> Option<(String, String)> {
+    let load = idx.assigned_before(Some(func), record, before.start_byte(), src)?;
+    let load = crate::rules::idem::strip_await(load);
+    if load.kind() != kinds::CALL {
+        return None;
+    }
+    let capitalised = |t: &str| t.starts_with(|c: char| c.is_ascii_uppercase());
+    let callee = syntax::callee(load, src);
+    let root = callee.split('.').next().unwrap_or(callee);
+    let classes: Vec<&str> = syntax::positional_args(load)
+        .into_iter()
+        .filter(|a| a.kind() == kinds::IDENTIFIER)
+        .map(|a| syntax::text(a, src))
+        .chain((root != callee).then_some(root))
+        .filter(|c| capitalised(c))
+        .collect();
+    if classes.is_empty() {
+        return None;
+    }
+    let project = cx.project()?;
+    project.modules().iter().find_map(|m| {
+        m.assignments.iter().find_map(|a| {
+            let (class, attr) = a.name.split_once('.')?;
+            (classes.contains(&class) && attr != parent && names_an_amount(attr))
+                .then(|| (a.name.clone(), format!("{}:{}", m.path, a.line)))
+        })
+    })
+}
+
+/// Whether the call sends money, or builds what is sent (`call = dict(payment_id=...,
+/// amount_minor=...)` then `refund_payment(**call)`) in a function that pays or refunds.
+fn moves_money(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    call: Node<'_>,
+    src: &str,
+) -> bool {
+    if crate::rules::pay::pays(cx, call, src) {
+        return true;
+    }
+    let name = syntax::function_name(func, src);
+    let paying_function = cx.vocab.is_payment_operation(name)
+        || idx.within(func, kinds::CALL).iter().any(|&c| {
+            crate::rules::idem::owned_by(idx, c, Some(func)) && crate::rules::pay::pays(cx, c, src)
+        });
+    paying_function && syntax::callee_name(call, src) == "dict"
+}
+
+/// `amount_minor`, `total_cents`, `price`: a name of an amount of money.
+fn names_an_amount(name: &str) -> bool {
+    syntax::name_words(name)
+        .iter()
+        .any(|w| matches!(w.as_str(), "amount" | "total" | "price" | "cents" | "pence"))
+}
