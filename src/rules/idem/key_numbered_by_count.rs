@@ -67,6 +67,11 @@ fn check(cx: &mut Ctx<'_>) {
                 let advanced = advanced_each_run(idx, func, site.value, src)
                     .map(|(counter, step, field)| (counter, step, field, "each_run"))
                     .or_else(|| {
+                        numbered_in_helper(idx, site.value, src)
+                            .or_else(|| counted_from_handed_record(idx, func, site.value, src))
+                            .map(|(counter, step, field)| (counter, step, field, "helper"))
+                    })
+                    .or_else(|| {
                         advanced_on_doubt(idx, func, site.value, src)
                             .map(|(counter, clause, field)| (counter, clause, field, "advanced"))
                     });
@@ -82,7 +87,7 @@ fn check(cx: &mut Ctx<'_>) {
                         .arg("field", field)
                         .note(how)
                         .severity(Severity::Blocker);
-                    if how == "each_run" {
+                    if how == "each_run" || how == "helper" {
                         finding.arg("step_line", syntax::lines(at).0.to_string());
                     } else {
                         let caught = syntax::except_types(at).first().map_or_else(
@@ -362,6 +367,97 @@ fn claimed_with_a_count<'t>(
         if let Some(step) = step {
             return Some((read, step, field.to_string()));
         }
+    }
+    None
+}
+
+/// A key made by a helper of the file (`idempotency_key=_funding_key(payout)`, which returns
+/// `uuid5(payout.idempotency_key, f"balance-funding-{payout.submit_attempts}")`) from a count
+/// that a claim of the file moves on on every run (`.update(submit_attempts=F("submit_attempts")
+/// + 1)`, not under a test): the count read in the helper, the step, and the field.
+fn numbered_in_helper<'t>(
+    idx: &NodeIndex<'t>,
+    value: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, Node<'t>, String)> {
+    let call = crate::rules::idem::strip_await(value);
+    if call.kind() != kinds::CALL
+        || syntax::receiver(call).is_some_and(|r| syntax::text(r, src) != "self")
+    {
+        return None;
+    }
+    let name = syntax::callee_name(call, src);
+    let helper = idx
+        .all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .copied()
+        .find(|f| syntax::function_name(*f, src) == name)?;
+    let mut reads = Vec::new();
+    for &ret in idx.within(helper, kinds::RETURN_STATEMENT) {
+        let Some(returned) = syntax::return_value(ret) else {
+            continue;
+        };
+        let mut stack = vec![returned];
+        while let Some(n) = stack.pop() {
+            if n.kind() == kinds::ATTRIBUTE
+                && let (Some(object), Some(field)) = (n.field("object"), n.field("attribute"))
+                && object.kind() == kinds::IDENTIFIER
+                && counts_attempts(syntax::text(field, src))
+            {
+                reads.push((n, syntax::text(field, src)));
+            }
+            stack.extend(crate::python::named_children(n));
+        }
+    }
+    reads.into_iter().find_map(|(read, field)| {
+        Some((read, moved_by_a_claim(idx, field, src)?, field.to_string()))
+    })
+}
+
+/// An update of the file that moves `field` on by one on every run
+/// (`Movement.update(attempts=Movement.attempts + 1)`, not under a test, a handler or a loop).
+fn moved_by_a_claim<'t>(idx: &NodeIndex<'t>, field: &str, src: &str) -> Option<Node<'t>> {
+    idx.all(kinds::CALL).iter().copied().find(|c| {
+        matches!(syntax::callee_name(*c, src), "update" | "values")
+            && increments(syntax::text(*c, src), field)
+            && idx
+                .enclosing(*c, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| !moved_for_a_reason(idx, f, *c))
+    })
+}
+
+/// A key made from the count of a record handed in (`_submit(movement, client)` sending `key =
+/// f"{movement.idempotency_key}-{movement.attempts}"`), that a claim of the file moves on on
+/// every run: the count read, the step, and the field.
+fn counted_from_handed_record<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    value: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, Node<'t>, String)> {
+    let value = if value.kind() == kinds::IDENTIFIER {
+        idx.assigned_before(
+            Some(func),
+            syntax::text(value, src),
+            value.start_byte(),
+            src,
+        )?
+    } else {
+        value
+    };
+    let params = crate::rules::pay::parameters(func, src);
+    let mut stack = vec![value];
+    while let Some(n) = stack.pop() {
+        if n.kind() == kinds::ATTRIBUTE
+            && let (Some(object), Some(field)) = (n.field("object"), n.field("attribute"))
+            && object.kind() == kinds::IDENTIFIER
+            && params.iter().any(|p| p == syntax::text(object, src))
+            && counts_attempts(syntax::text(field, src))
+            && let Some(step) = moved_by_a_claim(idx, syntax::text(field, src), src)
+        {
+            return Some((n, step, syntax::text(field, src).to_string()));
+        }
+        stack.extend(crate::python::named_children(n));
     }
     None
 }

@@ -361,11 +361,15 @@ fn records_paid<'t>(
             || lower
                 .strip_prefix("mark")
                 .or_else(|| lower.strip_prefix("set"))
+                .or_else(|| lower.strip_prefix("record"))
                 .is_some_and(says_success);
-        let updated = name == "update"
-            && syntax::keyword_args(**c, src)
-                .into_iter()
-                .any(|(k, v)| records_success(&k.to_ascii_lowercase(), v, src));
+        // `Payout.objects.filter(...).update(status=PAID)`, and a helper of the project handed
+        // the settled status to write (`_move(payout.pk, OPEN, status=Status.PAID, ...)`).
+        let updated = !crate::rules::pay::builds_a_class(syntax::callee(**c, src))
+            && syntax::keyword_args(**c, src).into_iter().any(|(k, v)| {
+                let k = k.to_ascii_lowercase();
+                (name == "update" || k == "status" || k == "state") && records_success(&k, v, src)
+            });
         // `update_one({"_id": ...}, {"$set": {"payment_status": "succeeded"}})`,
         // `.values(status="paid")`: a store's update handed the settled status.
         let stored = matches!(
