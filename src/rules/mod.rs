@@ -129,6 +129,7 @@ pub static ALL: &[&Rule] = &[
     &sup::UNUSED_SUPPRESSION,
     &testing::test_reaches_live_service::RULE,
     &testing::retry_test_sleeps_or_misses_key::RULE,
+    &testing::patch_misses_the_import::RULE,
 ];
 
 pub fn find(id: &str) -> Option<&'static Rule> {

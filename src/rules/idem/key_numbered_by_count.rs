@@ -410,25 +410,52 @@ fn numbered_in_helper<'t>(
         }
     }
     reads.into_iter().find_map(|(read, field)| {
-        Some((read, moved_by_a_claim(idx, field, src)?, field.to_string()))
+        let caller = idx
+            .enclosing(value, kinds::FUNCTION_DEFINITION)
+            .unwrap_or(helper);
+        Some((
+            read,
+            moved_by_a_claim(idx, caller, field, src)?,
+            field.to_string(),
+        ))
     })
 }
 
 /// An update of the file that moves `field` on by one on every run
 /// (`Movement.update(attempts=Movement.attempts + 1)`, not under a test, a handler or a loop).
-fn moved_by_a_claim<'t>(idx: &NodeIndex<'t>, field: &str, src: &str) -> Option<Node<'t>> {
-    idx.all(kinds::CALL).iter().copied().find(|c| {
-        matches!(syntax::callee_name(*c, src), "update" | "values")
+fn moved_by_a_claim<'t>(
+    idx: &NodeIndex<'t>,
+    within: Node<'_>,
+    field: &str,
+    src: &str,
+) -> Option<Node<'t>> {
+    // The function's own claim first: another function's may move the same field of another
+    // record.
+    let own = idx.within(within, kinds::CALL).iter().copied();
+    own.chain(idx.all(kinds::CALL).iter().copied()).find(|c| {
+        // `.update(attempts=F("attempts") + 1)`, or a helper of the project handed the step
+        // (`_move(payout_id, [PENDING], status=SENDING, attempts=F("attempts") + 1)`).
+        let stepped = matches!(syntax::callee_name(*c, src), "update" | "values")
             && increments(syntax::text(*c, src), field)
+            || syntax::keyword_arg(*c, field, src).is_some_and(|v| {
+                let v = syntax::text(v, src);
+                v.contains(field) && (v.contains("+ 1") || v.contains("+1"))
+            });
+        // A claim tested as it is made (`if not _move(...): return`) runs on every run.
+        let tested = idx
+            .enclosing(*c, kinds::IF_STATEMENT)
+            .and_then(|stmt| stmt.field("condition"))
+            .is_some_and(|cond| syntax::contains(cond, *c));
+        stepped
             && idx
                 .enclosing(*c, kinds::FUNCTION_DEFINITION)
-                .is_some_and(|f| !moved_for_a_reason(idx, f, *c))
+                .is_some_and(|f| tested || !moved_for_a_reason(idx, f, *c))
     })
 }
 
-/// A key made from the count of a record handed in (`_submit(movement, client)` sending `key =
-/// f"{movement.idempotency_key}-{movement.attempts}"`), that a claim of the file moves on on
-/// every run: the count read, the step, and the field.
+/// A key made from the count of a record handed in or loaded (`_submit(movement, client)`
+/// sending `key = f"{movement.idempotency_key}-{movement.attempts}"`), that a claim of the file
+/// moves on on every run: the count read, the step, and the field.
 fn counted_from_handed_record<'t>(
     idx: &NodeIndex<'t>,
     func: Node<'t>,
@@ -451,9 +478,12 @@ fn counted_from_handed_record<'t>(
         if n.kind() == kinds::ATTRIBUTE
             && let (Some(object), Some(field)) = (n.field("object"), n.field("attribute"))
             && object.kind() == kinds::IDENTIFIER
-            && params.iter().any(|p| p == syntax::text(object, src))
+            && (params.iter().any(|p| p == syntax::text(object, src))
+                || idx
+                    .assigned_before(Some(func), syntax::text(object, src), n.start_byte(), src)
+                    .is_some())
             && counts_attempts(syntax::text(field, src))
-            && let Some(step) = moved_by_a_claim(idx, syntax::text(field, src), src)
+            && let Some(step) = moved_by_a_claim(idx, func, syntax::text(field, src), src)
         {
             return Some((n, step, syntax::text(field, src).to_string()));
         }

@@ -4,6 +4,7 @@
 
 mod injected;
 mod live_setup;
+pub mod patch_misses_the_import;
 pub mod retry_test_sleeps_or_misses_key;
 pub mod test_reaches_live_service;
 
@@ -467,6 +468,26 @@ impl Mocks<'_> {
                         .is_some_and(|class| specs.iter().any(|s| class.eq_ignore_ascii_case(s)))
                 })
             })
+    }
+
+    /// Whether the test patches the class a function on the path is a method of
+    /// (`mocker.patch("fares.payouts.FlutterwaveClient")`): what the code builds of it is a mock.
+    /// Where the patch misses the module under test, TEST003 says so.
+    pub fn patch_a_class_on(&self, cx: &Ctx<'_>, path: &[String]) -> bool {
+        path.iter().any(|name| {
+            cx.change.functions_named(cx.side, name).any(|(_, f)| {
+                f.qualname
+                    .rsplit_once('.')
+                    .map(|(class, _)| class.rsplit('.').next().unwrap_or(class))
+                    .filter(|class| class.starts_with(|c: char| c.is_ascii_uppercase()))
+                    .is_some_and(|class| {
+                        let class = class.to_ascii_lowercase();
+                        self.texts().any(|t| {
+                            t.contains(&format!(".{class}\"")) || t.contains(&format!(".{class}'"))
+                        })
+                    })
+            })
+        })
     }
 
     /// Whether a function on the path to the service is an attribute the test configures as a

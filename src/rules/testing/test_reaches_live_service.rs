@@ -195,6 +195,7 @@ fn check(cx: &mut Ctx<'_>) {
                     let replaced = replaced_names(service, &r, cx.vocab)
                         .any(|n| mocks.replace_function(n))
                         || mocks.spec_a_class_on(cx, &r.path)
+                        || mocks.patch_a_class_on(cx, &r.path)
                         || mocks.configured_on(&r.path)
                         || injected::through_a_mock(cx, &injected, &r, service.verbs());
                     (!replaced && !mocks.cover(&service.tokens(r.file))).then_some((service, r))

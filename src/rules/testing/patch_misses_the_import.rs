@@ -1,0 +1,151 @@
+//! TEST003 patch-misses-the-import: a test patches a client where it is defined
+//! (`mocker.patch("fares.flutterwave.FlutterwaveClient")`), while the module under test took its
+//! own reference with `from .flutterwave import FlutterwaveClient`. `mock.patch` replaces one
+//! name in one module: the module under test keeps the real class, and the test sends real
+//! transfers, charges or refunds (or fails in CI) while it reads as mocked.
+//!
+//! Read where the module that imports the name is part of the change, the test file imports
+//! it, and the name is a client of a service (its module talks HTTP, pays, or calls a payment
+//! SDK; or its name says client, gateway, API). Left alone: a test that also patches the name
+//! where it is used, and a module that reaches the name through its module
+//! (`flutterwave.FlutterwaveClient`), which the patch does replace.
+use tree_sitter::Node;
+
+use crate::python::{kinds, syntax};
+use crate::rules::facts::FileFacts;
+use crate::rules::{Check, Ctx, Gate, Rule, Scan};
+use crate::source::Side;
+
+pub(crate) static RULE: Rule = Rule {
+    id: "TEST003",
+    doc: include_str!("../../../rules/test/TEST003.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// Every finding is a `patch("...")` of a test file.
+fn gate(s: &Scan<'_>) -> bool {
+    s.facts.is_test && s.mentions(&["patch("])
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src, Some(file)) = (cx.index(), cx.src(), cx.facts) else {
+        return;
+    };
+    if !file.is_test || cx.side != Side::New {
+        return;
+    }
+    let targets: Vec<(Node<'_>, &str)> = idx
+        .all(kinds::CALL)
+        .iter()
+        .filter(|c| syntax::callee_name(**c, src) == "patch")
+        .filter_map(|&c| {
+            let target = syntax::positional_args(c)
+                .first()
+                .and_then(|a| syntax::string_value(*a, src))?;
+            Some((c, target))
+        })
+        .collect();
+    let mut found = Vec::new();
+    for &(call, target) in &targets {
+        let Some((module, name)) = target.rsplit_once('.') else {
+            continue;
+        };
+        for user in cx.change.side(Side::New) {
+            if user.is_test || user.module == module || !imports_the_name(user, module, name) {
+                continue;
+            }
+            if !tested_by(file, &user.module) {
+                continue;
+            }
+            // Patched where it is used as well.
+            let used_here = format!("{}.{name}", user.module);
+            if targets.iter().any(|(_, t)| *t == used_here) {
+                continue;
+            }
+            if !a_client(cx, module, name) {
+                continue;
+            }
+            found.push((call, target.to_string(), user.module.clone(), used_here));
+            break;
+        }
+    }
+    for (call, target, user, used_here) in found {
+        // A decorator's patch is its function's.
+        let function = idx
+            .enclosing(call, kinds::FUNCTION_DEFINITION)
+            .or_else(|| {
+                idx.enclosing(call, kinds::DECORATED_DEFINITION)
+                    .and_then(|d| d.child_by_field_name("definition"))
+            })
+            .map(|f| syntax::function_name(f, src).to_string())
+            .unwrap_or_default();
+        let finding = cx
+            .report(&RULE, call)
+            .arg("target", target)
+            .arg("user", user)
+            .arg("used_here", used_here)
+            .arg("test", function.clone());
+        finding.function = function;
+    }
+}
+
+/// Whether `user` imports `name` itself from `module` (`from .flutterwave import
+/// FlutterwaveClient` in `fares.payouts`, `from fares.flutterwave import FlutterwaveClient`).
+fn imports_the_name(user: &FileFacts, module: &str, name: &str) -> bool {
+    user.imports.iter().any(|i| {
+        i.local == name
+            && i.target
+                .strip_suffix(name)
+                .and_then(|m| m.strip_suffix('.'))
+                .is_some_and(|from| resolve(&user.module, from) == module)
+    })
+}
+
+/// A module named in a `from` import, relative ones resolved against the importing module's
+/// package (`.flutterwave` in `fares.payouts` is `fares.flutterwave`).
+fn resolve(importer: &str, from: &str) -> String {
+    let dots = from.len() - from.trim_start_matches('.').len();
+    if dots == 0 {
+        return from.to_string();
+    }
+    let mut package: Vec<&str> = importer.split('.').collect();
+    for _ in 0..dots {
+        package.pop();
+    }
+    let rest = &from[dots..];
+    if rest.is_empty() {
+        package.join(".")
+    } else if package.is_empty() {
+        rest.to_string()
+    } else {
+        format!("{}.{rest}", package.join("."))
+    }
+}
+
+/// Whether the test file imports `module` (or something in it, or it from its package).
+fn tested_by(test: &FileFacts, module: &str) -> bool {
+    test.imports.iter().any(|i| {
+        let target = resolve(&test.module, &i.target);
+        target == module
+            || target.starts_with(&format!("{module}."))
+            || module.starts_with(&format!("{target}."))
+                && module.rsplit('.').next() == Some(i.local.as_str())
+    })
+}
+
+/// Whether `module.name` is a client of a service: its module in the change talks HTTP, pays or
+/// calls a payment SDK, or the name says so.
+fn a_client(cx: &Ctx<'_>, module: &str, name: &str) -> bool {
+    let talks = cx.change.side(Side::New).any(|f| {
+        f.module == module
+            && (f.payment_module || f.functions.iter().any(|g| g.http || g.payment || g.sdk))
+    });
+    talks
+        || syntax::name_words(name).iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "client" | "gateway" | "api" | "processor" | "provider" | "session"
+            )
+        })
+}
