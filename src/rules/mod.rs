@@ -426,6 +426,15 @@ impl<'a> Ctx<'a> {
         self.file().map(|f| f.index())
     }
 
+    /// The tree and text of a file of code, not of tests: what the rules that read only the
+    /// code under review ask first. `None` for a test file, or when the tree is not kept.
+    pub fn code(&self) -> Option<(&'a NodeIndex<'a>, &'a str)> {
+        if self.facts.is_some_and(|f| f.is_test) {
+            return None;
+        }
+        Some((self.index()?, self.src()))
+    }
+
     /// Reports `rule` at `node` with its default severity; chain to add arguments.
     pub fn report(&mut self, rule: &Rule, node: Node<'_>) -> &mut Finding {
         let lines = syntax::lines(node);

@@ -70,12 +70,9 @@ pub(crate) enum Inbound {
 }
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some((idx, src)) = cx.code() else {
         return;
     };
-    if cx.facts.is_some_and(|f| f.is_test) {
-        return;
-    }
     for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
         if !broad(clause, src) {
             continue;

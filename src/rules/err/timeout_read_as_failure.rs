@@ -265,12 +265,9 @@ fn provider_family(name: &str) -> bool {
 }
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some((idx, src)) = cx.code() else {
         return;
     };
-    if cx.facts.is_some_and(|f| f.is_test) {
-        return;
-    }
     for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
         let Some(caught) = catches_timeout(clause, src) else {
             continue;

@@ -26,12 +26,9 @@ fn gate(s: &Scan<'_>) -> bool {
 }
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some((idx, src)) = cx.code() else {
         return;
     };
-    if cx.facts.is_some_and(|f| f.is_test) {
-        return;
-    }
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         let Some(params) = func.field("parameters") else {
             continue;

@@ -56,12 +56,9 @@ fn pymemcache_without_replies(cx: &Ctx<'_>) -> Option<String> {
 }
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some((idx, src)) = cx.code() else {
         return;
     };
-    if cx.facts.is_some_and(|f| f.is_test) {
-        return;
-    }
     let calls: Vec<Node<'_>> = idx
         .all(kinds::CALL)
         .iter()

@@ -43,12 +43,9 @@ fn gate(s: &Scan<'_>) -> bool {
 }
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some((idx, src)) = cx.code() else {
         return;
     };
-    if cx.facts.is_some_and(|f| f.is_test) {
-        return;
-    }
     let mut found: Vec<(Node<'_>, Node<'_>, String, Node<'_>)> = Vec::new();
     for (stmt, condition) in super::leaving_ifs(idx, src) {
         let Some(func) = idx.enclosing(stmt, kinds::FUNCTION_DEFINITION) else {

@@ -45,12 +45,9 @@ fn gate(s: &Scan<'_>) -> bool {
 }
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some((idx, src)) = cx.code() else {
         return;
     };
-    if cx.facts.is_some_and(|f| f.is_test) {
-        return;
-    }
     for &assign in idx.all(kinds::ASSIGNMENT) {
         let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else {
             continue;

@@ -64,12 +64,9 @@ fn root(text: &str) -> &str {
 }
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some((idx, src)) = cx.code() else {
         return;
     };
-    if cx.facts.is_some_and(|f| f.is_test) {
-        return;
-    }
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         let params = crate::rules::pay::parameters(func, src);
         let Some(item) = params

@@ -48,12 +48,9 @@ const EXPONENT_AWARE: &[&str] = &[
 ];
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some((idx, src)) = cx.code() else {
         return;
     };
-    if cx.facts.is_some_and(|f| f.is_test) {
-        return;
-    }
     multiplied(cx);
     for &division in idx.all(kinds::BINARY_OPERATOR) {
         if !matches!(

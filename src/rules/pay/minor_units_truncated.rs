@@ -27,12 +27,9 @@ const AMOUNT_WORDS: &[&str] = &[
 ];
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some((idx, src)) = cx.code() else {
         return;
     };
-    if cx.facts.is_some_and(|f| f.is_test) {
-        return;
-    }
     for &call in idx.all(kinds::CALL) {
         if syntax::callee(call, src) != "int" {
             continue;

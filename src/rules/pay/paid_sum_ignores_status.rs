@@ -67,12 +67,9 @@ fn tells_status(text: &str) -> bool {
 }
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some((idx, src)) = cx.code() else {
         return;
     };
-    if cx.facts.is_some_and(|f| f.is_test) {
-        return;
-    }
     for &call in idx.all(kinds::CALL) {
         if !matches!(idx.callee_name(call, src), "sum" | "Sum") {
             continue;

@@ -33,12 +33,9 @@ fn gate(s: &Scan<'_>) -> bool {
 }
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some((idx, src)) = cx.code() else {
         return;
     };
-    if cx.facts.is_some_and(|f| f.is_test) {
-        return;
-    }
     for &stmt in idx.all(kinds::FOR_STATEMENT) {
         let (Some(item), Some(rows), Some(body)) =
             (stmt.field("left"), stmt.field("right"), stmt.field("body"))

@@ -370,12 +370,9 @@ fn set_aside(read: Node<'_>, value: Node<'_>, src: &str) -> bool {
 }
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some((idx, src)) = cx.code() else {
         return;
     };
-    if cx.facts.is_some_and(|f| f.is_test) {
-        return;
-    }
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         // What the function reads of a request first: most functions read none.
         let reads =

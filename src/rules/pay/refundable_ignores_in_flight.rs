@@ -30,12 +30,9 @@ fn gate(s: &Scan<'_>) -> bool {
 }
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some((idx, src)) = cx.code() else {
         return;
     };
-    if cx.facts.is_some_and(|f| f.is_test) {
-        return;
-    }
     let mut reported: Vec<usize> = Vec::new();
     for &op in idx.all(kinds::BINARY_OPERATOR) {
         let Some(total) = refunded_total(op, src) else {

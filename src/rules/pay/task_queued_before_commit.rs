@@ -43,12 +43,9 @@ fn gate(s: &Scan<'_>) -> bool {
 }
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some((idx, src)) = cx.code() else {
         return;
     };
-    if cx.facts.is_some_and(|f| f.is_test) {
-        return;
-    }
     let actors = src.contains("dramatiq") || src.contains("@actor");
     for &call in idx.all(kinds::CALL) {
         let Some(job) = queued_job(call, src, actors) else {

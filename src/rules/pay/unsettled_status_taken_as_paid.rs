@@ -484,12 +484,9 @@ fn settled_pair(node: Node<'_>, src: &str) -> bool {
 }
 
 fn check(cx: &mut Ctx<'_>) {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
+    let Some((idx, src)) = cx.code() else {
         return;
     };
-    if cx.facts.is_some_and(|f| f.is_test) {
-        return;
-    }
     branches(cx, idx, src);
     expressions(cx, idx, src);
     maps(cx, idx, src);
