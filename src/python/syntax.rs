@@ -596,6 +596,15 @@ pub fn contains_lowercase(hay: &str, needle: &str) -> bool {
     })
 }
 
+/// Whether `word` stands in `text` as a word of its own (`responses`, not `decode_responses`;
+/// `refund` in `str(refund.id)`).
+pub fn has_word(text: &str, word: &str) -> bool {
+    !word.is_empty()
+        && text
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w == word)
+}
+
 /// The words of names, `RefundClaims`, `PaygateNotificationView` and `refund_claims` alike,
 /// lowercase.
 pub fn name_words(text: &str) -> Vec<String> {

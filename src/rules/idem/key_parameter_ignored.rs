@@ -105,13 +105,7 @@ fn sent_as_key_header(src: &str, name: &str) -> bool {
 
 /// Whether `name` occurs in the body as a word of its own.
 fn reads(body: Node<'_>, name: &str, src: &str) -> bool {
-    let text = syntax::text(body, src);
-    text.match_indices(name).any(|(at, _)| {
-        let before = text[..at].chars().next_back();
-        let after = text[at + name.len()..].chars().next();
-        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-        !word(before) && !word(after)
-    })
+    syntax::has_word(syntax::text(body, src), name)
 }
 
 /// A body that does nothing of its own: `...`, `pass`, a docstring, `raise NotImplementedError`.

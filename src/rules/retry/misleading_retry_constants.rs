@@ -253,9 +253,4 @@ fn module_assignment<'t>(idx: &NodeIndex<'t>, name: &str, src: &str) -> Option<N
         .last()
 }
 
-fn has_word(text: &str, word: &str) -> bool {
-    !word.is_empty()
-        && text
-            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .any(|w| w == word)
-}
+use crate::python::syntax::has_word;

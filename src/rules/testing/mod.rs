@@ -1130,11 +1130,7 @@ fn unactivated_responses(idx: &NodeIndex<'_>, test: &TestFn<'_>, src: &str) -> O
     })
 }
 
-/// Whether `word` stands in `code` as a word of its own (`responses`, not `decode_responses`).
-pub(crate) fn has_word(code: &str, word: &str) -> bool {
-    code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .any(|w| w == word)
-}
+pub(crate) use crate::python::syntax::has_word;
 
 /// The fixtures' code of each `conftest.py` of the repository above the file that the change
 /// does not show (repository mode; `ModuleFacts::fixtures`).

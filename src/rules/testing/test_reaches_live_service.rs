@@ -662,11 +662,8 @@ fn builds_a_live_client(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, Stri
         let used = syntax::bound_name(call, src).is_some_and(|name| {
             idx.within(test.node, kinds::CALL).iter().any(|c| {
                 c.start_byte() > call.end_byte()
-                    && c.child_by_field_name("arguments").is_some_and(|args| {
-                        syntax::text(args, src)
-                            .split(|ch: char| !(ch.is_alphanumeric() || ch == '_'))
-                            .any(|w| w == name)
-                    })
+                    && c.child_by_field_name("arguments")
+                        .is_some_and(|args| syntax::has_word(syntax::text(args, src), name))
                     || syntax::callee(*c, src)
                         .strip_prefix(name)
                         .is_some_and(|rest| rest.starts_with('.'))
