@@ -605,6 +605,21 @@ pub fn has_word(text: &str, word: &str) -> bool {
             .any(|w| w == word)
 }
 
+/// Whether code writes `field`: `retry_count=attempt` as a keyword, `x.retry_count = ...`,
+/// `x.refunded_minor += amount`, `SET refunded_minor = refunded_minor + %s`.
+pub fn writes_field(code: &str, field: &str) -> bool {
+    code.match_indices(field).any(|(at, _)| {
+        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        let rest = &code[at + field.len()..];
+        let after = rest.trim_start();
+        !word(code[..at].chars().next_back())
+            && !word(rest.chars().next())
+            && (after.starts_with("+=")
+                || after.starts_with("-=")
+                || after.starts_with('=') && !after.starts_with("=="))
+    })
+}
+
 /// The words of names, `RefundClaims`, `PaygateNotificationView` and `refund_claims` alike,
 /// lowercase.
 pub fn name_words(text: &str) -> Vec<String> {

@@ -261,7 +261,7 @@ fn advanced_on_doubt<'t>(
             let stores = |clause: &Node<'t>| {
                 syntax::except_body(*clause).is_some_and(|b| {
                     let body = syntax::text(b, src);
-                    stores_field(body, field)
+                    syntax::writes_field(body, field)
                 })
             };
             if let Some(clause) = handlers.iter().copied().find(stores) {
@@ -528,21 +528,6 @@ fn counts_attempts(field: &str) -> bool {
             w.as_str(),
             "count" | "attempt" | "attempts" | "retry" | "retries" | "tries" | "try"
         )
-    })
-}
-
-/// Whether code writes `field`: `retry_count=attempt` as a keyword, `x.retry_count = ...`,
-/// `x.retry_count += 1`.
-fn stores_field(code: &str, field: &str) -> bool {
-    code.match_indices(field).any(|(at, _)| {
-        let before = code[..at].chars().next_back();
-        let after = code[at + field.len()..].trim_start();
-        let whole = !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
-            && !code[at + field.len()..]
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_alphanumeric() || c == '_');
-        whole && (after.starts_with("+=") || after.starts_with('=') && !after.starts_with("=="))
     })
 }
 

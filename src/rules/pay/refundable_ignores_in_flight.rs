@@ -59,8 +59,8 @@ fn check(cx: &mut Ctx<'_>) {
             let Some(written) = writes_a_refund(idx, func, src) else {
                 continue;
             };
-            if moves(syntax::text(func, src), field)
-                || moves(syntax::text(helper, src), field)
+            if syntax::writes_field(syntax::text(func, src), field)
+                || syntax::writes_field(syntax::text(helper, src), field)
                 || claimed_first(idx, func, written, src)
             {
                 continue;
@@ -135,21 +135,6 @@ fn writes_a_refund<'t>(idx: &NodeIndex<'t>, func: Node<'t>, src: &str) -> Option
             lower.contains("insert into refund")
         });
         refund && creates || inserted
-    })
-}
-
-/// Whether code moves the total: `x.field += ...`, `x.field = x.field + ...`, `field=...` of an
-/// update, `SET field = ...` of SQL.
-fn moves(code: &str, field: &str) -> bool {
-    code.match_indices(field).any(|(at, _)| {
-        let before = code[..at].chars().next_back();
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
-            return false;
-        }
-        let after = code[at + field.len()..].trim_start();
-        after.starts_with("+=")
-            || after.starts_with("-=")
-            || after.starts_with('=') && !after.starts_with("==")
     })
 }
 
