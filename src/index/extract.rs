@@ -30,7 +30,8 @@ pub struct ModuleFacts {
     pub imports: Vec<Import>,
     pub functions: Vec<Def>,
     /// Module-level `name = …`, in document order, then what classes build for themselves
-    /// (`Class.attr`, from `self.attr = call(...)` or a class-body `attr = call(...)`).
+    /// (`Class.attr`, from `self.attr = call(...)` or a class-body `attr = call(...)`, and every
+    /// member of a class of states: `RefundStatus.SUBMITTED`).
     pub assignments: Vec<Assignment>,
     /// Calls made inside functions, one per calling function and callee.
     pub calls: Vec<Call>,
@@ -524,7 +525,8 @@ pub(crate) fn decorators(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> Vec<
 }
 
 /// Clients a class builds for itself: `self.redis = redis.Redis(...)` in a method, or
-/// `redis = redis.Redis(...)` in the class body, recorded as `Class.redis` (calls only).
+/// `redis = redis.Redis(...)` in the class body, recorded as `Class.redis` (calls only, but for
+/// the members of a class of states: `RefundStatus.SUBMITTED`).
 fn attribute_assignments<'a>(
     idx: &'a NodeIndex<'_>,
     src: &'a str,
@@ -548,8 +550,20 @@ fn attribute_assignments<'a>(
             _ => return None,
         };
         let found = assignment(a, &format!("{class_name}.{attr}"), src)?;
-        found.callee.is_some().then_some(found)
+        (found.callee.is_some() || !in_method && states(class, class_name, src)).then_some(found)
     })
+}
+
+/// A class of states (`class RefundStatus(str, Enum)`, `class State(models.TextChoices)`):
+/// its members are kept whatever their values, for rules that ask what states a record has.
+fn states(class: Node<'_>, name: &str, src: &str) -> bool {
+    let bases = class
+        .field("superclasses")
+        .map_or("", |b| syntax::text(b, src));
+    name.ends_with("Status")
+        || name.ends_with("State")
+        || bases.contains("Enum")
+        || bases.contains("Choices")
 }
 
 /// The last `name = value` at the module level of a file, as the index keeps it: what a

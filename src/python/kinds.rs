@@ -24,6 +24,7 @@ pub const FALSE: &str = "false";
 pub const TUPLE: &str = "tuple";
 pub const EXPRESSION_LIST: &str = "expression_list";
 pub const LIST: &str = "list";
+pub const SET: &str = "set";
 pub const DICTIONARY: &str = "dictionary";
 pub const PAIR: &str = "pair";
 pub const PARENTHESIZED_EXPRESSION: &str = "parenthesized_expression";

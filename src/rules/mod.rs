@@ -119,6 +119,7 @@ pub static ALL: &[&Rule] = &[
     &pay::signature_error_passed_over::RULE,
     &pay::refundable_ignores_in_flight::RULE,
     &pay::amount_of_another_record::RULE,
+    &pay::accepted_taken_as_succeeded::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

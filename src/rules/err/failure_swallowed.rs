@@ -121,6 +121,11 @@ fn check(cx: &mut Ctx<'_>) {
         {
             continue;
         }
+        // `capture_status = "failed"` answered to the caller of an API: the failure is kept. A
+        // provider's callback is answered by its status code, which is what `decided_on` reads.
+        if inbound.is_none() && keeps_a_failure(handler, src) {
+            continue;
+        }
         let Some((step, pays)) = step_of(cx, idx, func, body, inbound.is_some()) else {
             continue;
         };
@@ -215,6 +220,16 @@ fn only_logs<'s>(handler: Node<'_>, src: &'s str) -> Option<Vec<&'s str>> {
     all.then_some(locals)
 }
 
+/// Whether a handler keeps the failure in a local (`capture_status = "failed"`).
+fn keeps_a_failure(handler: Node<'_>, src: &str) -> bool {
+    syntax::statements(handler).iter().any(|s| {
+        s.named_child(0)
+            .filter(|e| e.kind() == kinds::ASSIGNMENT)
+            .and_then(|e| e.field("right"))
+            .is_some_and(|r| r.kind() != kinds::CALL && !no_error(r, src))
+    })
+}
+
 /// Whether code decides on a local name: an `if` or a `while` on it, a `raise` or an HTTP
 /// status set from it (`resp.status = ...`, `status_code=`).
 fn decided_on(code: &str, local: &str) -> bool {
@@ -250,7 +265,16 @@ fn no_error(value: Node<'_>, src: &str) -> bool {
         .as_bytes()
         .windows(3)
         .any(|w| matches!(w[0], b'4' | b'5') && w[1].is_ascii_digit() && w[2].is_ascii_digit());
+    // `return CaptureStatus.CAPTURING.value`: a state handed back, one the money is in while it
+    // is not known to have moved.
+    let a_state = |part: &str| part.ends_with("status") || part.ends_with("state");
+    let state_handed_back = text.split('.').count() > 1
+        && text.split('.').next().is_some_and(a_state)
+        && !text.contains("succe")
+        && !text.contains("paid")
+        && !text.contains("complete");
     !error_code
+        && !state_handed_back
         && ![
             "error",
             "fail",
@@ -293,15 +317,17 @@ pub(crate) fn inbound(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>) -> Opti
         || idx.decorated(func).is_some_and(|d| {
             syntax::decorators(d).into_iter().any(|d| {
                 let text = syntax::text(d, src);
-                [
-                    ".post(",
-                    ".route(",
-                    "api_view",
-                    "csrf_exempt",
-                    "require_post",
-                ]
-                .iter()
-                .any(|m| text.contains(m))
+                // Litestar's and Starlite's bare `@post("/payu/notify")`.
+                text.starts_with("post(")
+                    || [
+                        ".post(",
+                        ".route(",
+                        "api_view",
+                        "csrf_exempt",
+                        "require_post",
+                    ]
+                    .iter()
+                    .any(|m| text.contains(m))
             })
         });
     // Or it is handed what the view parsed (`NotificationProcessor.handle(self, notification)`
@@ -336,6 +362,7 @@ pub(crate) fn inbound(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>) -> Opti
         "webhooks",
         "notification",
         "notifications",
+        "notify",
         "callback",
         "ipn",
     ]) && (takes_request || handed_the_delivery())

@@ -105,6 +105,9 @@ fn client_family(name: &str, src: &str) -> bool {
     {
         return false;
     }
+    if imported_from_its_client(name, brand, src) {
+        return true;
+    }
     let bytes = src.as_bytes();
     memchr::memmem::find_iter(bytes, brand.as_bytes()).any(|at| {
         let rest = &bytes[at + brand.len()..];
@@ -117,6 +120,66 @@ fn client_family(name: &str, src: &str) -> bool {
         })
     })
 }
+
+/// `from rentals.ewallet import EWalletError, default_client`: the error comes from the module
+/// of the client it is named for (`ewallet`, `paywave_client`), not from a module of errors or
+/// of the domain.
+fn imported_from_its_client(name: &str, brand: &str, src: &str) -> bool {
+    let brand = brand.to_ascii_lowercase();
+    // `from pretix.base.payment import PaymentException`: a module of the domain, whose error
+    // its own code raises for refusals as much as for a provider that did not answer.
+    if DOMAIN_NOUNS.contains(&brand.as_str()) {
+        return false;
+    }
+    let bytes = src.as_bytes();
+    memchr::memmem::find_iter(bytes, b"from ").any(|at| {
+        if at > 0 && bytes[at - 1] != b'\n' {
+            return false;
+        }
+        let statement = &src[at..];
+        let Some((module, rest)) = statement[5..].split_once(" import ") else {
+            return false;
+        };
+        if module.contains('\n') {
+            return false;
+        }
+        // The names imported: up to the line's end, or to the closing parenthesis.
+        let names = if rest.trim_start().starts_with('(') {
+            rest.split_once(')').map_or(rest, |(n, _)| n)
+        } else {
+            rest.split_once('\n').map_or(rest, |(n, _)| n)
+        };
+        let last = module.trim().rsplit('.').next().unwrap_or("");
+        let stem = last.to_ascii_lowercase().replace('_', "");
+        syntax::has_word(names, name)
+            && stem.starts_with(&brand)
+            && ["", "client", "api", "gateway", "sdk"].contains(&&stem[brand.len()..])
+    })
+}
+
+/// Nouns of the payment domain, which name a module of the service rather than a client.
+const DOMAIN_NOUNS: &[&str] = &[
+    "payment",
+    "payments",
+    "billing",
+    "checkout",
+    "order",
+    "orders",
+    "refund",
+    "refunds",
+    "charge",
+    "charges",
+    "payout",
+    "payouts",
+    "transaction",
+    "transactions",
+    "invoice",
+    "invoices",
+    "subscription",
+    "subscriptions",
+    "wallet",
+    "ledger",
+];
 
 /// What is left of Python's own errors without `Error`: none of them belongs to a client.
 const BUILTIN_PREFIXES: &[&str] = &[
@@ -275,8 +338,13 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(handler) = syntax::except_body(clause) else {
             continue;
         };
-        let Some(mark) = failure_mark(idx, handler, src, caught) else {
-            continue;
+        let (mark, test) = match failure_mark(idx, handler, src, caught) {
+            Some(mark) => (mark, None),
+            None if caught == Caught::Family => match status_branch(idx, clause, handler, src) {
+                Some((mark, test)) => (mark, Some(test)),
+                None => continue,
+            },
+            None => continue,
         };
         let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
             continue;
@@ -321,6 +389,9 @@ fn check(cx: &mut Ctx<'_>) {
             };
             finding.arg("caught", caught).note("family");
         }
+        if let Some(test) = test {
+            finding.arg("test", test).note("status_test");
+        }
         if persistent {
             finding.note("recorded");
             if raises {
@@ -329,6 +400,103 @@ fn check(cx: &mut Ctx<'_>) {
         } else {
             finding.note("returned").severity(Severity::Important);
         }
+    }
+}
+
+/// The failure a handler of the client's family records on a branch its status test sends an
+/// error without a status to: `if exc.status_code != 409: mark failed`, `if exc.status_code in
+/// (409, 503): raise` then `else:` or after it a failure. The client raises its timeouts with no
+/// status code, and `None != 409`; whatever the handler says of the unknown elsewhere, a timeout
+/// takes the failure branch.
+fn status_branch(
+    idx: &NodeIndex<'_>,
+    clause: Node<'_>,
+    handler: Node<'_>,
+    src: &str,
+) -> Option<(Mark, String)> {
+    let alias = syntax::except_alias(clause, src)?;
+    for &branch in idx.within(handler, kinds::IF_STATEMENT) {
+        let Some(condition) = branch.field("condition") else {
+            continue;
+        };
+        let Some(statusless_passes) = statusless_passes(condition, alias, src) else {
+            continue;
+        };
+        let taken: Vec<Node<'_>> = if statusless_passes {
+            branch.field("consequence").into_iter().collect()
+        } else {
+            let mut cursor = branch.walk();
+            let otherwise: Vec<Node<'_>> = branch
+                .children_by_field_name("alternative", &mut cursor)
+                .filter(|b| b.kind() == kinds::ELSE_CLAUSE)
+                .filter_map(|b| b.field("body"))
+                .collect();
+            let exits = branch
+                .field("consequence")
+                .is_some_and(|b| !syntax::block_falls_through(b, src));
+            if otherwise.is_empty() && exits {
+                // What follows the branch in the handler is where the rest go.
+                let mut after = Vec::new();
+                let mut next = branch.next_named_sibling();
+                while let Some(n) = next {
+                    after.push(n);
+                    next = n.next_named_sibling();
+                }
+                after
+            } else {
+                otherwise
+            }
+        };
+        let mark = taken
+            .into_iter()
+            .find_map(|n| failure_mark(idx, n, src, Caught::Family));
+        if let Some(mark) = mark {
+            return Some((mark, syntax::normalized(condition, src)));
+        }
+    }
+    None
+}
+
+/// Where a test of the caught error's status (`exc.status_code != 409`) sends an error that has
+/// none: `Some(true)` to its branch, `Some(false)` past it (`exc.status_code in (409, 503)`).
+/// `None` when the test is not only of the status, or rules the statusless out
+/// (`exc.is_client_error and ...`, `exc.status_code >= 500`).
+fn statusless_passes(condition: Node<'_>, alias: &str, src: &str) -> Option<bool> {
+    match condition.kind() {
+        kinds::PARENTHESIZED_EXPRESSION => statusless_passes(condition.named_child(0)?, alias, src),
+        kinds::NOT_OPERATOR => {
+            statusless_passes(condition.field("argument")?, alias, src).map(|p| !p)
+        }
+        kinds::COMPARISON_OPERATOR if condition.named_child_count() == 2 => {
+            let (status, codes) = (condition.named_child(0)?, condition.named_child(1)?);
+            let of_the_error = status.kind() == kinds::ATTRIBUTE
+                && status
+                    .field("object")
+                    .is_some_and(|o| syntax::text(o, src) == alias)
+                && status.field("attribute").is_some_and(|a| {
+                    matches!(
+                        syntax::text(a, src),
+                        "status_code" | "status" | "http_status" | "code" | "http_code"
+                    )
+                });
+            let integers = |n: Node<'_>| match n.kind() {
+                kinds::INTEGER => true,
+                kinds::TUPLE | kinds::LIST | kinds::SET => {
+                    let items = crate::python::named_children(n);
+                    !items.is_empty() && items.iter().all(|i| i.kind() == kinds::INTEGER)
+                }
+                _ => false,
+            };
+            if !of_the_error || !integers(codes) {
+                return None;
+            }
+            match condition.child(1)?.kind() {
+                "!=" | "not in" => Some(true),
+                "==" | "in" => Some(false),
+                _ => None,
+            }
+        }
+        _ => None,
     }
 }
 
@@ -416,6 +584,14 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
     {
         return None;
     }
+    // `log.warning("outcome of %s unknown, will resend", key)` then `return False`: the
+    // handler knows the outcome is unknown, and its "no" says only that nothing is done now.
+    let logged_unknown = idx.within(handler, kinds::CALL).iter().any(|&c| {
+        facts::only_records(syntax::callee(c, src))
+            && syntax::text(c, src)
+                .to_ascii_lowercase()
+                .contains("unknown")
+    });
     let assigned = idx
         .within(handler, kinds::ASSIGNMENT)
         .iter()
@@ -440,7 +616,7 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
     let returned = idx
         .within(handler, kinds::RETURN_STATEMENT)
         .iter()
-        .filter(|_| caught != Caught::Everything && !raises)
+        .filter(|_| caught != Caught::Everything && !raises && !logged_unknown)
         .filter_map(|&r| Some((r, returns_failure(r, src, caught)?, r)));
     assigned
         .chain(called)
@@ -694,6 +870,7 @@ fn paying_step(
         if crate::rules::pay::pays(cx, call, src)
             || crate::rules::pay::hands_a_payment(cx, call, src)
             || sends
+            || crate::rules::pay::calls_a_paying_helper(cx, call, src)
         {
             return Some((callee.to_string(), syntax::lines(call).0));
         }

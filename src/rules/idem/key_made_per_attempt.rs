@@ -972,9 +972,16 @@ pub(crate) fn key_sites<'t>(
         }
     }
     // `return {"Idempotency-Key": ...}` in a helper that builds the headers.
+    // Or one of what it returns (`return psp_reference, {"idempotency_key": ...}`).
     for &ret in idx.within(body, kinds::RETURN_STATEMENT) {
         if let Some(value) = syntax::return_value(ret) {
-            pairs(value, &mut out);
+            if matches!(value.kind(), kinds::EXPRESSION_LIST | kinds::TUPLE) {
+                for part in crate::python::named_children(value) {
+                    pairs(part, &mut out);
+                }
+            } else {
+                pairs(value, &mut out);
+            }
         }
     }
     out.sort_by_key(|s| s.at.start_byte());
@@ -986,8 +993,19 @@ pub(crate) fn key_sites<'t>(
 pub(crate) fn dedup_handle(name: &str) -> bool {
     matches!(
         name,
-        "reference" | "tx_ref" | "txref" | "merchant_reference" | "payment_reference"
+        "reference"
+            | "tx_ref"
+            | "txref"
+            | "merchant_reference"
+            | "payment_reference"
+            | "external_id"
+            | "external_reference"
+            | "client_reference_id"
     )
+        // PayU's `extRefundId`, `extOrderId`: the merchant's own id of the operation.
+        || name
+            .strip_prefix("ext_")
+            .is_some_and(|rest| rest.ends_with("_id"))
 }
 
 /// A call named for moving money: `charge_authorization`, `initiate_transfer`, `create_payout`.

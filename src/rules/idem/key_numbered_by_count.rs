@@ -69,7 +69,14 @@ fn check(cx: &mut Ctx<'_>) {
                     .or_else(|| {
                         numbered_in_helper(idx, site.value, src)
                             .or_else(|| counted_from_handed_record(idx, func, site.value, src))
-                            .map(|(counter, step, field)| (counter, step, field, "helper"))
+                            .map(|(counter, (step, stamped), field)| {
+                                (
+                                    counter,
+                                    step,
+                                    field,
+                                    if stamped { "stamped" } else { "helper" },
+                                )
+                            })
                     })
                     .or_else(|| {
                         advanced_on_doubt(idx, func, site.value, src)
@@ -87,7 +94,7 @@ fn check(cx: &mut Ctx<'_>) {
                         .arg("field", field)
                         .note(how)
                         .severity(Severity::Blocker);
-                    if how == "each_run" || how == "helper" {
+                    if matches!(how, "each_run" | "helper" | "stamped") {
                         finding.arg("step_line", syntax::lines(at).0.to_string());
                     } else {
                         let caught = syntax::except_types(at).first().map_or_else(
@@ -373,14 +380,28 @@ fn claimed_with_a_count<'t>(
 
 /// A key made by a helper of the file (`idempotency_key=_funding_key(payout)`, which returns
 /// `uuid5(payout.idempotency_key, f"balance-funding-{payout.submit_attempts}")`) from a count
-/// that a claim of the file moves on on every run (`.update(submit_attempts=F("submit_attempts")
-/// + 1)`, not under a test): the count read in the helper, the step, and the field.
+/// that a claim of the file moves on on every run (`.update(submit_attempts=F("submit_attempts") +
+/// 1)`, not under a test), or sets to the time (`.values(retry_claimed_at=now)`): the count read
+/// in the helper, the step (and whether it stamps), and the field.
 fn numbered_in_helper<'t>(
     idx: &NodeIndex<'t>,
     value: Node<'t>,
     src: &str,
-) -> Option<(Node<'t>, Node<'t>, String)> {
-    let call = crate::rules::idem::strip_await(value);
+) -> Option<(Node<'t>, (Node<'t>, bool), String)> {
+    // `key = attempt_idempotency_key(collection)` then `idempotency_key=key`.
+    let made = (value.kind() == kinds::IDENTIFIER)
+        .then(|| {
+            let func = idx.enclosing(value, kinds::FUNCTION_DEFINITION)?;
+            idx.assigned_before(
+                Some(func),
+                syntax::text(value, src),
+                value.start_byte(),
+                src,
+            )
+        })
+        .flatten()
+        .unwrap_or(value);
+    let call = crate::rules::idem::strip_await(made);
     if call.kind() != kinds::CALL
         || syntax::receiver(call).is_some_and(|r| syntax::text(r, src) != "self")
     {
@@ -402,7 +423,8 @@ fn numbered_in_helper<'t>(
             if n.kind() == kinds::ATTRIBUTE
                 && let (Some(object), Some(field)) = (n.field("object"), n.field("attribute"))
                 && object.kind() == kinds::IDENTIFIER
-                && counts_attempts(syntax::text(field, src))
+                && (counts_attempts(syntax::text(field, src))
+                    || stamps_time(syntax::text(field, src)))
             {
                 reads.push((n, syntax::text(field, src)));
             }
@@ -422,17 +444,20 @@ fn numbered_in_helper<'t>(
 }
 
 /// An update of the file that moves `field` on by one on every run
-/// (`Movement.update(attempts=Movement.attempts + 1)`, not under a test, a handler or a loop).
+/// (`Movement.update(attempts=Movement.attempts + 1)`, not under a test, a handler or a loop),
+/// or sets a time field to the time (`.values(retry_claimed_at=now)`): the update, and whether
+/// it stamps.
 fn moved_by_a_claim<'t>(
     idx: &NodeIndex<'t>,
     within: Node<'_>,
     field: &str,
     src: &str,
-) -> Option<Node<'t>> {
+) -> Option<(Node<'t>, bool)> {
     // The function's own claim first: another function's may move the same field of another
     // record.
     let own = idx.within(within, kinds::CALL).iter().copied();
-    own.chain(idx.all(kinds::CALL).iter().copied()).find(|c| {
+    let mut stamped = false;
+    let step = own.chain(idx.all(kinds::CALL).iter().copied()).find(|c| {
         // `.update(attempts=F("attempts") + 1)`, or a helper of the project handed the step
         // (`_move(payout_id, [PENDING], status=SENDING, attempts=F("attempts") + 1)`).
         let stepped = matches!(syntax::callee_name(*c, src), "update" | "values")
@@ -441,16 +466,78 @@ fn moved_by_a_claim<'t>(
                 let v = syntax::text(v, src);
                 v.contains(field) && (v.contains("+ 1") || v.contains("+1"))
             });
+        // `retry_claimed_at=now`: a new time on every claim.
+        let stamps = stamps_time(field)
+            && syntax::keyword_arg(*c, field, src).is_some_and(|v| the_time(syntax::text(v, src)));
         // A claim tested as it is made (`if not _move(...): return`) runs on every run.
         let tested = idx
             .enclosing(*c, kinds::IF_STATEMENT)
             .and_then(|stmt| stmt.field("condition"))
             .is_some_and(|cond| syntax::contains(cond, *c));
-        stepped
+        let stepped = stepped && !resumed_without_a_step(idx, *c, field, src);
+        let found = (stepped || stamps)
             && idx
                 .enclosing(*c, kinds::FUNCTION_DEFINITION)
-                .is_some_and(|f| tested || !moved_for_a_reason(idx, f, *c))
+                .is_some_and(|f| tested || !moved_for_a_reason(idx, f, *c));
+        stamped = found && stamps && !stepped;
+        found
+    })?;
+    Some((step, stamped))
+}
+
+/// Whether the file resumes what the step's claim leaves in flight without moving the count on:
+/// `_claim_due` sets `status=RETRY_SUBMITTING, attempt_count=... + 1` from `RETRY_SCHEDULED`,
+/// and `_reclaim_stale` takes `RETRY_SUBMITTING` rows back with the count left alone. The count
+/// then numbers new attempts by design, and a run after a timeout resends the same one.
+fn resumed_without_a_step(idx: &NodeIndex<'_>, step: Node<'_>, field: &str, src: &str) -> bool {
+    let Some(state) = syntax::keyword_arg(step, "status", src).map(|v| syntax::text(v, src)) else {
+        return false;
+    };
+    if !state.contains('.') {
+        return false;
+    }
+    let member = state.rsplit('.').next().unwrap_or(state);
+    // A claim that takes its own state back (`Q(status=SUBMITTING, lease_expires_at__lte=now)`)
+    // steps the count on every reclaim.
+    let named = syntax::text(step, src)
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| *w == member)
+        .count();
+    if named > 1 {
+        return false;
+    }
+    // A reclaim: an update that finds rows in that state and leaves their state as it is.
+    idx.all(kinds::CALL).iter().any(|&c| {
+        c.id() != step.id()
+            && matches!(syntax::callee_name(c, src), "update" | "values")
+            && syntax::keyword_arg(c, "status", src).is_none()
+            && {
+                let text = syntax::text(c, src);
+                text.contains("update(")
+                    && (text.contains(".where(") || text.contains(".filter("))
+                    && syntax::has_word(text, member)
+                    && !text.contains(&format!("{field}="))
+                    && !text.contains(&format!("{field} ="))
+            }
     })
+}
+
+/// A field that holds a time: `claimed_at`, `retry_claimed_at`, `lease_time`.
+fn stamps_time(field: &str) -> bool {
+    let words = syntax::name_words(field);
+    words.last().is_some_and(|w| w == "at")
+        || words
+            .iter()
+            .any(|w| matches!(w.as_str(), "time" | "timestamp" | "ts"))
+}
+
+/// `now`, `utcnow()`, `datetime.now(UTC)`, `func.now()`, `timezone.now()`, `time.time()`.
+fn the_time(value: &str) -> bool {
+    value == "now"
+        || value.ends_with("_now")
+        || value.contains("now(")
+        || value.contains("time.time(")
+        || value.contains("time.monotonic(")
 }
 
 /// A key made from the count of a record handed in or loaded (`_submit(movement, client)`
@@ -461,7 +548,7 @@ fn counted_from_handed_record<'t>(
     func: Node<'t>,
     value: Node<'t>,
     src: &str,
-) -> Option<(Node<'t>, Node<'t>, String)> {
+) -> Option<(Node<'t>, (Node<'t>, bool), String)> {
     let value = if value.kind() == kinds::IDENTIFIER {
         idx.assigned_before(
             Some(func),

@@ -40,7 +40,12 @@ fn check(cx: &mut Ctx<'_>) {
             {
                 continue;
             }
-            let Some((record, parent)) = through_a_parent(value, src) else {
+            let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
+                continue;
+            };
+            let Some((record, parent)) =
+                through_a_parent(value, src).or_else(|| through_a_local(idx, func, value, src))
+            else {
                 continue;
             };
             // The call is about the record itself: another of its arguments reads it directly.
@@ -54,9 +59,6 @@ fn check(cx: &mut Ctx<'_>) {
             if !about_record {
                 continue;
             }
-            let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
-                continue;
-            };
             if !moves_money(cx, idx, func, call, src) {
                 continue;
             }
@@ -97,6 +99,38 @@ fn through_a_parent<'s>(value: Node<'_>, src: &'s str) -> Option<(&'s str, &'s s
     };
     let is_name = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_');
     (is_name(record) && is_name(parent) && names_an_amount(amount)).then_some((record, parent))
+}
+
+/// `booking.deposit_cents` after `booking = movement.booking`: the same read through a local
+/// the function took from the record.
+fn through_a_local<'s>(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    value: Node<'_>,
+    src: &'s str,
+) -> Option<(&'s str, &'s str)> {
+    if value.kind() != kinds::ATTRIBUTE {
+        return None;
+    }
+    let local = value
+        .field("object")
+        .filter(|o| o.kind() == kinds::IDENTIFIER)?;
+    let amount = value.field("attribute")?;
+    if !names_an_amount(syntax::text(amount, src)) {
+        return None;
+    }
+    let local = syntax::text(local, src);
+    let loaded = idx.assigned_before(Some(func), local, value.start_byte(), src)?;
+    if loaded.kind() != kinds::ATTRIBUTE {
+        return None;
+    }
+    let record = loaded
+        .field("object")
+        .filter(|o| o.kind() == kinds::IDENTIFIER)?;
+    let parent = syntax::text(loaded.field("attribute")?, src);
+    // The local is the parent under its own name: `booking = movement.booking`, not
+    // `total = movement.amount_cents`.
+    (parent == local).then_some((syntax::text(record, src), parent))
 }
 
 /// An amount the record has itself, read elsewhere in the file: `refund.amount_minor`.

@@ -1,5 +1,6 @@
 //! Payment-operation rules: what is charged, and when the code starts believing it was.
 
+pub mod accepted_taken_as_succeeded;
 pub mod amount_in_float;
 pub mod amount_of_another_record;
 pub mod arguments_swapped;
@@ -188,6 +189,17 @@ pub(crate) fn hands_a_payment(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
                     &crate::rules::reach::HTTP_OR_PAYMENT,
                 )
     })
+}
+
+/// `resource = _submit(movement, client)`: a call of a function of the file that makes a
+/// payment call itself (the facts say so).
+pub(crate) fn calls_a_paying_helper(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
+    let Some(idx) = cx.index() else {
+        return false;
+    };
+    let name = idx.callee_name(call, src);
+    cx.facts
+        .is_some_and(|file| file.functions.iter().any(|f| f.payment && f.name == name))
 }
 
 /// Whether every function of the change called `name` takes an amount by position

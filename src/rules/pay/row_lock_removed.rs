@@ -47,8 +47,15 @@ fn check(cx: &mut Ctx<'_>) {
         .filter(|f| {
             let (first, last) = syntax::lines(*f);
             cx.touches_added(first, last)
-                // Moved into a helper of the file (`_locked_wallet(...)`): still taken.
-                && !super::calls_a_helper_that(idx, *f, src, |h| holds_rows(syntax::text(h, src)))
+                // Moved into a helper of the file (`_locked_wallet(...)`): still taken. Or
+                // given way to a claim, here or in a helper (`update(Earning).where(
+                // Earning.status == AVAILABLE).values(status=RESERVED)`): the rows are taken by
+                // one run only.
+                && !claims_rows(syntax::text(*f, src))
+                && !super::calls_a_helper_that(idx, *f, src, |h| {
+                    let text = syntax::text(h, src);
+                    holds_rows(text) || claims_rows(text)
+                })
         })
         .filter_map(|f| Some((f, money_after_read(cx, idx, f, 0, src)?)))
         .collect();
@@ -84,6 +91,15 @@ fn check(cx: &mut Ctx<'_>) {
         }
         finding.function = name;
     }
+}
+
+/// A conditional update of a status (SQLAlchemy's `update(...).where(...).values(status=...)`,
+/// Django's `.filter(status=...).update(status=...)`, peewee's, SQL's `UPDATE ... SET status
+/// ... WHERE`): a claim that one run wins.
+fn claims_rows(code: &str) -> bool {
+    (code.contains("update(") || code.contains("UPDATE "))
+        && (code.contains("where(") || code.contains("WHERE ") || code.contains(".filter("))
+        && code.contains("status")
 }
 
 /// The first call of `func` (its own, starting after byte `after`) that moves money: a

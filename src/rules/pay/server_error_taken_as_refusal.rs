@@ -28,7 +28,15 @@ const SERVER_ERRORS: [u16; 4] = [500, 502, 503, 504];
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
         && s.facts.functions.iter().any(|f| f.http)
-        && s.mentions(&["500", "502", "503", "504"])
+        && s.mentions(&[
+            "500",
+            "502",
+            "503",
+            "504",
+            "Unknown",
+            "Unavailable",
+            "Indeterminate",
+        ])
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -40,10 +48,14 @@ fn check(cx: &mut Ctx<'_>) {
         else {
             continue;
         };
-        let Some(codes) = status_codes(condition, src) else {
-            continue;
+        // A branch to the unknown that reads no status at all (`if not body: raise
+        // PayuOutcomeUnknown`) sends it none of the server errors.
+        let (codes, no_status) = match status_codes(idx, condition, src) {
+            Some(codes) => (codes, false),
+            None if !syntax::text(condition, src).contains("status") => (Vec::new(), true),
+            None => continue,
         };
-        if !codes.iter().any(|c| (500..600).contains(c)) {
+        if !no_status && !codes.iter().any(|c| (500..600).contains(c)) {
             continue;
         }
         let missing: Vec<String> = SERVER_ERRORS
@@ -66,6 +78,24 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(refusal) = refusal_after(idx, func, stmt, src) else {
             continue;
         };
+        // Then the refusal must take every other status (`if resp.status_code != 200: raise
+        // PayuRejected`), and the sender the function calls must not sort them out first.
+        if no_status {
+            // About the answer, not a transport error's handler (`except RETRYABLE: ... raise
+            // ChargeUnavailable`): that one has no status to read.
+            if idx
+                .enclosing(stmt, kinds::EXCEPT_CLAUSE)
+                .is_some_and(|e| syntax::contains(func, e))
+            {
+                continue;
+            }
+            let sorted_by_the_sender = super::calls_a_helper_that(idx, func, src, |h| {
+                takes_the_range(syntax::text(h, src))
+            });
+            if sorted_by_the_sender || !refused_whatever_the_status(idx, func, stmt, src) {
+                continue;
+            }
+        }
         let function = facts::qualname(func, idx, src);
         let finding = cx
             .report(&RULE, condition)
@@ -79,9 +109,39 @@ fn check(cx: &mut Ctx<'_>) {
     }
 }
 
+/// Whether, after `stmt`, the function raises a refusal under a test any server error passes:
+/// `status_code != 200`, `>= 400`, `is_error`, `not resp.is_success`, `not resp.ok`.
+fn refused_whatever_the_status(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    stmt: Node<'_>,
+    src: &str,
+) -> bool {
+    idx.within(func, kinds::IF_STATEMENT).iter().any(|&branch| {
+        let (Some(condition), Some(body)) =
+            (branch.field("condition"), branch.field("consequence"))
+        else {
+            return false;
+        };
+        let compact: String = syntax::text(condition, src).split_whitespace().collect();
+        let every_error = ["!=200", ">=400", ">399", ">=300", ">299", "is_error"]
+            .iter()
+            .any(|w| compact.contains(w))
+            || compact.starts_with("not")
+                && (compact.contains(".is_success") || compact.ends_with(".ok"));
+        branch.start_byte() > stmt.end_byte()
+            && every_error
+            && idx
+                .within(body, kinds::RAISE_STATEMENT)
+                .iter()
+                .filter_map(|r| raised_name(*r, src))
+                .any(|n| !crate::rules::err::timeout_read_as_failure::unavailable(n))
+    })
+}
+
 /// The status codes a condition compares the answer's status with: `status_code in (429,
 /// 503)`, `resp.status == 503`, an `or` of such. `None` for anything else (a range, a call).
-fn status_codes(condition: Node<'_>, src: &str) -> Option<Vec<u16>> {
+fn status_codes(idx: &NodeIndex<'_>, condition: Node<'_>, src: &str) -> Option<Vec<u16>> {
     let mut terms = Vec::new();
     or_terms(condition, &mut terms);
     let mut codes = Vec::new();
@@ -95,9 +155,21 @@ fn status_codes(condition: Node<'_>, src: &str) -> Option<Vec<u16>> {
             return None;
         }
         let operator = src.get(subject.end_byte()..other.start_byte())?.trim();
+        // `in RETRYABLE_STATUS`, a set the module keeps: `frozenset({409, 429, 503})`.
+        let other = if operator == "in" && other.kind() == kinds::IDENTIFIER {
+            let kept =
+                idx.assigned_before(None, syntax::text(other, src), other.start_byte(), src)?;
+            if kept.kind() == kinds::CALL {
+                syntax::positional_args(kept).first().copied()?
+            } else {
+                kept
+            }
+        } else {
+            other
+        };
         let elements = match operator {
             "==" => vec![other],
-            "in" if matches!(other.kind(), kinds::TUPLE | kinds::LIST | "set") => {
+            "in" if matches!(other.kind(), kinds::TUPLE | kinds::LIST | kinds::SET) => {
                 crate::python::named_children(other)
             }
             _ => return None,
@@ -130,17 +202,23 @@ fn or_terms<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
     }
 }
 
-/// The error of an unknown outcome the branch raises (`WiseUnavailable`), by name.
+/// The error of an unknown outcome the branch raises (`WiseUnavailable`), by name, or builds
+/// and returns for its caller to raise (`return ProviderUnavailable(message, ...)`).
 fn raised_unknown<'s>(idx: &NodeIndex<'_>, body: Node<'_>, src: &'s str) -> Option<&'s str> {
     idx.within(body, kinds::RAISE_STATEMENT)
         .iter()
+        .chain(idx.within(body, kinds::RETURN_STATEMENT))
         .find_map(|r| raised_name(*r, src))
         .filter(|name| crate::rules::err::timeout_read_as_failure::unavailable(name))
 }
 
-/// The name of the error a `raise` raises: `raise X(...)`, `raise X`, `raise mod.X(...) from e`.
+/// The name of the error a `raise` raises: `raise X(...)`, `raise X`, `raise mod.X(...) from e`;
+/// or a `return` returns, built (`return ProviderRejected(...)`).
 fn raised_name<'s>(raise: Node<'_>, src: &'s str) -> Option<&'s str> {
     let value = raise.named_child(0)?;
+    if raise.kind() == kinds::RETURN_STATEMENT && value.kind() != kinds::CALL {
+        return None;
+    }
     let callee = if value.kind() == kinds::CALL {
         syntax::callee(value, src)
     } else {
@@ -175,15 +253,34 @@ fn refusal_after(
     src: &str,
 ) -> Option<(String, u32)> {
     let owned = |n: Node<'_>| crate::rules::idem::owned_by(idx, n, Some(func));
+    let error = |n: &&str| {
+        ["Error", "Exception", "Rejected", "Refused", "Declined"]
+            .iter()
+            .any(|s| n.ends_with(s))
+    };
     let raised = idx
         .within(func, kinds::RAISE_STATEMENT)
         .iter()
         .copied()
         .filter(|r| r.start_byte() > stmt.end_byte() && owned(*r))
+        .chain(
+            idx.within(func, kinds::RETURN_STATEMENT)
+                .iter()
+                .copied()
+                .filter(|r| r.start_byte() > stmt.end_byte() && owned(*r))
+                .filter(|r| raised_name(*r, src).is_some_and(|n| error(&n))),
+        )
         .find_map(|r| {
             raised_name(r, src)
                 .filter(|n| !crate::rules::err::timeout_read_as_failure::unavailable(n))
-                .map(|n| (r.start_byte(), format!("raise {n}"), syntax::lines(r).0))
+                .map(|n| {
+                    let how = if r.kind() == kinds::RETURN_STATEMENT {
+                        "return"
+                    } else {
+                        "raise"
+                    };
+                    (r.start_byte(), format!("{how} {n}"), syntax::lines(r).0)
+                })
         });
     let checked = idx
         .within(func, kinds::CALL)

@@ -20,7 +20,14 @@ pub(crate) static RULE: Rule = Rule {
 
 /// Every finding is an `if` in code that names a signature.
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test && s.mentions(&["signature", "hmac", "construct_event", "construct_from"])
+    !s.facts.is_test
+        && s.mentions(&[
+            "signature",
+            "Signature",
+            "hmac",
+            "construct_event",
+            "construct_from",
+        ])
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -66,6 +73,157 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("check", check);
     }
     unverified_views(cx, idx, src);
+    bypassed_checks(cx, idx, src);
+    applied_before_the_check(cx, idx, src);
+}
+
+/// A view that rejects a wrong signature (`if not verify_notification(...): return 401`) but
+/// applies some deliveries on a path that answers before it gets there (`if "refund" in
+/// payload: await apply_refund_notification(...); return Response(200)`): those are applied
+/// unverified.
+fn applied_before_the_check(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        let guard = idx
+            .within(func, kinds::IF_STATEMENT)
+            .iter()
+            .copied()
+            .find(|stmt| {
+                stmt.field("condition").is_some_and(|c| {
+                    let c = syntax::text(c, src);
+                    c.starts_with("not ") && checks_signature(c)
+                }) && stmt
+                    .field("consequence")
+                    .is_some_and(|b| !syntax::block_falls_through(b, src))
+            });
+        let Some(guard) = guard else {
+            continue;
+        };
+        // A branch before the guard that applies what was delivered and then answers.
+        let early = idx
+            .within(func, kinds::IF_STATEMENT)
+            .iter()
+            .copied()
+            .find_map(|branch| {
+                if branch.end_byte() > guard.start_byte()
+                    || !crate::rules::idem::owned_by(idx, branch, Some(func))
+                {
+                    return None;
+                }
+                let body = branch.field("consequence")?;
+                if syntax::block_falls_through(body, src) {
+                    return None;
+                }
+                idx.within(body, kinds::CALL)
+                    .iter()
+                    .copied()
+                    .find(|c| applies(idx.callee_name(*c, src)))
+            });
+        let Some(applied) = early else {
+            continue;
+        };
+        if !(webhook_module(cx.path)
+            || names_a_webhook(idx, func, src)
+            || inbound(cx, idx, func) == Some(Inbound::Provider))
+        {
+            continue;
+        }
+        let view = crate::rules::facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, applied)
+            .arg("view", view.clone())
+            .arg("applied", crate::rules::pay::first_line(applied, src))
+            .arg("check_line", syntax::lines(guard).0.to_string())
+            .note("before");
+        finding.function = view;
+    }
+}
+
+/// `apply_refund_notification`, `handle_event`, `process_payment`, `mark_paid`: a call that
+/// acts on a delivery.
+fn applies(name: &str) -> bool {
+    syntax::name_words(name).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "apply"
+                | "handle"
+                | "process"
+                | "record"
+                | "mark"
+                | "settle"
+                | "dispatch"
+                | "fulfil"
+                | "fulfill"
+                | "credit"
+                | "confirm"
+                | "capture"
+                | "refund"
+                | "update"
+        )
+    })
+}
+
+/// A signature check joined by `or` to a test of what the sender sends
+/// (`item.get("merchantAccountCode") == settings.merchant_account or is_valid_signature(item,
+/// key)`): a forged delivery that names the merchant account passes without a signature. Left
+/// alone: alternatives that are checks themselves (a rotated secret), and switches of the
+/// service's own settings (`settings.DEBUG or verify(...)`).
+fn bypassed_checks(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &either in idx.all(kinds::BOOLEAN_OPERATOR) {
+        if either.field("operator").map(|o| o.kind()) != Some("or") {
+            continue;
+        }
+        let (Some(left), Some(right)) = (either.field("left"), either.field("right")) else {
+            continue;
+        };
+        let is_check = |n: Node<'_>| {
+            let n = if n.kind() == kinds::NOT_OPERATOR {
+                n.field("argument").unwrap_or(n)
+            } else {
+                n
+            };
+            n.kind() == kinds::CALL && checks_signature(syntax::callee(n, src))
+        };
+        let (check, other) = match (is_check(left), is_check(right)) {
+            (true, false) => (left, right),
+            (false, true) => (right, left),
+            _ => continue,
+        };
+        let Some(func) = idx.enclosing(either, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        if checks_signature(syntax::text(other, src)) || !reads_what_was_sent(other, func, src) {
+            continue;
+        }
+        if !(webhook_module(cx.path)
+            || names_a_webhook(idx, func, src)
+            || inbound(cx, idx, func) == Some(Inbound::Provider))
+        {
+            continue;
+        }
+        let view = crate::rules::facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, either)
+            .arg("view", view.clone())
+            .arg("check", crate::rules::pay::first_line(check, src))
+            .arg("other", syntax::normalized(other, src))
+            .note("bypass");
+        finding.function = view;
+    }
+}
+
+/// `item.get("merchantAccountCode") == settings.merchant_account`, `payload["account"] ==
+/// ACCOUNT`: a comparison one side of which reads a parameter of the function or the request.
+fn reads_what_was_sent(test: Node<'_>, func: Node<'_>, src: &str) -> bool {
+    if test.kind() != kinds::COMPARISON_OPERATOR {
+        return false;
+    }
+    let params = crate::rules::pay::parameters(func, src);
+    crate::python::named_children(test).iter().any(|side| {
+        let text = syntax::text(*side, src);
+        let root = text.split(['.', '[', '(']).next().unwrap_or(text);
+        let read = text.len() > root.len();
+        read && (root == "request" || params.iter().any(|p| p == root && p != "settings"))
+    })
 }
 
 /// Webhook views that apply what the request carries with no signature checked at all, where

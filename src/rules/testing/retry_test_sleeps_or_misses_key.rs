@@ -50,7 +50,7 @@ fn check(cx: &mut Ctx<'_>) {
     // key of one request pins nothing about a retry.
     let key_pinned: Vec<String> = tests
         .iter()
-        .filter(|t| looks_at_key(cx, t) && is_retry_test(cx, t))
+        .filter(|t| looks_at_key(cx, t) && (is_retry_test(cx, t) || sent_again(t)))
         .flat_map(|t| callees_under_test(cx, t))
         .map(|c| c.name)
         .collect();
@@ -210,11 +210,26 @@ fn attempts_compared(text: &str) -> bool {
             .unwrap_or(side);
         unpacked.contains(&side) || side.contains("args_list[")
     };
+    // `first.kwargs["reference"] == second.kwargs["reference"]`: the argument the key is made
+    // from, the same on both.
+    let keyed_argument = |side: &str| {
+        let side = side.trim();
+        let Some((call, argument)) = side
+            .split_once(".kwargs[")
+            .map(|(c, a)| (c, a.trim_end_matches(']').trim_matches(['"', '\''])))
+        else {
+            return false;
+        };
+        (unpacked.contains(&call) || call.contains("args_list["))
+            && (names_keys(argument) || argument.contains("reference") || argument == "ref")
+    };
     text.lines().any(|line| {
-        line.trim_start()
-            .strip_prefix("assert ")
-            .and_then(|a| a.split_once(" == "))
-            .is_some_and(|(a, b)| attempt(a) && attempt(b))
+        let Some(assertion) = line.trim_start().strip_prefix("assert ") else {
+            return false;
+        };
+        let sides: Vec<&str> = assertion.split(" == ").collect();
+        sides.len() >= 2
+            && (sides.iter().all(|s| attempt(s)) || sides.iter().take(2).all(|s| keyed_argument(s)))
     })
 }
 
@@ -319,14 +334,29 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
         .any(|value| starts_with_exception(value, src))
 }
 
+/// `test_unknown_outcome_is_resent_under_the_same_key`: named for a request sent again.
+fn sent_again(test: &TestFn<'_>) -> bool {
+    let name = test.facts.name.to_ascii_lowercase();
+    ["resen", "same_key", "replay", "again"]
+        .iter()
+        .any(|w| name.contains(w))
+}
+
 /// Whether the only failure a test arranges is a decline (`side_effect = card_error()`): the
 /// provider's final answer, after which a dunning schedule tries a new payment another day; no
 /// request is sent again, and no key has to be the same.
 fn declines_only(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
-    ["carderror", "card_error", "declin"]
-        .iter()
-        .any(|w| lower.contains(w))
+    // A direct debit returned unpaid (`insufficient_funds`, `refer_to_payer`) is as final.
+    [
+        "carderror",
+        "card_error",
+        "declin",
+        "insufficient_funds",
+        "refer_to_payer",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
         && ![
             "timeout",
             "connection",

@@ -218,9 +218,13 @@ fn check(cx: &mut Ctx<'_>) {
         {
             report_direct(cx, test, call);
         } else if let Some(built) = builds_a_live_client(cx, test)
-            && cx
-                .facts
-                .is_some_and(|f| !mocks.cover(&Service::Http.tokens(f)))
+            && cx.facts.is_some_and(|f| {
+                // The client is the test's own: a database session (`db_session`,
+                // `session_factory`) beside it stands in for nothing on the network.
+                let mut tokens = Service::Http.tokens(f);
+                tokens.retain(|t| t != "session");
+                !mocks.cover(&tokens)
+            })
         {
             report_built(cx, test, &built);
         }
@@ -641,7 +645,7 @@ fn report_direct(cx: &mut Ctx<'_>, test: &TestFn<'_>, call: &str) {
 /// revolut.com", os.environ["REVOLUT_SECRET_KEY"], ...)`) and hands to the code or calls: as
 /// written, with the host. A sandbox is a real host: it answers slowly, needs credentials, and
 /// keeps what each run creates.
-fn builds_a_live_client(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, String)> {
+fn builds_a_live_client(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, String, bool)> {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return None;
     };
@@ -655,10 +659,23 @@ fn builds_a_live_client(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, Stri
         {
             return None;
         }
-        let host = syntax::positional_args(call)
+        let arguments: Vec<tree_sitter::Node<'_>> = syntax::positional_args(call)
             .into_iter()
             .chain(syntax::keyword_args(call, src).into_iter().map(|(_, v)| v))
-            .find_map(|a| syntax::string_value(a, src).and_then(live_host))?;
+            .collect();
+        let host = arguments
+            .iter()
+            .find_map(|a| syntax::string_value(*a, src).and_then(live_host))
+            .map(|h| (h, false))
+            .or_else(|| {
+                let test_text = syntax::text(test.node, src);
+                arguments
+                    .iter()
+                    .map(|a| syntax::text(*a, src))
+                    .find(|a| address_from_settings(a) && !settings_replaced(test_text))
+                    .map(|a| (a, true))
+            });
+        let (host, from_settings) = host?;
         let used = syntax::bound_name(call, src).is_some_and(|name| {
             idx.within(test.node, kinds::CALL).iter().any(|c| {
                 c.start_byte() > call.end_byte()
@@ -669,8 +686,41 @@ fn builds_a_live_client(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, Stri
                         .is_some_and(|rest| rest.starts_with('.'))
             })
         });
-        used.then(|| (format!("{callee}(...)"), host.to_string()))
+        used.then(|| (format!("{callee}(...)"), host.to_string(), from_settings))
     })
+}
+
+/// `settings.DD_API_BASE_URL`, `get_settings().connectpay_base_url`, `config.PROVIDER_HOST`:
+/// the provider's address as the service's settings give it.
+fn address_from_settings(argument: &str) -> bool {
+    let root = argument.split(['.', '(', '[']).next().unwrap_or(argument);
+    let last = argument
+        .rsplit('.')
+        .next()
+        .unwrap_or(argument)
+        .to_ascii_lowercase();
+    matches!(
+        root,
+        "settings" | "get_settings" | "config" | "conf" | "app_settings"
+    ) && argument.contains('.')
+        && ["url", "host", "endpoint"].iter().any(|w| last.contains(w))
+}
+
+/// Whether the test points the settings elsewhere itself (`monkeypatch.setattr(settings, ...)`,
+/// `override_settings`, `settings.X = ...`).
+fn settings_replaced(test: &str) -> bool {
+    [
+        "monkeypatch",
+        "override_settings",
+        "patch.object(settings",
+        "patch.dict(",
+    ]
+    .iter()
+    .any(|w| test.contains(w))
+        || test.lines().any(|l| {
+            let l = l.trim_start();
+            l.starts_with("settings.") && l.contains(" = ")
+        })
 }
 
 /// The host of an `https://` address that is not a local or reserved test one.
@@ -698,7 +748,11 @@ fn live_host(url: &str) -> Option<&str> {
 }
 
 /// A test that builds a client of a real host and runs the code with it.
-fn report_built(cx: &mut Ctx<'_>, test: &TestFn<'_>, (built, host): &(String, String)) {
+fn report_built(
+    cx: &mut Ctx<'_>,
+    test: &TestFn<'_>,
+    (built, host, from_settings): &(String, String, bool),
+) {
     let key = format!("built:{}", test.facts.name);
     let finding = cx.report_lines(&RULE, syntax::lines(test.outer), key);
     finding.function = test.facts.name.clone();
@@ -706,7 +760,13 @@ fn report_built(cx: &mut Ctx<'_>, test: &TestFn<'_>, (built, host): &(String, St
         .arg("test", test.facts.name.clone())
         .arg("built", built.clone())
         .arg("host", host.clone());
-    finding.note("built").note("http");
+    finding
+        .note(if *from_settings {
+            "from_settings"
+        } else {
+            "built"
+        })
+        .note("http");
     if test.partial {
         finding.note("partial");
     }

@@ -1,0 +1,334 @@
+//! PAY036 accepted-taken-as-succeeded: a refund, payout or transfer is recorded as succeeded as
+//! soon as the provider answers the request, its answer's status never read, while the record
+//! has a state for a request the provider took but has not carried out (`RefundStatus.
+//! SUBMITTED`, `PayoutState.IN_TRANSIT`, `AWAITING_OUTCOME`). The provider's answer says the
+//! request was accepted; the outcome comes later, by webhook or by asking. A refund the bank
+//! then declines stays "succeeded": the webhook that says so finds the record final and is
+//! ignored, the customer never gets the money, and the books say they did.
+//!
+//! Left alone: an answer whose status is read (or handed whole to a function that may read it),
+//! a success recorded in an `except` clause or before the request, and records with no such
+//! state here or in the repository.
+use tree_sitter::Node;
+
+use super::success_recorded_before_result::{says_success, success_value};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "PAY036",
+    doc: include_str!("../../../rules/pay/PAY036.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// Words of a state between the request and its outcome.
+const AWAITING: &[&str] = &["submitted", "accepted", "sent", "acknowledged", "transit"];
+
+/// What a state `AWAITING_...` waits for when it waits for the outcome of a request, not for
+/// something before it (`AWAITING_FUNDS`, `AWAITING_PAYMENT`).
+const AWAITED: &[&str] = &[
+    "outcome",
+    "confirmation",
+    "result",
+    "settlement",
+    "webhook",
+    "callback",
+    "notification",
+    "response",
+];
+
+/// What an answer's outcome is read by: `resource["Status"]`, `result.state`, `resp.resultCode`.
+const OUTCOME: &[&str] = &[
+    "status",
+    "state",
+    "result",
+    "outcome",
+    "succeeded",
+    "success",
+    "approved",
+    "declined",
+    "failed",
+    "ok",
+];
+
+/// Every finding is a success recorded in code that pays, with a state named for it.
+fn gate(s: &Scan<'_>) -> bool {
+    !s.facts.is_test
+        && s.facts.functions.iter().any(|f| f.payment || f.http)
+        && s.mentions(&["Status.", "State.", "mark_", "set_"])
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let Some((idx, src)) = cx.code() else {
+        return;
+    };
+    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        let requests: Vec<Node<'_>> = idx
+            .within(func, kinds::CALL)
+            .iter()
+            .copied()
+            .filter(|&c| crate::rules::idem::owned_by(idx, c, Some(func)))
+            .filter(|&c| {
+                idx.enclosing(c, kinds::EXCEPT_CLAUSE)
+                    .is_none_or(|e| !syntax::contains(func, e))
+            })
+            .filter(|&c| {
+                // A function of the file is asked what it returns: `_reserve_refund(...)` that
+                // writes a row is no request to the provider.
+                if defined_here(cx, idx.callee_name(c, src)) {
+                    returns_a_payments_answer(cx, idx, c, src)
+                } else {
+                    super::pays(cx, c, src) || super::http_payment(cx, c)
+                }
+            })
+            .collect();
+        let Some(&first) = requests.first() else {
+            continue;
+        };
+        let Some((mark, record)) = success_after(idx, func, first, src) else {
+            continue;
+        };
+        // The request the success follows: the last before it (`claim_refund(ctx, rid)` may
+        // come first and take the name of one).
+        let Some(&request) = requests
+            .iter()
+            .rev()
+            .find(|r| r.end_byte() <= mark.start_byte())
+        else {
+            continue;
+        };
+        let answer = answer_of(request, src);
+        if answer.is_some_and(|a| outcome_read(idx, func, request, a, src)) {
+            continue;
+        }
+        let Some((state, state_at)) = awaiting_state(cx, idx, &record, src) else {
+            continue;
+        };
+        let function = facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, mark)
+            .arg("function", function.clone())
+            .arg("request", super::first_line(request, src))
+            .arg("request_line", syntax::lines(request).0.to_string())
+            .arg("mark", super::first_line(mark, src))
+            .arg("state", state)
+            .arg("state_at", state_at);
+        finding.function = function;
+    }
+}
+
+fn defined_here(cx: &Ctx<'_>, name: &str) -> bool {
+    cx.facts
+        .is_some_and(|file| file.functions.iter().any(|f| f.name == name))
+}
+
+/// `resource = _submit(movement, client)` where `_submit` returns what the payment call
+/// answered (`return client.refund_payin(...)`): its answer is the provider's. A helper that
+/// reads the answer itself and returns something else is not.
+fn returns_a_payments_answer(cx: &Ctx<'_>, idx: &NodeIndex<'_>, call: Node<'_>, src: &str) -> bool {
+    super::calls_a_paying_helper(cx, call, src)
+        && idx
+            .returned_by(idx.callee_name(call, src), src)
+            .into_iter()
+            .map(crate::rules::idem::strip_await)
+            .any(|r| r.kind() == kinds::CALL && super::pays(cx, r, src))
+}
+
+/// `resource` of `resource = _submit(...)`, `outcome = await acquirer.refund(...)`.
+fn answer_of<'s>(request: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let mut node = request.parent()?;
+    if node.kind() == kinds::AWAIT {
+        node = node.parent()?;
+    }
+    if node.kind() != kinds::ASSIGNMENT {
+        return None;
+    }
+    node.field("left")
+        .filter(|l| l.kind() == kinds::IDENTIFIER)
+        .map(|l| syntax::text(l, src))
+}
+
+/// Whether the function reads the answer's outcome after the request (`resource["Status"]`,
+/// `result.state`), or hands the answer whole to a call that may (`_apply_resource(movement,
+/// resource)`).
+fn outcome_read(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    request: Node<'_>,
+    answer: &str,
+    src: &str,
+) -> bool {
+    let after = src
+        .get(request.end_byte()..func.end_byte())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let answer_lower = answer.to_ascii_lowercase();
+    let read = OUTCOME.iter().any(|w| {
+        [".", "[\"", "['", ".get(\"", ".get('"]
+            .iter()
+            .any(|op| after.contains(&format!("{answer_lower}{op}{w}")))
+    });
+    read || idx.within(func, kinds::CALL).iter().any(|&c| {
+        c.start_byte() > request.end_byte()
+            && !facts::only_records(syntax::callee(c, src))
+            && syntax::positional_args(c)
+                .iter()
+                .chain(syntax::keyword_args(c, src).iter().map(|(_, v)| v))
+                .any(|a| syntax::text(*a, src) == answer)
+    })
+}
+
+/// The first success the function records after the request, outside `except` clauses and
+/// comparisons, with what names the record's states: `MovementStatus.SUCCEEDED` gives
+/// `MovementStatus`, `mark_refund_succeeded(...)` gives `refund`.
+fn success_after<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'_>,
+    request: Node<'_>,
+    src: &str,
+) -> Option<(Node<'t>, Record)> {
+    let later = |n: &Node<'_>| {
+        n.start_byte() > request.end_byte()
+            && idx
+                .enclosing(*n, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| f.id() == func.id())
+            && idx
+                .enclosing(*n, kinds::EXCEPT_CLAUSE)
+                .is_none_or(|e| !syntax::contains(func, e))
+    };
+    let written = idx
+        .within(func, kinds::ATTRIBUTE)
+        .iter()
+        .copied()
+        .filter(later)
+        .filter_map(|a| {
+            let class = a
+                .field("object")
+                .filter(|o| o.kind() == kinds::IDENTIFIER)?;
+            let class = syntax::text(class, src);
+            (states_class(class) && success_value(a, src) && !compared(a))
+                .then(|| (shown(a), Record::States(class.to_string())))
+        });
+    let called = idx
+        .within(func, kinds::CALL)
+        .iter()
+        .copied()
+        .filter(later)
+        .filter_map(|c| {
+            let name = idx
+                .callee_name(c, src)
+                .trim_start_matches('_')
+                .to_ascii_lowercase();
+            let rest = ["mark_", "set_", "record_", "book_"]
+                .iter()
+                .find_map(|p| name.strip_prefix(p))?;
+            if !says_success(rest) {
+                return None;
+            }
+            let nouns: Vec<String> = syntax::name_words(rest)
+                .into_iter()
+                .filter(|w| !says_success(w) && w != "as")
+                .collect();
+            (!nouns.is_empty()).then_some((c, Record::Named(nouns)))
+        });
+    written.chain(called).min_by_key(|(n, _)| n.start_byte())
+}
+
+/// The statement a state written is part of, as the finding shows it: `payout.state =
+/// PayoutState.PAID`, `_transition(movement, MovementStatus.SUCCEEDED, ...)`.
+fn shown(value: Node<'_>) -> Node<'_> {
+    let mut node = value;
+    while let Some(parent) = node.parent() {
+        if matches!(
+            parent.kind(),
+            kinds::EXPRESSION_STATEMENT | kinds::RETURN_STATEMENT | kinds::BLOCK
+        ) {
+            break;
+        }
+        node = parent;
+    }
+    node
+}
+
+/// What names the states of the record a success is written for.
+enum Record {
+    /// The class of states written (`MovementStatus`).
+    States(String),
+    /// Nouns of the function that records it (`refund` of `mark_refund_succeeded`).
+    Named(Vec<String>),
+}
+
+impl Record {
+    fn holds(&self, class: &str) -> bool {
+        match self {
+            Record::States(name) => name == class,
+            Record::Named(nouns) => {
+                let words = syntax::name_words(class);
+                nouns.iter().all(|n| words.contains(n))
+            }
+        }
+    }
+}
+
+/// `RefundStatus`, `PayoutState`: a class of states, by its name.
+fn states_class(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_uppercase())
+        && (name.ends_with("Status") || name.ends_with("State"))
+}
+
+/// Whether the value is compared rather than written (`if refund.status == RefundStatus.
+/// SUCCEEDED:`, `status in (RefundStatus.SUCCEEDED, ...)`).
+fn compared(value: Node<'_>) -> bool {
+    let mut node = value;
+    while let Some(parent) = node.parent() {
+        match parent.kind() {
+            kinds::COMPARISON_OPERATOR => return true,
+            kinds::TUPLE | kinds::LIST | kinds::SET | kinds::PARENTHESIZED_EXPRESSION => {
+                node = parent
+            }
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// A state of the record for a request taken but not carried out (`RefundStatus.SUBMITTED`):
+/// read in the file, or a member of the class in the repository; with where it is.
+fn awaiting_state(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    record: &Record,
+    src: &str,
+) -> Option<(String, String)> {
+    let awaiting = |member: &str| {
+        let words = syntax::name_words(member);
+        let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+        has(AWAITING) || has(&["awaiting"]) && has(AWAITED)
+    };
+    // A class of the file or one it imports: another package's `OrderStatus` is not this
+    // record's.
+    let known = |class: &str| syntax::has_word(src, class);
+    let in_file = idx.all(kinds::ATTRIBUTE).iter().find_map(|&a| {
+        let class = a
+            .field("object")
+            .filter(|o| o.kind() == kinds::IDENTIFIER)?;
+        let class = syntax::text(class, src);
+        let member = syntax::text(a.field("attribute")?, src);
+        (states_class(class) && record.holds(class) && awaiting(member)).then(|| {
+            (
+                syntax::text(a, src).to_string(),
+                format!("{}:{}", cx.path, syntax::lines(a).0),
+            )
+        })
+    });
+    in_file.or_else(|| {
+        cx.project()?.modules().iter().find_map(|m| {
+            m.assignments.iter().find_map(|a| {
+                let (class, member) = a.name.split_once('.')?;
+                (states_class(class) && record.holds(class) && awaiting(member) && known(class))
+                    .then(|| (a.name.clone(), format!("{}:{}", m.path, a.line)))
+            })
+        })
+    })
+}
