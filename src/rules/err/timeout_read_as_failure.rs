@@ -131,29 +131,34 @@ fn imported_from_its_client(name: &str, brand: &str, src: &str) -> bool {
     if DOMAIN_NOUNS.contains(&brand.as_str()) {
         return false;
     }
-    let bytes = src.as_bytes();
-    memchr::memmem::find_iter(bytes, b"from ").any(|at| {
-        if at > 0 && bytes[at - 1] != b'\n' {
+    // The module named for the brand, as the last part of a `from` path: `.ewallet import`,
+    // `from paywave_client import`. A lowercase brand is rare elsewhere in code.
+    memchr::memmem::find_iter(src.as_bytes(), brand.as_bytes()).any(|at| {
+        let before = &src[..at];
+        if !(before.ends_with('.') || before.ends_with("from ")) {
             return false;
         }
-        let statement = &src[at..];
-        let Some((module, rest)) = statement[5..].split_once(" import ") else {
+        let rest = &src[at + brand.len()..];
+        let suffix_len = [
+            "_client", "client", "_api", "api", "_gateway", "gateway", "_sdk", "sdk",
+        ]
+        .iter()
+        .find(|s| rest.starts_with(**s))
+        .map_or(0, |s| s.len());
+        let Some(names) = rest[suffix_len..].strip_prefix(" import ") else {
             return false;
         };
-        if module.contains('\n') {
+        let line_start = before.rfind('\n').map_or(0, |n| n + 1);
+        if !src[line_start..].starts_with("from ") {
             return false;
         }
         // The names imported: up to the line's end, or to the closing parenthesis.
-        let names = if rest.trim_start().starts_with('(') {
-            rest.split_once(')').map_or(rest, |(n, _)| n)
+        let names = if names.trim_start().starts_with('(') {
+            names.split_once(')').map_or(names, |(n, _)| n)
         } else {
-            rest.split_once('\n').map_or(rest, |(n, _)| n)
+            names.split_once('\n').map_or(names, |(n, _)| n)
         };
-        let last = module.trim().rsplit('.').next().unwrap_or("");
-        let stem = last.to_ascii_lowercase().replace('_', "");
         syntax::has_word(names, name)
-            && stem.starts_with(&brand)
-            && ["", "client", "api", "gateway", "sdk"].contains(&&stem[brand.len()..])
     })
 }
 

@@ -82,7 +82,12 @@ fn check(cx: &mut Ctx<'_>) {
 /// payload: await apply_refund_notification(...); return Response(200)`): those are applied
 /// unverified.
 fn applied_before_the_check(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    let module = webhook_module(cx.path);
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        // A view of deliveries, by its module or its name, before its branches are read.
+        if !(module || names_a_webhook(idx, func, src)) {
+            continue;
+        }
         let guard = idx
             .within(func, kinds::IF_STATEMENT)
             .iter()
@@ -121,12 +126,6 @@ fn applied_before_the_check(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
         let Some(applied) = early else {
             continue;
         };
-        if !(webhook_module(cx.path)
-            || names_a_webhook(idx, func, src)
-            || inbound(cx, idx, func) == Some(Inbound::Provider))
-        {
-            continue;
-        }
         let view = crate::rules::facts::qualname(func, idx, src);
         let finding = cx
             .report(&RULE, applied)
@@ -274,12 +273,15 @@ fn unverified_views(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
 /// routed to a path that says so (`@bp.post("/webhooks/stripe")`).
 fn names_a_webhook(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
     let name = syntax::function_name(func, src);
-    let named = ["webhook", "ipn", "notification"]
+    let named = ["webhook", "ipn", "notif"]
         .iter()
         .any(|w| syntax::contains_lowercase(name, w))
-        && syntax::name_words(name)
-            .iter()
-            .any(|w| matches!(w.as_str(), "webhook" | "webhooks" | "ipn" | "notification"));
+        && syntax::name_words(name).iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "webhook" | "webhooks" | "ipn" | "notification" | "notify"
+            )
+        });
     named
         || idx
             .decorated(func)
@@ -294,7 +296,7 @@ fn webhook_module(path: &str) -> bool {
         .any(|w| {
             matches!(
                 w.as_str(),
-                "webhook" | "webhooks" | "ipn" | "notifications" | "hooks"
+                "webhook" | "webhooks" | "ipn" | "notifications" | "notify" | "hooks"
             )
         })
 }
