@@ -211,8 +211,12 @@ fn success_after<'t>(
                 .field("object")
                 .filter(|o| o.kind() == kinds::IDENTIFIER)?;
             let class = syntax::text(class, src);
-            (states_class(class) && success_value(a, src) && !compared(a))
-                .then(|| (shown(a), Record::States(class.to_string())))
+            (states_class(class) && success_value(a, src) && !compared(a)).then(|| {
+                (
+                    super::statement_of(a).unwrap_or(a),
+                    Record::States(class.to_string()),
+                )
+            })
         });
     let called = idx
         .within(func, kinds::CALL)
@@ -237,22 +241,6 @@ fn success_after<'t>(
             (!nouns.is_empty()).then_some((c, Record::Named(nouns)))
         });
     written.chain(called).min_by_key(|(n, _)| n.start_byte())
-}
-
-/// The statement a state written is part of, as the finding shows it: `payout.state =
-/// PayoutState.PAID`, `_transition(movement, MovementStatus.SUCCEEDED, ...)`.
-fn shown(value: Node<'_>) -> Node<'_> {
-    let mut node = value;
-    while let Some(parent) = node.parent() {
-        if matches!(
-            parent.kind(),
-            kinds::EXPRESSION_STATEMENT | kinds::RETURN_STATEMENT | kinds::BLOCK
-        ) {
-            break;
-        }
-        node = parent;
-    }
-    node
 }
 
 /// What names the states of the record a success is written for.

@@ -115,18 +115,43 @@ fn operation_named(call: Node<'_>, src: &str, vocab: &Vocabulary) -> bool {
     })
 }
 
+/// The statement a node is part of (`payout.state = PayoutState.PAID`, `return
+/// _transition(...)`), within its block.
+pub(crate) fn statement_of(call: Node<'_>) -> Option<Node<'_>> {
+    let mut at = call.parent();
+    while let Some(node) = at {
+        if matches!(
+            node.kind(),
+            kinds::EXPRESSION_STATEMENT | kinds::RETURN_STATEMENT
+        ) {
+            return Some(node);
+        }
+        if node.kind() == kinds::BLOCK || node.kind() == kinds::FUNCTION_DEFINITION {
+            return None;
+        }
+        at = node.parent();
+    }
+    None
+}
+
+/// The file's `if` statements, each with its condition and its body.
+pub(crate) fn branches<'t>(
+    idx: &crate::python::NodeIndex<'t>,
+) -> impl Iterator<Item = (Node<'t>, Node<'t>, Node<'t>)> {
+    idx.all(kinds::IF_STATEMENT)
+        .iter()
+        .filter_map(|&stmt| Some((stmt, stmt.field("condition")?, stmt.field("consequence")?)))
+}
+
 /// The file's `if` statements whose body leaves (returns, raises, continues): a guard that
 /// turns something away. Each with its condition.
 pub(crate) fn leaving_ifs<'t>(
     idx: &crate::python::NodeIndex<'t>,
     src: &str,
 ) -> impl Iterator<Item = (Node<'t>, Node<'t>)> {
-    idx.all(kinds::IF_STATEMENT)
-        .iter()
-        .filter_map(move |&stmt| {
-            let (condition, body) = (stmt.field("condition")?, stmt.field("consequence")?);
-            (!syntax::block_falls_through(body, src)).then_some((stmt, condition))
-        })
+    branches(idx).filter_map(move |(stmt, condition, body)| {
+        (!syntax::block_falls_through(body, src)).then_some((stmt, condition))
+    })
 }
 
 /// Whether a callee builds an object of a class (`Refund(...)`, `models.Payment(...)`) rather

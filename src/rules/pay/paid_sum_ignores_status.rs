@@ -126,7 +126,7 @@ struct Summed<'t> {
 /// names payments and no status.
 fn payments_summed<'t>(call: Node<'t>, src: &str) -> Option<Summed<'t>> {
     let text = syntax::call_text(call, src);
-    let statement = statement_of(call)?;
+    let statement = super::statement_of(call)?;
     match (text.name, text.receiver) {
         ("sum", None) => {
             let args = syntax::positional_args(call);
@@ -172,24 +172,6 @@ fn query_sum<'t>(call: Node<'t>, statement: Node<'t>, src: &str) -> Option<Summe
     let argument = syntax::text(call.field("arguments")?, src);
     (names_payments(query) && names_an_amount(argument) && !tells_status(query))
         .then_some(Summed { statement })
-}
-
-/// The statement a call is part of.
-fn statement_of(call: Node<'_>) -> Option<Node<'_>> {
-    let mut at = call.parent();
-    while let Some(node) = at {
-        if matches!(
-            node.kind(),
-            kinds::EXPRESSION_STATEMENT | kinds::RETURN_STATEMENT
-        ) {
-            return Some(node);
-        }
-        if node.kind() == kinds::BLOCK || node.kind() == kinds::FUNCTION_DEFINITION {
-            return None;
-        }
-        at = node.parent();
-    }
-    None
 }
 
 /// The first comparison after the sum of the name it was bound to with what is owed (`collected

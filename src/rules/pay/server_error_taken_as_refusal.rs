@@ -43,11 +43,7 @@ fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
-    for &stmt in idx.all(kinds::IF_STATEMENT) {
-        let (Some(condition), Some(body)) = (stmt.field("condition"), stmt.field("consequence"))
-        else {
-            continue;
-        };
+    for (stmt, condition, body) in super::branches(idx) {
         // A branch to the unknown that reads no status at all (`if not body: raise
         // PayuOutcomeUnknown`) sends it none of the server errors.
         let (codes, no_status) = match status_codes(idx, condition, src) {

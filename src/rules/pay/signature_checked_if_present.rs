@@ -34,11 +34,7 @@ fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
-    for &stmt in idx.all(kinds::IF_STATEMENT) {
-        let (Some(condition), Some(body)) = (stmt.field("condition"), stmt.field("consequence"))
-        else {
-            continue;
-        };
+    for (stmt, condition, body) in super::branches(idx) {
         // With the test as the message shows it: the whole condition, or its presence part.
         let found = match presence_test(condition, src) {
             Some(carried) => verifies(idx, body, src).map(|check| (carried, check, condition)),
