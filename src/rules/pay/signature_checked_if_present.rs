@@ -79,41 +79,29 @@ fn check(cx: &mut Ctx<'_>) {
 /// unverified.
 fn applied_before_the_check(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
     let module = webhook_module(cx.path);
+    // Branches that leave (return, raise), each with its condition: the guard and the early
+    // answers are both among them.
+    let mut leaving: Option<Vec<(Node<'_>, Node<'_>)>> = None;
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         // A view of deliveries, by its module or its name, before its branches are read.
         if !(module || names_a_webhook(idx, func, src)) {
             continue;
         }
-        let guard = idx
-            .within(func, kinds::IF_STATEMENT)
+        let leaving = leaving.get_or_insert_with(|| super::leaving_ifs(idx, src).collect());
+        let own = leaving
             .iter()
-            .copied()
-            .find(|stmt| {
-                stmt.field("condition").is_some_and(|c| {
-                    let c = syntax::text(c, src);
-                    c.starts_with("not ") && checks_signature(c)
-                }) && stmt
-                    .field("consequence")
-                    .is_some_and(|b| !syntax::block_falls_through(b, src))
-            });
-        let Some(guard) = guard else {
+            .filter(|(stmt, _)| crate::rules::idem::owned_by(idx, *stmt, Some(func)));
+        let Some(guard) = own.clone().find_map(|&(stmt, condition)| {
+            let c = syntax::text(condition, src);
+            (c.starts_with("not ") && checks_signature(c)).then_some(stmt)
+        }) else {
             continue;
         };
         // A branch before the guard that applies what was delivered and then answers.
-        let early = idx
-            .within(func, kinds::IF_STATEMENT)
-            .iter()
-            .copied()
-            .find_map(|branch| {
-                if branch.end_byte() > guard.start_byte()
-                    || !crate::rules::idem::owned_by(idx, branch, Some(func))
-                {
-                    return None;
-                }
-                let body = branch.field("consequence")?;
-                if syntax::block_falls_through(body, src) {
-                    return None;
-                }
+        let early = own
+            .take_while(|(stmt, _)| stmt.end_byte() <= guard.start_byte())
+            .find_map(|(stmt, _)| {
+                let body = stmt.field("consequence")?;
                 idx.within(body, kinds::CALL)
                     .iter()
                     .copied()
