@@ -129,6 +129,7 @@ impl Vocabulary {
             && !name
                 .split('_')
                 .any(|w| NOT_MONEY.iter().any(|n| w.eq_ignore_ascii_case(n)))
+            && !works_out_an_amount(name)
     }
 
     pub fn is_money_argument(&self, name: &str) -> bool {
@@ -159,6 +160,26 @@ const NOT_MONEY: &[&str] = &[
     "state",
     "sync",
 ];
+
+/// `prorated_charge_cents`, `refund_amount`, `compute_capture_total`: a function that works out
+/// how much, named for the amount it returns or for the working out, not one that moves it.
+fn works_out_an_amount(name: &str) -> bool {
+    let mut words = name.split('_').filter(|w| !w.is_empty());
+    let first = words.next().unwrap_or_default();
+    let last = words.next_back().unwrap_or_default();
+    let is = |w: &str, list: &[&str]| list.iter().any(|n| w.eq_ignore_ascii_case(n));
+    is(
+        last,
+        &[
+            "cents", "pence", "paise", "minor", "amount", "amounts", "total", "totals", "sum",
+            "fee", "fees", "price",
+        ],
+    ) || !last.is_empty()
+        && is(
+            first,
+            &["calculate", "calc", "compute", "estimate", "preview"],
+        )
+}
 
 /// Whether `name`, or one of its `_`-separated words, is one of `words` (case-insensitive):
 /// `capture_payment` names `capture`. Asked for every function and call: the name is split once.

@@ -30,8 +30,9 @@ pub struct ModuleFacts {
     pub imports: Vec<Import>,
     pub functions: Vec<Def>,
     /// Module-level `name = …`, in document order, then what classes build for themselves
-    /// (`Class.attr`, from `self.attr = call(...)` or a class-body `attr = call(...)`, and every
-    /// member of a class of states: `RefundStatus.SUBMITTED`).
+    /// (`Class.attr`, from `self.attr = call(...)` or a class-body `attr = call(...)`, every
+    /// member of a class of states: `RefundStatus.SUBMITTED`, and a class's constant sets:
+    /// `Refund.ACTIVE_STATUSES`).
     pub assignments: Vec<Assignment>,
     /// Calls made inside functions, one per calling function and callee.
     pub calls: Vec<Call>,
@@ -550,8 +551,18 @@ fn attribute_assignments<'a>(
             _ => return None,
         };
         let found = assignment(a, &format!("{class_name}.{attr}"), src)?;
-        (found.callee.is_some() || !in_method && states(class, class_name, src)).then_some(found)
+        let kept = found.callee.is_some()
+            || !in_method && (states(class, class_name, src) || constant_set(attr, &found.value));
+        kept.then_some(found)
     })
+}
+
+/// A set a class keeps for the code that reads its records (`ACTIVE_STATUSES = (Status.QUEUED,
+/// ...)` of a Django model): read as `Refund.ACTIVE_STATUSES` in other modules.
+fn constant_set(name: &str, value: &str) -> bool {
+    name.bytes()
+        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        && value.starts_with(['(', '[', '{'])
 }
 
 /// A class of states (`class RefundStatus(str, Enum)`, `class State(models.TextChoices)`):

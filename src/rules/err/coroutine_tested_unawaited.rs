@@ -35,7 +35,7 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         };
         let name = idx.callee_name(call, src);
-        if name.is_empty() || !only_async(cx, name) {
+        if name.is_empty() || builtin_method(cx, call, name, src) || !only_async(cx, name) {
             continue;
         }
         found.push((call, tested));
@@ -82,6 +82,18 @@ fn tested_as(call: Node<'_>) -> Option<Node<'_>> {
             _ => return (node.id() != call.id()).then_some(node),
         }
     }
+}
+
+/// `entity.get("error_code")`: a method a dict, a list or a string has, on what may be one, is
+/// not the `async def get` of the file's service.
+fn builtin_method(cx: &Ctx<'_>, call: Node<'_>, name: &str, src: &str) -> bool {
+    let Some(file) = cx.facts else {
+        return false;
+    };
+    call.child_by_field_name("function")
+        .filter(|f| f.kind() == kinds::ATTRIBUTE)
+        .and_then(|f| f.child_by_field_name("object"))
+        .is_some_and(|o| facts::may_be_a_builtins_call(name, syntax::text(o, src), file))
 }
 
 /// Whether every function of that name the change defines is `async`, or, for a name that says

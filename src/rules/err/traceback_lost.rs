@@ -71,11 +71,20 @@ fn check(cx: &mut Ctx<'_>) {
 /// `from .errors import Declined`, `refunds.RefundError`).
 fn own_errors_only(cx: &Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>) -> bool {
     let src = cx.src();
+    // The file's top package: `app` of `app/billing/refunds.py` is one (`from app.billing...`),
+    // `src/` and `lib/` are layout folders.
     let package = cx
         .path
         .split('/')
-        .find(|p| !matches!(*p, "src" | "lib" | "app" | ""))
+        .find(|p| !matches!(*p, "src" | "lib" | ""))
         .unwrap_or("");
+    let project_module = |target: &str| {
+        cx.project().is_some_and(|p| {
+            target
+                .rsplit_once('.')
+                .is_some_and(|(module, _)| p.module(module).is_some())
+        })
+    };
     let types = syntax::except_types(clause);
     !types.is_empty()
         && types.iter().all(|t| {
@@ -92,6 +101,7 @@ fn own_errors_only(cx: &Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>) -> bool 
                     .is_some_and(|target| {
                         target.starts_with('.')
                             || !package.is_empty() && target.split('.').next() == Some(package)
+                            || project_module(target)
                     });
             !matches!(last, "Exception" | "BaseException")
                 && (defined_here || imported_from_project)

@@ -1297,6 +1297,17 @@ fn calls_no_function_of_the_change(parts: &syntax::CallText<'_>) -> bool {
     if parts.receiver.is_some_and(on_manager) && QUERYSET.contains(&parts.name) {
         return true;
     }
+    // A database's pool of connections (`self._pool.acquire()`, asyncpg's and psycopg's): not
+    // the `acquire` of the change's lock or store of seat holds.
+    let on_pool = |r: &str| last_name(r).to_ascii_lowercase().ends_with("pool");
+    if parts.receiver.is_some_and(on_pool)
+        && matches!(
+            parts.name,
+            "acquire" | "release" | "connection" | "getconn" | "putconn" | "close"
+        )
+    {
+        return true;
+    }
     let Some(receiver) = parts.receiver.filter(|_| METHODS.contains(&parts.name)) else {
         return false;
     };
@@ -1368,6 +1379,12 @@ fn a_builtins_method(name: &str) -> bool {
         | "values_list" | "select_related" | "prefetch_related" | "annotate" | "aggregate"
         | "distinct"
     )
+}
+
+/// Whether `receiver.name(...)` may be a method of a dict, a list, a string or a queryset
+/// rather than a function of the change (`entity.get("error_code")`).
+pub(crate) fn may_be_a_builtins_call(name: &str, receiver: &str, file: &FileFacts) -> bool {
+    a_builtins_method(name) && may_be_a_builtin(receiver, file)
 }
 
 /// Whether a receiver may be a dict, a list, a string or a queryset rather than an object of

@@ -490,6 +490,50 @@ pub(crate) fn first_line(node: Node<'_>, src: &str) -> String {
     }
 }
 
+/// The source of a module-level constant a file reads, with `path:line`: its own, or, in
+/// repository mode, one it imports (`from billpay.adyen import AUTHORISED`, `adyen.AUTHORISED`).
+/// Only collections: a set, a tuple, a list, or a `frozenset(...)` of one.
+pub(crate) fn constant_collection(
+    cx: &Ctx<'_>,
+    idx: &crate::python::NodeIndex<'_>,
+    name: &str,
+    src: &str,
+) -> Option<(String, String)> {
+    let collection = |v: &str| {
+        let v = v.trim_start();
+        v.starts_with(['{', '(', '['])
+            || v.starts_with("frozenset(")
+            || v.starts_with("set(")
+            || v.starts_with("tuple(")
+    };
+    if !name.contains('.')
+        && let Some(here) = crate::index::module_assignment(idx, name, src)
+    {
+        return collection(&here.value).then(|| (here.value, format!("{}:{}", cx.path, here.line)));
+    }
+    let project = cx.project()?;
+    // `Refund.ACTIVE_STATUSES`: a set a class of another module keeps, under its class's name.
+    let of_a_class = || {
+        let (class, _) = name.split_once('.')?;
+        if let Some(here) = project.file(cx.path)
+            && let Some(a) = here.assignment(name)
+        {
+            return Some((here, a));
+        }
+        let target = project.file(cx.path)?.import_target(class)?;
+        let (module, _) = target.rsplit_once('.')?;
+        let module = project.module(module)?;
+        module.assignment(name).map(|a| (module, a))
+    };
+    let (module, assignment) = project.resolve_expr(cx.path, name).or_else(of_a_class)?;
+    collection(&assignment.value).then(|| {
+        (
+            assignment.value.clone(),
+            format!("{}:{}", module.path, assignment.line),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

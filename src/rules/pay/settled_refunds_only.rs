@@ -5,8 +5,14 @@
 //! its way back; left out of the sum, it counts as still here, and a second refund or the payout
 //! goes out on top of it.
 //!
-//! Left alone: a sum that also counts the rows in flight (`status != "failed"`, `.in_(...)` of
-//! a set of states), and one only shown or returned (no arithmetic on it).
+//! A set of states kept by the sum (`status__in=BALANCE_HOLDING_STATUSES`, `.in_(...)`) is
+//! read the same way when its members are of a class of states: a state of the class in which
+//! the request is sent or about to be (`RefundStatus.REQUESTED`), left out of the set, is
+//! money counted as still here (note `left_out`). Rows fetched and added up later (`held =
+//! Refund.filter(...)`, then `total - sum(held)`) count as a sum.
+//!
+//! Left alone: a sum that also counts the rows in flight (`status != "failed"`, a set with
+//! every state in flight of its class), and one only shown or returned (no arithmetic on it).
 use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
@@ -54,15 +60,25 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         }
         let text = syntax::text(right, src);
-        if !adds_up_what_went_back(text) {
-            continue;
-        }
-        let Some((filter, state)) = settled_only(text) else {
-            continue;
-        };
         let name = syntax::text(left, src);
         let func = idx.enclosing(assign, kinds::FUNCTION_DEFINITION);
-        let Some(used) = weighed(idx, func, assign, name, src) else {
+        // Rows fetched here and added up later: `held = Refund.filter(...).values_list(...)`,
+        // then `total - sum(held)`.
+        let summed = if adds_up_what_went_back(text) {
+            Summed::Here
+        } else if names_what_went_back(text) {
+            Summed::Later
+        } else {
+            continue;
+        };
+        let (filter, state, note) = match settled_only(text) {
+            Some((filter, state)) => (filter, state, None),
+            None => match in_flight_left_out(cx, idx, right, src) {
+                Some(left_out) => (left_out.filter, left_out.state, Some(left_out.kept)),
+                None => continue,
+            },
+        };
+        let Some(used) = weighed(idx, func, assign, name, summed, src) else {
             continue;
         };
         let function = func
@@ -75,17 +91,250 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("state", state)
             .arg("use", super::first_line(used, src))
             .arg("use_line", syntax::lines(used).0.to_string());
+        if let Some(kept) = note {
+            finding.arg("kept", kept).note("left_out");
+        }
         finding.function = function;
     }
 }
 
+/// Where the rows are added up: in the assignment, or later, by `sum(name)`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Summed {
+    Here,
+    Later,
+}
+
+const WENT_BACK: &[&str] = &["refund", "payout", "withdrawal", "reversal"];
+
 /// A sum (`func.sum(`, `Sum(`, SQL `SUM(`, Python's `sum(`) of refunds, payouts, withdrawals
 /// or reversals.
 fn adds_up_what_went_back(text: &str) -> bool {
-    ["sum(", "Sum(", "SUM("].iter().any(|s| text.contains(s))
-        && ["refund", "payout", "withdrawal", "reversal"]
-            .iter()
-            .any(|w| syntax::contains_lowercase(text, w))
+    ["sum(", "Sum(", "SUM("].iter().any(|s| text.contains(s)) && names_what_went_back(text)
+}
+
+fn names_what_went_back(text: &str) -> bool {
+    WENT_BACK
+        .iter()
+        .any(|w| syntax::contains_lowercase(text, w))
+}
+
+/// States of a refund or payout sent and not yet answered: its money is on its way.
+const IN_FLIGHT: &[&str] = &[
+    "requested",
+    "requesting",
+    "pending",
+    "submitted",
+    "submitting",
+    "sending",
+    "initiating",
+    "retrying",
+    // Sent with no answer that says how it ended: it may have gone through.
+    "unknown",
+    "unconfirmed",
+    "processing",
+    "initiated",
+    "created",
+    "sent",
+    "queued",
+    "scheduled",
+    "accepted",
+    "transit",
+    "progress",
+    "flight",
+    "inflight",
+    "awaiting",
+];
+
+/// A set of states a sum keeps that leaves out one in flight.
+struct LeftOut {
+    /// The test as written: `status__in=BALANCE_HOLDING_STATUSES`.
+    filter: String,
+    /// The state left out: `RefundStatus.REQUESTED`.
+    state: String,
+    /// For a constant: what it holds and where, as ` (`NAME = (...)`, path:line)`.
+    kept: String,
+}
+
+/// The set of states a sum keeps (`status__in=HOLDING`, `Refund.status.in_([...])`, `r.status
+/// in (...)`), when its members are of a class of states (`RefundStatus.PENDING`) that has a
+/// state in flight the set leaves out (`RefundStatus.REQUESTED`). The class's members are read
+/// in the file, or in the repository's module that defines the set or the class.
+fn in_flight_left_out(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    value: Node<'_>,
+    src: &str,
+) -> Option<LeftOut> {
+    kept_sets(idx, value, src)
+        .into_iter()
+        .find_map(|(test, set)| {
+            let written = syntax::text(set, src);
+            let (members, at) = if set.kind() == kinds::IDENTIFIER || set.kind() == kinds::ATTRIBUTE
+            {
+                let (value, at) = super::constant_collection(cx, idx, written, src)?;
+                (value, Some(at))
+            } else {
+                (written.to_string(), None)
+            };
+            let kept = state_members(&members);
+            let class = kept.first()?.0.clone();
+            if kept.iter().any(|(c, _)| *c != class) {
+                return None;
+            }
+            let defined_in = at
+                .as_deref()
+                .and_then(|a| a.rsplit_once(':'))
+                .map(|(p, _)| p);
+            let state = members_of(cx, idx, &class, &kept, defined_in, src)
+                .into_iter()
+                .find(|m| {
+                    !kept.iter().any(|(_, k)| k == m)
+                        && syntax::name_words(m)
+                            .iter()
+                            .any(|w| IN_FLIGHT.contains(&w.as_str()))
+                })?;
+            Some(LeftOut {
+                filter: super::first_line(test, src),
+                state: format!("{class}.{state}"),
+                kept: at
+                    .map(|at| format!(" (`{written} = {members}`, {at})"))
+                    .unwrap_or_default(),
+            })
+        })
+}
+
+/// The tests of a status against a set inside `value`, with the set: `status__in=X`,
+/// `.status.in_(X)`, `.status in X`.
+fn kept_sets<'t>(idx: &NodeIndex<'t>, value: Node<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>)> {
+    let of_status = |t: &str| {
+        let t = t.trim_end_matches('_').to_ascii_lowercase();
+        t.ends_with("status") || t.ends_with("state")
+    };
+    let keyword = idx
+        .within(value, kinds::CALL)
+        .iter()
+        .filter_map(|c| c.field("arguments"))
+        .flat_map(crate::python::named_children)
+        .filter(|k| k.kind() == kinds::KEYWORD_ARGUMENT)
+        .filter_map(|k| {
+            let name = syntax::text(k.field("name")?, src);
+            let field = name.strip_suffix("__in")?;
+            of_status(field).then_some((k, k.field("value")?))
+        });
+    let in_call = idx.within(value, kinds::CALL).iter().filter_map(|&c| {
+        let function = c
+            .field("function")
+            .filter(|f| f.kind() == kinds::ATTRIBUTE)?;
+        let attribute = syntax::text(function.field("attribute")?, src);
+        let object = syntax::text(function.field("object")?, src);
+        (attribute == "in_" && of_status(object))
+            .then(|| c.field("arguments")?.named_child(0))
+            .flatten()
+            .map(|set| (c, set))
+    });
+    let compared = idx
+        .within(value, kinds::COMPARISON_OPERATOR)
+        .iter()
+        .filter_map(|&c| {
+            let op = c.child(1)?;
+            let left = c.named_child(0)?;
+            (op.kind() == "in" && of_status(syntax::text(left, src)))
+                .then(|| c.named_child(1).map(|set| (c, set)))
+                .flatten()
+        });
+    let mut found: Vec<_> = keyword.chain(in_call).chain(compared).collect();
+    found.sort_by_key(|(t, _)| t.start_byte());
+    found
+}
+
+/// The `Class.MEMBER` members a set's text names, as (class, member), for classes of states
+/// (`RefundStatus`, `PayoutState`).
+fn state_members(text: &str) -> Vec<(String, String)> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .filter_map(|token| {
+            let (class, member) = token.rsplit_once('.')?;
+            let class = class.rsplit('.').next()?;
+            (class.starts_with(|c: char| c.is_ascii_uppercase())
+                && (class.ends_with("Status") || class.ends_with("State"))
+                && !member.is_empty())
+            .then(|| (class.to_string(), member.to_string()))
+        })
+        .collect()
+}
+
+/// The members of the class of states the set's members are of: from its definitions in the
+/// file, or from the repository's modules (the index keeps their members), the module that
+/// defines the set first. `Status` is a common name for a model's own class (`Payment.Status`,
+/// `Refund.Status`, side by side): of the classes of that name, the one that has every member
+/// the set keeps.
+fn members_of(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    class: &str,
+    kept: &[(String, String)],
+    defined_in: Option<&str>,
+    src: &str,
+) -> Vec<String> {
+    let holds_the_set =
+        |members: &Vec<String>| kept.iter().all(|(_, k)| members.iter().any(|m| m == k));
+    let in_file = idx
+        .all(kinds::CLASS_DEFINITION)
+        .iter()
+        .filter(|c| {
+            c.field("name")
+                .is_some_and(|n| syntax::text(n, src) == class)
+        })
+        .filter_map(|c| c.field("body"))
+        .map(|body| {
+            crate::python::named_children(body)
+                .into_iter()
+                .filter_map(|stmt| {
+                    let assign = stmt.named_child(0)?;
+                    let left = assign.field("left")?;
+                    (assign.kind() == kinds::ASSIGNMENT && left.kind() == kinds::IDENTIFIER)
+                        .then(|| syntax::text(left, src).to_string())
+                })
+                .collect::<Vec<_>>()
+        })
+        .find(holds_the_set);
+    if in_file.is_some() {
+        return in_file.unwrap_or_default();
+    }
+    let Some(project) = cx.project() else {
+        return Vec::new();
+    };
+    let prefix = format!("{class}.");
+    // The index keeps class members in document order: a class's members are one run of
+    // entries of its name, broken by anything else or by a member named twice.
+    let classes = |m: &crate::index::ModuleFacts| {
+        let mut runs: Vec<Vec<String>> = Vec::new();
+        let mut open = false;
+        for a in &m.assignments {
+            let member = a
+                .name
+                .strip_prefix(&prefix)
+                .filter(|_| !a.value.starts_with(['(', '[', '{']));
+            match member {
+                Some(member) => match runs.last_mut() {
+                    Some(run) if open && !run.iter().any(|r| r == member) => {
+                        run.push(member.to_string())
+                    }
+                    _ => {
+                        runs.push(vec![member.to_string()]);
+                        open = true;
+                    }
+                },
+                None => open = false,
+            }
+        }
+        runs.into_iter().find(holds_the_set)
+    };
+    defined_in
+        .and_then(|path| project.file(path))
+        .and_then(classes)
+        .or_else(|| project.modules().iter().find_map(classes))
+        .unwrap_or_default()
 }
 
 /// The one status the sum keeps, when it keeps only a settled one: `Refund.status ==
@@ -147,6 +396,7 @@ fn weighed<'t>(
     func: Option<Node<'t>>,
     assign: Node<'t>,
     name: &str,
+    summed: Summed,
     src: &str,
 ) -> Option<Node<'t>> {
     let scope: Vec<Node<'t>> = match func {
@@ -162,23 +412,46 @@ fn weighed<'t>(
         .flat_map(|k| idx.all(k).iter().copied());
     let own = scope
         .into_iter()
-        .filter(|op| op.start_byte() > assign.end_byte() && uses_in_money(*op, name, src));
+        .filter(|op| op.start_byte() > assign.end_byte() && uses_in_money(*op, name, summed, src));
     let mut found: Vec<Node<'t>> = own.collect();
     // A subquery labelled with its name (`done.label("done")`) is read back as `row.done`.
     let scope_text = syntax::text(func.unwrap_or(assign), src);
-    if scope_text.contains(&format!("label(\"{name}\")")) {
+    if summed == Summed::Here && scope_text.contains(&format!("label(\"{name}\")")) {
         found
             .extend(in_file.filter(|op| syntax::text(*op, src).contains(&labelled) && weighs(*op)));
     }
     found.into_iter().min_by_key(|n| n.start_byte())
 }
 
-/// Whether `op` subtracts `name`, or compares with it, or adds it to be compared.
-fn uses_in_money(op: Node<'_>, name: &str, src: &str) -> bool {
+/// Whether `op` subtracts `name` (or, for rows added up later, `sum(name)`), or compares with
+/// it, or adds it to be compared.
+fn uses_in_money(op: Node<'_>, name: &str, summed: Summed, src: &str) -> bool {
+    let summed_later = format!("sum({name})");
     weighs(op)
-        && crate::python::named_children(op)
-            .iter()
-            .any(|c| c.kind() == kinds::IDENTIFIER && syntax::text(*c, src) == name)
+        && crate::python::named_children(op).iter().any(|&c| {
+            let c = defaulted(c);
+            match summed {
+                Summed::Here => c.kind() == kinds::IDENTIFIER && syntax::text(c, src) == name,
+                Summed::Later => c.kind() == kinds::CALL && syntax::text(c, src) == summed_later,
+            }
+        })
+}
+
+/// The value of an operand that gives a sum of no rows a default: `(refunded or 0)`.
+fn defaulted(operand: Node<'_>) -> Node<'_> {
+    let mut node = operand;
+    while node.kind() == kinds::PARENTHESIZED_EXPRESSION
+        && let Some(inner) = node.named_child(0)
+    {
+        node = inner;
+    }
+    if node.kind() == kinds::BOOLEAN_OPERATOR
+        && node.child(1).is_some_and(|o| o.kind() == "or")
+        && let Some(left) = node.named_child(0)
+    {
+        return left;
+    }
+    node
 }
 
 /// An operator that takes from, adds to, or weighs against: `-`, `+`, `>`, `<`, `>=`, `<=`.

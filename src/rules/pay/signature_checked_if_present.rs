@@ -71,6 +71,84 @@ fn check(cx: &mut Ctx<'_>) {
     unverified_views(cx, idx, src);
     bypassed_checks(cx, idx, src);
     applied_before_the_check(cx, idx, src);
+    passes_without_a_secret(cx, idx, src);
+}
+
+/// A check of a signature that passes every delivery when the secret is not set: `if not
+/// settings.SQUARE_WEBHOOK_SIGNATURE_KEY: logger.warning(...); return True` in
+/// `_is_valid_signature`, or a bare `return` in a check that raises on a wrong signature. A
+/// deploy that misses the setting (a new environment, a renamed variable) accepts forged events
+/// with a log line for all trace.
+fn passes_without_a_secret(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for (stmt, condition, body) in super::branches(idx) {
+        let Some(secret) = secret_unset(condition, src) else {
+            continue;
+        };
+        if stmt.field("alternative").is_some() {
+            continue;
+        }
+        let Some(func) = idx.enclosing(stmt, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        let name = func.field("name").map_or("", |n| syntax::text(n, src));
+        let compares = idx.within(func, kinds::CALL).iter().any(|c| {
+            matches!(
+                idx.callee_name(*c, src),
+                "compare_digest" | "constant_time_compare" | "verify" | "construct_event"
+            )
+        });
+        if !(compares && (checks_signature(name) || webhook_module(cx.path))) {
+            continue;
+        }
+        let Some(last) = crate::python::named_children(body).last().copied() else {
+            continue;
+        };
+        if last.kind() != kinds::RETURN_STATEMENT {
+            continue;
+        }
+        let returned = last.named_child(0).map(|v| syntax::text(v, src));
+        // A bare `return` passes in a check that answers a wrong signature by raising.
+        let raises_otherwise = || {
+            idx.within(func, kinds::RAISE_STATEMENT)
+                .iter()
+                .any(|r| !syntax::contains(stmt, *r))
+        };
+        let passes = match returned {
+            Some("True") => true,
+            None | Some("None") => raises_otherwise(),
+            _ => false,
+        };
+        if !passes {
+            continue;
+        }
+        let function = crate::rules::facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, stmt)
+            .arg("view", function.clone())
+            .arg("secret", secret)
+            .arg("passed", syntax::text(last, src).to_string())
+            .note("unset");
+        finding.function = function;
+    }
+}
+
+/// The secret a condition finds unset: `not settings.SQUARE_WEBHOOK_SIGNATURE_KEY`, `secret
+/// is None`, `not self.signing_key`. As written.
+fn secret_unset<'s>(condition: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let text = syntax::text(condition, src);
+    let tested = text
+        .strip_prefix("not ")
+        .or_else(|| text.strip_suffix(" is None"))
+        .or_else(|| text.strip_suffix(" == \"\""))?
+        .trim();
+    let lower = tested.to_ascii_lowercase();
+    let secret = lower.contains("secret")
+        || lower.contains("signing")
+        || lower.contains("key")
+            && ["signature", "webhook", "hmac", "notification"]
+                .iter()
+                .any(|w| lower.contains(w));
+    (secret && !tested.contains(' ')).then_some(tested)
 }
 
 /// A view that rejects a wrong signature (`if not verify_notification(...): return 401`) but

@@ -864,7 +864,7 @@ fn constant_set<'t>(
             return None;
         }
         let name = syntax::text(set, src);
-        let (value, at) = constant_value(cx, idx, name, src)?;
+        let (value, at) = super::constant_collection(cx, idx, name, src)?;
         let words = quoted_words(&value);
         let find = |class_of: Class| {
             words
@@ -891,36 +891,6 @@ fn constant_set<'t>(
             unsettled,
             negated,
         })
-    })
-}
-
-/// The source of a module-level constant a file reads, with `path:line`: its own, or, in
-/// repository mode, one it imports (`from billpay.adyen import AUTHORISED`, `adyen.AUTHORISED`).
-/// Only collections: a set, a tuple, a list, or a `frozenset(...)` of one.
-fn constant_value(
-    cx: &Ctx<'_>,
-    idx: &NodeIndex<'_>,
-    name: &str,
-    src: &str,
-) -> Option<(String, String)> {
-    let collection = |v: &str| {
-        let v = v.trim_start();
-        v.starts_with(['{', '(', '['])
-            || v.starts_with("frozenset(")
-            || v.starts_with("set(")
-            || v.starts_with("tuple(")
-    };
-    if !name.contains('.')
-        && let Some(here) = crate::index::module_assignment(idx, name, src)
-    {
-        return collection(&here.value).then(|| (here.value, format!("{}:{}", cx.path, here.line)));
-    }
-    let (module, assignment) = cx.project()?.resolve_expr(cx.path, name)?;
-    collection(&assignment.value).then(|| {
-        (
-            assignment.value.clone(),
-            format!("{}:{}", module.path, assignment.line),
-        )
     })
 }
 

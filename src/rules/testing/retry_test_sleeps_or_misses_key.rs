@@ -123,17 +123,18 @@ fn check(cx: &mut Ctx<'_>) {
     }
 }
 
-/// Whether a test is about time running out: its name or body speaks of a lease, an expiry, a
-/// TTL or a stale claim.
+/// Whether a test is about time running out: its name or body (its code's names among it)
+/// speaks of a lease, an expiry, a TTL or a stale claim.
 fn waits_out_a_limit(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     const LIMITS: &[&str] = &[
         "lease", "expire", "expires", "expired", "expiry", "ttl", "stale", "lapse", "lapses",
     ];
     let words = syntax::name_words(&test.facts.name);
+    // Words of names too: `monkeypatch.setattr(tasks, "CAPTURE_STALE_AFTER", ...)`.
     words.iter().any(|w| LIMITS.contains(&w.as_str()))
-        || LIMITS
-            .iter()
-            .any(|w| crate::rules::testing::has_word(syntax::text(test.node, cx.src()), w))
+        || syntax::text(test.node, cx.src())
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|w| LIMITS.iter().any(|l| w.eq_ignore_ascii_case(l)))
 }
 
 /// A sleep the test itself takes to wait out a backoff (`time.sleep(6)  # first retry_backoff

@@ -665,7 +665,11 @@ fn builds_a_live_client(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, Stri
             .collect();
         let host = arguments
             .iter()
-            .find_map(|a| syntax::string_value(*a, src).and_then(live_host))
+            .find_map(|a| {
+                syntax::string_value(*a, src)
+                    .and_then(live_host)
+                    .or_else(|| live_host_through_a_local(idx, test, *a, src))
+            })
             .map(|h| (h, false))
             .or_else(|| {
                 let test_text = syntax::text(test.node, src);
@@ -676,6 +680,11 @@ fn builds_a_live_client(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, Stri
                     .map(|a| (a, true))
             });
         let (host, from_settings) = host?;
+        // `GatewayClient(settings, http_client=http)` with `http = mock.Mock()`: the requests
+        // go to the stand-in whatever the address says.
+        if arguments.iter().any(|a| stands_in(idx, test, *a, src)) {
+            return None;
+        }
         let used = syntax::bound_name(call, src).is_some_and(|name| {
             idx.within(test.node, kinds::CALL).iter().any(|c| {
                 c.start_byte() > call.end_byte()
@@ -688,6 +697,66 @@ fn builds_a_live_client(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, Stri
         });
         used.then(|| (format!("{callee}(...)"), host.to_string(), from_settings))
     })
+}
+
+/// Whether an argument is a stand-in: a mock, fake or stub written there, or a local of the
+/// test bound to one.
+fn stands_in(
+    idx: &crate::python::NodeIndex<'_>,
+    test: &TestFn<'_>,
+    argument: tree_sitter::Node<'_>,
+    src: &str,
+) -> bool {
+    let a_stand_in = |text: &str| {
+        ["mock", "fake", "stub"]
+            .iter()
+            .any(|w| syntax::contains_lowercase(text, w))
+    };
+    if a_stand_in(syntax::text(argument, src)) {
+        return true;
+    }
+    argument.kind() == kinds::IDENTIFIER && {
+        let name = syntax::text(argument, src);
+        idx.within(test.node, kinds::ASSIGNMENT).iter().any(|a| {
+            a.end_byte() <= argument.start_byte()
+                && a.child_by_field_name("left")
+                    .is_some_and(|l| syntax::text(l, src) == name)
+                && a.child_by_field_name("right")
+                    .is_some_and(|r| a_stand_in(syntax::text(r, src)))
+        })
+    }
+}
+
+/// The live host of the settings a test builds in a local and hands to the client: `settings
+/// = replace(TEST_SETTINGS, gateway_url="https://sandbox.gateway.fittrack.io")`, then
+/// `GatewayClient(settings)`.
+fn live_host_through_a_local<'s>(
+    idx: &crate::python::NodeIndex<'_>,
+    test: &TestFn<'_>,
+    argument: tree_sitter::Node<'_>,
+    src: &'s str,
+) -> Option<&'s str> {
+    if argument.kind() != kinds::IDENTIFIER {
+        return None;
+    }
+    let name = syntax::text(argument, src);
+    let value = idx
+        .within(test.node, kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| a.end_byte() <= argument.start_byte())
+        .rfind(|a| {
+            a.child_by_field_name("left")
+                .is_some_and(|l| syntax::text(l, src) == name)
+        })?
+        .child_by_field_name("right")?;
+    if value.kind() != kinds::CALL {
+        return None;
+    }
+    syntax::keyword_args(value, src)
+        .into_iter()
+        .map(|(_, v)| v)
+        .chain(syntax::positional_args(value))
+        .find_map(|v| syntax::string_value(v, src).and_then(live_host))
 }
 
 /// `settings.DD_API_BASE_URL`, `get_settings().connectpay_base_url`, `config.PROVIDER_HOST`:
