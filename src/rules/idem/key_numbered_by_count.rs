@@ -582,7 +582,25 @@ fn counted_from_handed_record<'t>(
 /// Whether a query moves `field` on by one: `attempts = r.attempts + 1`, `attempts=t.c.attempts
 /// + 1`.
 fn increments(code: &str, field: &str) -> bool {
-    code.match_indices(field).any(|(at, _)| {
+    // MongoDB's `{"$inc": {"attempts": 1}}` (`find_one_and_update`, `update_one`).
+    let inc = code
+        .find("\"$inc\"")
+        .or_else(|| code.find("'$inc'"))
+        .is_some_and(|at| {
+            let rest = &code[at..];
+            ['"', '\''].iter().any(|q| {
+                rest.match_indices(&format!("{q}{field}{q}")).any(|(i, m)| {
+                    rest[i + m.len()..]
+                        .trim_start()
+                        .strip_prefix(':')
+                        .is_some_and(|v| {
+                            v.trim_start()
+                                .starts_with(|c: char| c.is_ascii_digit() && c != '0')
+                        })
+                })
+            })
+        });
+    inc || code.match_indices(field).any(|(at, _)| {
         let after = code[at + field.len()..].trim_start();
         let Some(rhs) = after.strip_prefix('=').filter(|r| !r.starts_with('=')) else {
             return false;

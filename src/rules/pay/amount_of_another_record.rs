@@ -85,6 +85,49 @@ fn check(cx: &mut Ctx<'_>) {
             finding.function = function;
         }
     }
+    refundable_from_the_parent(cx, idx, src);
+}
+
+/// What may still be refunded of a record worked out from the amount of the record it hangs
+/// from (`refundable_cents(payment)` returning `payment.order.total_cents - committed`), while
+/// the record has an amount of its own (`payment.amount_cents`, what was captured): a refund
+/// above what this payment took passes the cap.
+fn refundable_from_the_parent(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        let words = syntax::name_words(syntax::function_name(func, src));
+        let has = |w: &str| words.iter().any(|x| x == w);
+        if !(has("refundable")
+            || has("refund") && (has("remaining") || has("left") || has("available")))
+        {
+            continue;
+        }
+        for &op in idx.within(func, kinds::BINARY_OPERATOR) {
+            if op.child(1).is_none_or(|o| o.kind() != "-") {
+                continue;
+            }
+            let Some(left) = op.field("left") else {
+                continue;
+            };
+            let Some((record, parent)) = through_a_parent(left, src) else {
+                continue;
+            };
+            let Some(own) = own_amount(idx, record, parent, left, src) else {
+                continue;
+            };
+            let function = facts::qualname(func, idx, src);
+            let own_at = format!("{}:{}", cx.path, syntax::lines(own).0);
+            let finding = cx
+                .report(&RULE, left)
+                .arg("function", function.clone())
+                .arg("argument", syntax::text(left, src).to_string())
+                .arg("record", record.to_string())
+                .arg("parent", parent.to_string())
+                .arg("own", syntax::text(own, src).to_string())
+                .arg("own_at", own_at)
+                .note("cap");
+            finding.function = function;
+        }
+    }
 }
 
 /// `refund.credit_note.amount_minor`: the record (`refund`) and the record it hangs from

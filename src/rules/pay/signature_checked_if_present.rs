@@ -351,7 +351,7 @@ fn names_a_webhook(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
 }
 
 /// A module named for deliveries: `webhooks.py`, `payments/notifications.py`, `ipn.py`.
-fn webhook_module(path: &str) -> bool {
+pub(crate) fn webhook_module(path: &str) -> bool {
     path.rsplit('/')
         .take(2)
         .flat_map(syntax::name_words)

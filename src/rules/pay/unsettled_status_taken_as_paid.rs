@@ -39,7 +39,10 @@ fn gate(s: &Scan<'_>) -> bool {
     if s.facts.is_test {
         return false;
     }
-    let talks = s.facts.payment_module || s.facts.functions.iter().any(|f| f.payment || f.http);
+    // A module of the provider's deliveries reads its answers too.
+    let talks = s.facts.payment_module
+        || s.facts.functions.iter().any(|f| f.payment || f.http)
+        || super::signature_checked_if_present::webhook_module(&s.facts.path);
     (talks || payment_model(s))
         && s.mentions(&[
             "pending",
@@ -73,6 +76,11 @@ fn gate(s: &Scan<'_>) -> bool {
             "NITIATED",
             "progress",
             "PROGRESS",
+            // An authorisation, in code that captures it later.
+            "uthoriz",
+            "UTHORIZ",
+            "uthoris",
+            "UTHORIS",
             "anceled",
             "ANCELED",
             "ancelled",
@@ -113,7 +121,9 @@ fn class(word: &str) -> Option<Class> {
     match word {
         // An authorisation is the answer a payment API gives when the card was accepted.
         "paid" | "succeeded" | "success" | "successful" | "captured" | "settled" | "completed"
-        | "complete" | "charged" | "authorised" | "authorized" | "approved" => Some(Class::Settled),
+        | "complete" | "charged" | "confirmed" | "authorised" | "authorized" | "approved" => {
+            Some(Class::Settled)
+        }
         "pending"
         | "processing"
         | "received"
@@ -205,6 +215,33 @@ impl Test<'_> {
     /// not a settled payment, and what it leaves is taken for one.
     fn only_unsettled(&self) -> bool {
         !self.literals.is_empty() && !self.has(Class::Settled)
+    }
+
+    /// In a file that captures what was authorised (`capture_payment(...)`), an authorisation
+    /// is a hold on the card, not money: `status in ("captured", "authorized")` mixes the two.
+    fn held_until_captured(mut self, src: &str) -> Self {
+        for (node, class) in &mut self.literals {
+            if *class == Class::Settled
+                && literal_word(*node, src).is_some_and(|w| {
+                    matches!(
+                        w.to_ascii_lowercase().as_str(),
+                        "authorized" | "authorised" | "approved"
+                    )
+                })
+            {
+                *class = Class::InFlight;
+            }
+        }
+        self
+    }
+
+    /// A settled status and a failure, and nothing in flight, in one positive test: `status
+    /// in ("completed", "rejected")`.
+    fn failed_too(&self) -> bool {
+        !self.negated
+            && self.has(Class::Settled)
+            && self.has(Class::Failed)
+            && !self.has(Class::InFlight)
     }
 
     /// A settled and an in-flight status in one positive test.
@@ -317,11 +354,110 @@ fn tests<'t>(condition: Node<'t>, src: &str) -> Vec<Test<'t>> {
     if terms.len() < 2 {
         return Vec::new();
     }
-    terms
-        .into_iter()
-        .flat_map(|t| tests(t, src))
-        .filter(|t| !t.negated)
-        .collect()
+    // `result.transaction is not None and result.transaction.status != "processor_declined"`:
+    // beside tests that only ask whether there is an answer, a negated test still lets every
+    // other status through.
+    let presence = |t: &Node<'t>| {
+        let t = unparenthesize(*t);
+        t.kind() == kinds::COMPARISON_OPERATOR && syntax::text(t, src).ends_with(" is not None")
+    };
+    let only_presence_besides =
+        |i: usize| terms.iter().enumerate().all(|(j, t)| j == i || presence(t));
+    let kept: Vec<Test<'t>> = terms
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| {
+            tests(*t, src)
+                .into_iter()
+                .filter(move |test| !test.negated || only_presence_besides(i))
+        })
+        .collect();
+    kept
+}
+
+/// Success words that a failure's name holds too, each with such a name.
+const SUCCESS_INSIDE_A_FAILURE: &[(&str, &str)] = &[
+    ("success", "unsuccessful"),
+    ("paid", "unpaid"),
+    ("approved", "disapproved"),
+    ("captured", "uncaptured"),
+    ("settled", "unsettled"),
+    ("authorized", "unauthorized"),
+    ("authorised", "unauthorised"),
+    ("confirmed", "unconfirmed"),
+    ("verified", "unverified"),
+    ("valid", "invalid"),
+    ("complete", "incomplete"),
+];
+
+/// A success told by a substring of a status or an event's kind (`"successfully" in kind`,
+/// `"paid" in order_state`): the test and a failure's name that passes it
+/// (`subscription_charged_unsuccessfully`). A set's membership (`"paid" in PAID_STATES`,
+/// `"captured" in statuses`) is left alone.
+fn substring_test<'t>(condition: Node<'t>, src: &str) -> Option<(Node<'t>, &'static str)> {
+    let mut terms = Vec::new();
+    chain(condition, "and", &mut terms);
+    terms.into_iter().find_map(|term| {
+        let term = unparenthesize(term);
+        if term.kind() != kinds::COMPARISON_OPERATOR || term.named_child_count() != 2 {
+            return None;
+        }
+        let (literal, subject) = (term.named_child(0)?, unparenthesize(term.named_child(1)?));
+        let operator = src.get(literal.end_byte()..subject.start_byte())?.trim();
+        if operator != "in" || literal.kind() != kinds::STRING {
+            return None;
+        }
+        let word = syntax::string_value(literal, src)?.to_ascii_lowercase();
+        // `payload["order_state"].upper()`: the value, cased.
+        let mut subject = subject;
+        while subject.kind() == kinds::CALL
+            && let Some(function) = subject.field("function")
+            && function.kind() == kinds::ATTRIBUTE
+            && function.field("attribute").is_some_and(|a| {
+                matches!(
+                    syntax::text(a, src),
+                    "upper" | "lower" | "casefold" | "strip"
+                )
+            })
+            && let Some(object) = function.field("object")
+        {
+            subject = object;
+        }
+        // What it is tested in: a status or a kind by its name, one value, not a collection.
+        let name = syntax::text(subject, src);
+        let last = name
+            .rsplit(['.', '['])
+            .next()
+            .unwrap_or(name)
+            .trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .to_ascii_lowercase();
+        let one_value = matches!(
+            subject.kind(),
+            kinds::IDENTIFIER | kinds::ATTRIBUTE | kinds::SUBSCRIPT
+        ) && ["status", "state", "kind", "type", "outcome", "result"]
+            .iter()
+            .any(|w| last.ends_with(w))
+            && !last.ends_with("states")
+            && !last.ends_with("types")
+            && !last.ends_with("kinds");
+        if !one_value {
+            return None;
+        }
+        SUCCESS_INSIDE_A_FAILURE
+            .iter()
+            .find(|(success, failure)| word.contains(success) && !word.contains(failure))
+            .map(|(_, failure)| (term, *failure))
+    })
+}
+
+/// Whether the file captures payments it authorised: a call named for a capture
+/// (`capture_payment`, `self._razorpay.capture(...)`).
+fn captures_later(idx: &NodeIndex<'_>, src: &str) -> bool {
+    idx.all(kinds::CALL).iter().any(|c| {
+        syntax::name_words(idx.callee_name(*c, src))
+            .iter()
+            .any(|w| w == "capture")
+    })
 }
 
 /// What in a block records the payment as paid: a status set to a settled value, an ORM update
@@ -353,8 +489,11 @@ fn records_paid<'t>(
     let call = idx.within(block, kinds::CALL).iter().find(|c| {
         let name = syntax::callee_name(**c, src);
         let lower = name.trim_start_matches('_').to_ascii_lowercase();
+        // `self._plan_changes.complete(change_id, txn)`: a record of the payment completed.
         let named = credits(&lower)
             || completes(&lower).is_some()
+            || matches!(lower.as_str(), "complete" | "succeed")
+                && syntax::receiver(**c).is_some_and(|r| syntax::text(r, src) != "self")
             || ["fulfil", "fulfill", "settle"]
                 .iter()
                 .any(|p| lower.starts_with(p))
@@ -495,6 +634,7 @@ fn check(cx: &mut Ctx<'_>) {
 /// `if`/`elif` branches that record the payment as paid under a mixed test, or in the `else` of
 /// a test that tells only a failure apart.
 fn branches<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
+    let mut captures: Option<bool> = None;
     for &stmt in idx.all(kinds::IF_STATEMENT) {
         let mut arms: Vec<Node<'t>> = vec![stmt];
         let mut otherwise = None;
@@ -529,7 +669,7 @@ fn branches<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
                 }
             };
             if let Some(set) = constant_set(cx, idx, condition, src) {
-                if set.mixed().is_some()
+                if (set.mixed().is_some() || set.failed_too().is_some())
                     && !set.negated
                     && let Some(effect) = records_paid(idx, body, src, true)
                 {
@@ -544,10 +684,50 @@ fn branches<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
                     }
                 }
             }
+            if let Some((test, negative)) = substring_test(condition, src)
+                && let Some(effect) = records_paid(idx, body, src, true)
+                && !own_state(syntax::text(test, src), effect, src)
+            {
+                let finding = cx
+                    .report(&RULE, condition)
+                    .arg("which", format!("`{}`", syntax::text(test, src)))
+                    .arg("effect", super::first_line(effect, src))
+                    .arg("effect_line", syntax::lines(effect).0.to_string())
+                    .arg("negative", negative.to_string())
+                    .note("substring");
+                finding.function = idx
+                    .enclosing(stmt, kinds::FUNCTION_DEFINITION)
+                    .map(|f| crate::rules::facts::qualname(f, idx, src))
+                    .unwrap_or_default();
+            }
             for test in tests(condition, src) {
-                if test.mixed() {
+                let authorised = test.has(Class::Settled)
+                    && !test.negated
+                    && *captures.get_or_insert_with(|| captures_later(idx, src));
+                let test = if authorised {
+                    test.held_until_captured(src)
+                } else {
+                    test
+                };
+                if test.failed_too() {
                     if let Some(effect) = records_paid(idx, body, src, true) {
-                        report(cx, src, &test, condition, effect, "mixed");
+                        report(cx, src, &test, condition, effect, "failed_too");
+                    }
+                } else if test.mixed() {
+                    // The unsettled status is an authorisation the file goes on to capture.
+                    let held = authorised
+                        && test.first(Class::InFlight).is_some_and(|n| {
+                            literal_word(n, src).is_some_and(|w| class(&w) == Some(Class::Settled))
+                        });
+                    if let Some(effect) = records_paid(idx, body, src, true) {
+                        report(
+                            cx,
+                            src,
+                            &test,
+                            condition,
+                            effect,
+                            if held { "held" } else { "mixed" },
+                        );
                     }
                 } else if test.only_unsettled() {
                     // Only the failure is told apart: the other branch takes every other
@@ -768,7 +948,7 @@ fn report(
     let subject = syntax::text(test.subject, src);
     if own_state(subject, effect, src)
         || own_enum(subject, test, src)
-        || about_a_refund(cx, at, effect, src)
+        || note != "failed_too" && about_a_refund(cx, at, effect, src)
     {
         return;
     }
@@ -785,12 +965,20 @@ fn report(
                 many => format!("`{subject} not in ({})`", many.join(", ")),
             }
         }
+        "failed_too" => match test.first(Class::Failed) {
+            Some(status) => format!("`{subject} == {}`", syntax::text(status, src)),
+            None => return,
+        },
         _ => match test.first(Class::InFlight) {
             Some(status) => format!("`{subject} == {}`", syntax::text(status, src)),
             None => return,
         },
     };
-    let status = match test.first(Class::InFlight) {
+    let status = match test.first(if note == "failed_too" {
+        Class::Failed
+    } else {
+        Class::InFlight
+    }) {
         Some(status) => syntax::text(status, src).to_string(),
         None => test
             .literals
@@ -828,6 +1016,8 @@ struct ConstantSet<'t> {
     /// Its first unfinished status and its first settled one, as written.
     in_flight: Option<String>,
     settled: Option<String>,
+    /// Its first failure, as written.
+    failed: Option<String>,
     /// Its statuses as written, when every one is a failure or unfinished.
     unsettled: Vec<String>,
     /// `not in`: the branch runs for every status outside it.
@@ -838,6 +1028,12 @@ impl ConstantSet<'_> {
     /// An unfinished status beside a settled one.
     fn mixed(&self) -> Option<(&str, &str)> {
         Some((self.in_flight.as_deref()?, self.settled.as_deref()?))
+    }
+
+    /// A failure beside a settled status (`TERMINAL_STATUSES = (Status.COMPLETED,
+    /// Status.REJECTED, Status.FAILED)`): what ended, not what was paid.
+    fn failed_too(&self) -> Option<(&str, &str)> {
+        Some((self.failed.as_deref()?, self.settled.as_deref()?))
     }
 }
 
@@ -865,7 +1061,7 @@ fn constant_set<'t>(
         }
         let name = syntax::text(set, src);
         let (value, at) = super::constant_collection(cx, idx, name, src)?;
-        let words = quoted_words(&value);
+        let words = status_words(&value);
         let find = |class_of: Class| {
             words
                 .iter()
@@ -888,10 +1084,27 @@ fn constant_set<'t>(
             at,
             in_flight: find(Class::InFlight),
             settled: find(Class::Settled),
+            failed: find(Class::Failed),
             unsettled,
             negated,
         })
     })
+}
+
+/// The status words of a set's text: its quoted strings, then the members of a class of
+/// states it names (`Status.COMPLETED`), each lower case with what is written.
+fn status_words(text: &str) -> Vec<(String, String)> {
+    let mut words = quoted_words(text);
+    words.extend(
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .filter_map(|token| {
+                let (class, member) = token.rsplit_once('.')?;
+                let class = class.rsplit('.').next()?;
+                (class.ends_with("Status") || class.ends_with("State"))
+                    .then(|| (member.to_ascii_lowercase(), token.to_string()))
+            }),
+    );
+    words
 }
 
 /// The quoted strings of a text, as status words (lower case) with the literal as written.
@@ -914,7 +1127,10 @@ fn quoted_words(text: &str) -> Vec<(String, String)> {
 
 fn report_set(cx: &mut Ctx<'_>, src: &str, set: &ConstantSet<'_>, at: Node<'_>, effect: Node<'_>) {
     let subject = syntax::text(set.subject, src);
-    if own_state(subject, effect, src) || about_a_refund(cx, at, effect, src) {
+    // A refund refused and booked as done is the payer's money never sent: unlike a pending
+    // one, it is no habit of bookkeeping.
+    let failed_too = set.mixed().is_none() && set.failed_too().is_some();
+    if own_state(subject, effect, src) || !failed_too && about_a_refund(cx, at, effect, src) {
         return;
     }
     let effect_text = super::first_line(effect, src);
@@ -924,15 +1140,22 @@ fn report_set(cx: &mut Ctx<'_>, src: &str, set: &ConstantSet<'_>, at: Node<'_>, 
         .arg("effect_line", syntax::lines(effect).0.to_string())
         .arg("map", set.name.clone())
         .arg("map_at", set.at.clone());
-    match set.mixed() {
-        Some((in_flight, settled)) => {
+    match (set.mixed(), set.failed_too()) {
+        (Some((in_flight, settled)), _) => {
             finding
                 .arg("which", format!("`{subject} == {in_flight}`"))
                 .arg("status", in_flight.to_string())
                 .arg("settled", settled.to_string())
                 .note("set");
         }
-        None => {
+        (None, Some((failed, settled))) if !set.negated => {
+            finding
+                .arg("which", format!("`{subject} == {failed}`"))
+                .arg("status", failed.to_string())
+                .arg("settled", settled.to_string())
+                .note("failed_too");
+        }
+        _ => {
             finding
                 .arg("which", format!("`{subject} not in {}`", set.name))
                 .arg("status", set.unsettled.join(", "))
