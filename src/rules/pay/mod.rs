@@ -8,6 +8,7 @@ pub mod balance_checked_unlocked;
 pub mod balance_reset_after_payout;
 pub mod charge_amount_source_changed;
 pub mod destination_refund_keeps_transfer;
+pub mod event_applied_in_any_state;
 pub mod found_taken_as_paid;
 pub mod item_refund_sized_by_order;
 pub mod minor_units_divided;

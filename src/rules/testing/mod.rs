@@ -443,6 +443,22 @@ impl<'m> Mocks<'m> {
         self.texts.iter().chain(class).chain(self.shared)
     }
 
+    /// Whether every mock that mentions one of `tokens` is a patch of a module's function of
+    /// requests or httpx (`@mock.patch("requests.post")`, `mocker.patch("httpx.get")`), and no
+    /// parameter is named like one: the patch replaces `requests.post`, not what a `Session`
+    /// the code made sends. As the patch's target.
+    pub fn module_verbs_only(&self, tokens: &[String]) -> Option<String> {
+        let mentions = |t: &String| tokens.iter().any(|tok| !tok.is_empty() && t.contains(tok));
+        if self.params.iter().any(mentions) {
+            return None;
+        }
+        let mut target = None;
+        for text in self.texts().filter(|t| mentions(t)) {
+            target = Some(module_verb_patched(text)?);
+        }
+        target
+    }
+
     /// Whether something mentions one of `tokens` (lowercase), or a parameter is named like one.
     pub fn cover(&self, tokens: &[String]) -> bool {
         self.texts().chain(self.params.iter()).any(|t| {
@@ -451,6 +467,30 @@ impl<'m> Mocks<'m> {
                 .any(|tok| !tok.is_empty() && t.contains(tok.as_str()))
         })
     }
+}
+
+/// `requests.post` of a mock's text (lower case) that patches only a module's functions of
+/// requests or httpx, and mentions neither library otherwise.
+fn module_verb_patched(text: &str) -> Option<String> {
+    const VERBS: &[&str] = &["get", "post", "put", "patch", "delete", "request", "head"];
+    let mut found = None;
+    for lib in ["requests", "httpx"] {
+        for (at, _) in text.match_indices(lib) {
+            let rest = &text[at + lib.len()..];
+            let before = text[..at].chars().next_back();
+            // `"requests.post"` as a patch target, quoted.
+            let verb = rest.strip_prefix('.').and_then(|r| {
+                VERBS
+                    .iter()
+                    .find(|v| r.starts_with(**v) && r[v.len()..].starts_with(['"', '\'']))
+            });
+            match (before, verb) {
+                (Some('"' | '\''), Some(verb)) => found = Some(format!("{lib}.{verb}")),
+                _ => return None,
+            }
+        }
+    }
+    found
 }
 
 impl Mocks<'_> {

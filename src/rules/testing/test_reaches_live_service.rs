@@ -198,18 +198,26 @@ fn check(cx: &mut Ctx<'_>) {
                         || mocks.patch_a_class_on(cx, &r.path)
                         || mocks.configured_on(&r.path)
                         || injected::through_a_mock(cx, &injected, &r, service.verbs());
-                    (!replaced && !mocks.cover(&service.tokens(r.file))).then_some((service, r))
+                    let tokens = service.tokens(r.file);
+                    // `@mock.patch("requests.post")` over code that posts through a session it
+                    // made: the patch is not where the request goes.
+                    let beside = (service == Service::Http)
+                        .then(|| mocks.module_verbs_only(&tokens))
+                        .flatten()
+                        .filter(|_| sends_through_a_session(&r));
+                    (!replaced && (!mocks.cover(&tokens) || beside.is_some()))
+                        .then_some((service, r, beside))
                 })
             })
-            .filter(|(service, _)| !repository_fixture_covers(cx, test, *service))
-            .filter(|(service, r)| {
+            .filter(|(service, _, _)| !repository_fixture_covers(cx, test, *service))
+            .filter(|(service, r, _)| {
                 !(*service == Service::Cache && django_cache_local_in_tests(cx, r))
             });
-        if let Some((service, r)) = found {
+        if let Some((service, r, beside)) = found {
             if service == Service::Cache {
                 reach_the_cache.push(&test.facts.name);
             }
-            report(cx, test, service, &r, mocks.unactivated.as_deref());
+            report(cx, test, service, &r, mocks.unactivated.as_deref(), beside);
         } else if let Some(call) = calls_the_sdk(cx, test)
             && cx
                 .facts
@@ -534,6 +542,7 @@ fn report(
     service: Service,
     r: &Reach<'_>,
     unactivated: Option<&str>,
+    beside: Option<String>,
 ) {
     let client = client_of(service, r);
     let callee = r.path.first().cloned().unwrap_or_default();
@@ -559,11 +568,36 @@ fn report(
             .arg("registered", registered.to_string())
             .note("unactivated");
     }
+    if let Some(patched) = beside {
+        finding.arg("patched", patched).note("session");
+    }
     // Every test of an integration suite reaching the gateway is one point: said once per file.
     finding.point = Some(kind);
     if test.partial {
         finding.note("partial");
     }
+}
+
+/// Whether the function that sends calls an HTTP verb on an object (`self.session.post(...)`,
+/// `self._http.get(...)`) and never the library's module function (`requests.post(...)`).
+fn sends_through_a_session(r: &Reach<'_>) -> bool {
+    let mut verbs = r
+        .file
+        .calls
+        .iter()
+        .filter(|c| *c.function == *r.function.qualname)
+        .filter(|c| {
+            matches!(
+                c.name(),
+                "get" | "post" | "put" | "patch" | "delete" | "request" | "head"
+            )
+        })
+        .peekable();
+    verbs.peek().is_some()
+        && verbs.all(|c| {
+            c.receiver()
+                .is_some_and(|recv| !matches!(recv, "requests" | "httpx"))
+        })
 }
 
 /// The SDK a call of it goes to, by its package (`stripe` of `PaymentIntent.create` after
