@@ -121,6 +121,7 @@ pub static ALL: &[&Rule] = &[
     &pay::amount_of_another_record::RULE,
     &pay::accepted_taken_as_succeeded::RULE,
     &pay::event_applied_in_any_state::RULE,
+    &pay::requeued_from_any_state::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

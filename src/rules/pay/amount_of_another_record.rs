@@ -86,6 +86,96 @@ fn check(cx: &mut Ctx<'_>) {
         }
     }
     refundable_from_the_parent(cx, idx, src);
+    captured_from_another_field(cx, idx, src);
+}
+
+/// An amount handed to a call as a field of a record (`amount_paise=booking.amount_paise`): the
+/// call, the keyword and value, the record and the field.
+struct Handed<'t> {
+    call: Node<'t>,
+    value: Node<'t>,
+    keyword: String,
+    record: String,
+    field: String,
+}
+
+/// A capture of a payment with another field of the record than the one the payment was
+/// created with (`create_order(amount_paise=booking.amount_paise)`, then
+/// `capture_payment(..., amount_paise=booking.ticket_total_paise)`): the fee, the tax or the
+/// shipping of the total are left uncaptured, or the provider refuses a capture above what was
+/// authorised.
+fn captured_from_another_field(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    let handed = |names: fn(&[String]) -> bool| -> Vec<Handed<'_>> {
+        idx.all(kinds::CALL)
+            .iter()
+            .filter(|c| names(&syntax::name_words(syntax::callee(**c, src))))
+            .flat_map(|&call| {
+                syntax::keyword_args(call, src)
+                    .into_iter()
+                    .filter_map(move |(name, value)| {
+                        if !syntax::name_words(name).iter().any(|w| w == "amount") {
+                            return None;
+                        }
+                        let record = value.field("object").filter(|o| {
+                            value.kind() == kinds::ATTRIBUTE && o.kind() == kinds::IDENTIFIER
+                        })?;
+                        let field = syntax::text(value.field("attribute")?, src);
+                        names_an_amount(field).then(|| Handed {
+                            call,
+                            value,
+                            keyword: name.to_string(),
+                            record: syntax::text(record, src).to_string(),
+                            field: field.to_string(),
+                        })
+                    })
+            })
+            .collect()
+    };
+    let captures = handed(|w| w.iter().any(|w| w == "capture"));
+    if captures.is_empty() {
+        return;
+    }
+    let created = handed(|w| {
+        let has = |x: &str| w.iter().any(|y| y == x);
+        !has("capture")
+            && !has("refund")
+            && (has("create") || has("authorize") || has("authorise"))
+            && [
+                "order",
+                "payment",
+                "intent",
+                "charge",
+                "authorization",
+                "authorisation",
+            ]
+            .iter()
+            .any(|x| has(x))
+    });
+    for capture in &captures {
+        let Some(create) = created
+            .iter()
+            .find(|c| c.record == capture.record && c.field != capture.field)
+        else {
+            continue;
+        };
+        let func = idx.enclosing(capture.call, kinds::FUNCTION_DEFINITION);
+        let function = func
+            .map(|f| facts::qualname(f, idx, src))
+            .unwrap_or_default();
+        let finding = cx
+            .report(&RULE, capture.value)
+            .arg("function", function.clone())
+            .arg(
+                "argument",
+                format!("{}={}", capture.keyword, syntax::text(capture.value, src)),
+            )
+            .arg("record", capture.record.clone())
+            .arg("parent", String::new())
+            .arg("own", format!("{}.{}", create.record, create.field))
+            .arg("own_at", format!("line {}", syntax::lines(create.value).0))
+            .note("capture");
+        finding.function = function;
+    }
 }
 
 /// What may still be refunded of a record worked out from the amount of the record it hangs

@@ -50,15 +50,34 @@ const FAILED: &[&str] = &[
 /// Every finding is a state written by an event's type, in code that names events.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.mentions(&["type", "event", "kind"])
-        && s.mentions(&["status", "state", "Status", "State"])
+        && s.mentions(&[".status = ", ".state = "])
+        && s.mentions(&["type", "event", "kind", "action", "topic"])
 }
 
 fn check(cx: &mut Ctx<'_>) {
     let Some((idx, src)) = cx.code() else {
         return;
     };
+    // A success written to a status at all, before any `if` is read: most files write none.
+    let writes_a_success = idx.all(kinds::ASSIGNMENT).iter().any(|a| {
+        a.field("left")
+            .filter(|l| l.kind() == kinds::ATTRIBUTE)
+            .and_then(|l| l.field("attribute"))
+            .is_some_and(|f| matches!(syntax::text(f, src), "status" | "state"))
+            && a.field("right")
+                .is_some_and(|r| final_state(syntax::text(r, src)) == Some(true))
+    });
+    if !writes_a_success {
+        return;
+    }
     for &stmt in idx.all(kinds::IF_STATEMENT) {
+        // The first arm's test first: most `if`s test no event's type.
+        if stmt
+            .field("condition")
+            .is_none_or(|c| event_type(c, src).is_none())
+        {
+            continue;
+        }
         let arms = arms(stmt);
         if arms.len() < 2 {
             continue;
@@ -201,17 +220,8 @@ fn writes<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &str) -> Vec<Write<'t>> 
             if !matches!(field, "status" | "state") {
                 return None;
             }
-            let value = syntax::text(a.field("right")?, src);
-            let word = value
-                .rsplit('.')
-                .next()
-                .unwrap_or(value)
-                .trim_matches(|c| c == '"' || c == '\'')
-                .to_ascii_lowercase();
-            let words = syntax::name_words(&word);
-            let is = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
-            let succeeded = is(SUCCEEDED) && !is(FAILED);
-            (succeeded || is(FAILED)).then(|| Write {
+            let succeeded = final_state(syntax::text(a.field("right")?, src))?;
+            Some(Write {
                 node: a,
                 record: syntax::text(record, src).to_string(),
                 field: field.to_string(),
@@ -219,6 +229,25 @@ fn writes<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &str) -> Vec<Write<'t>> 
             })
         })
         .collect()
+}
+
+/// Whether a written value is a final success (`PayoutStatus.PAID`), a final failure
+/// (`"payout_failed"`), or neither (`None`).
+fn final_state(value: &str) -> Option<bool> {
+    let word = value
+        .rsplit('.')
+        .next()
+        .unwrap_or(value)
+        .trim_matches(|c| c == '"' || c == '\'')
+        .to_ascii_lowercase();
+    let words = syntax::name_words(&word);
+    let is = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+    let failed = is(FAILED);
+    if is(SUCCEEDED) && !failed {
+        Some(true)
+    } else {
+        failed.then_some(false)
+    }
 }
 
 /// Whether the function reads the record's state before it writes it (`if payout.status in

@@ -22,6 +22,7 @@ pub mod record_written_after_payment;
 pub mod refund_cap_ignores_refunded;
 pub mod refund_from_list_price;
 pub mod refundable_ignores_in_flight;
+pub mod requeued_from_any_state;
 pub mod row_lock_removed;
 pub mod server_error_taken_as_refusal;
 pub mod server_errors_only;
@@ -533,6 +534,80 @@ pub(crate) fn constant_collection(
             format!("{}:{}", module.path, assignment.line),
         )
     })
+}
+
+/// The members of a class of states (those of a set when `kept` names some): from its
+/// definitions in the file, or from the repository's modules (the index keeps their members), the module that
+/// defines the set first. `Status` is a common name for a model's own class (`Payment.Status`,
+/// `Refund.Status`, side by side): of the classes of that name, the one that has every member
+/// the set keeps.
+pub(crate) fn members_of(
+    cx: &Ctx<'_>,
+    idx: &crate::python::NodeIndex<'_>,
+    class: &str,
+    kept: &[(String, String)],
+    defined_in: Option<&str>,
+    src: &str,
+) -> Vec<String> {
+    let holds_the_set =
+        |members: &Vec<String>| kept.iter().all(|(_, k)| members.iter().any(|m| m == k));
+    let in_file = idx
+        .all(kinds::CLASS_DEFINITION)
+        .iter()
+        .filter(|c| {
+            c.field("name")
+                .is_some_and(|n| syntax::text(n, src) == class)
+        })
+        .filter_map(|c| c.field("body"))
+        .map(|body| {
+            crate::python::named_children(body)
+                .into_iter()
+                .filter_map(|stmt| {
+                    let assign = stmt.named_child(0)?;
+                    let left = assign.field("left")?;
+                    (assign.kind() == kinds::ASSIGNMENT && left.kind() == kinds::IDENTIFIER)
+                        .then(|| syntax::text(left, src).to_string())
+                })
+                .collect::<Vec<_>>()
+        })
+        .find(holds_the_set);
+    if in_file.is_some() {
+        return in_file.unwrap_or_default();
+    }
+    let Some(project) = cx.project() else {
+        return Vec::new();
+    };
+    let prefix = format!("{class}.");
+    // The index keeps class members in document order: a class's members are one run of
+    // entries of its name, broken by anything else or by a member named twice.
+    let classes = |m: &crate::index::ModuleFacts| {
+        let mut runs: Vec<Vec<String>> = Vec::new();
+        let mut open = false;
+        for a in &m.assignments {
+            let member = a
+                .name
+                .strip_prefix(&prefix)
+                .filter(|_| !a.value.starts_with(['(', '[', '{']));
+            match member {
+                Some(member) => match runs.last_mut() {
+                    Some(run) if open && !run.iter().any(|r| r == member) => {
+                        run.push(member.to_string())
+                    }
+                    _ => {
+                        runs.push(vec![member.to_string()]);
+                        open = true;
+                    }
+                },
+                None => open = false,
+            }
+        }
+        runs.into_iter().find(holds_the_set)
+    };
+    defined_in
+        .and_then(|path| project.file(path))
+        .and_then(classes)
+        .or_else(|| project.modules().iter().find_map(classes))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
