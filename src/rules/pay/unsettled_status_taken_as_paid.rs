@@ -302,6 +302,17 @@ fn comparison<'t>(node: Node<'t>, src: &str) -> Option<Test<'t>> {
     })
 }
 
+/// The terms of an `and` chain that compare two things (`a in b`, `a != b`), unparenthesised.
+fn compared_terms(condition: Node<'_>) -> Vec<Node<'_>> {
+    let mut terms = Vec::new();
+    chain(condition, "and", &mut terms);
+    terms
+        .into_iter()
+        .map(unparenthesize)
+        .filter(|t| t.kind() == kinds::COMPARISON_OPERATOR && t.named_child_count() == 2)
+        .collect()
+}
+
 /// The operands of a chain of one boolean operator: `a or b or c`.
 fn chain<'t>(node: Node<'t>, operator: &str, out: &mut Vec<Node<'t>>) {
     let node = unparenthesize(node);
@@ -395,13 +406,7 @@ const SUCCESS_INSIDE_A_FAILURE: &[(&str, &str)] = &[
 /// (`subscription_charged_unsuccessfully`). A set's membership (`"paid" in PAID_STATES`,
 /// `"captured" in statuses`) is left alone.
 fn substring_test<'t>(condition: Node<'t>, src: &str) -> Option<(Node<'t>, &'static str)> {
-    let mut terms = Vec::new();
-    chain(condition, "and", &mut terms);
-    terms.into_iter().find_map(|term| {
-        let term = unparenthesize(term);
-        if term.kind() != kinds::COMPARISON_OPERATOR || term.named_child_count() != 2 {
-            return None;
-        }
+    compared_terms(condition).into_iter().find_map(|term| {
         let (literal, subject) = (term.named_child(0)?, unparenthesize(term.named_child(1)?));
         let operator = src.get(literal.end_byte()..subject.start_byte())?.trim();
         if operator != "in" || literal.kind() != kinds::STRING {
@@ -1043,13 +1048,7 @@ fn constant_set<'t>(
     condition: Node<'t>,
     src: &str,
 ) -> Option<ConstantSet<'t>> {
-    let mut terms = Vec::new();
-    chain(condition, "and", &mut terms);
-    terms.into_iter().find_map(|term| {
-        let term = unparenthesize(term);
-        if term.kind() != kinds::COMPARISON_OPERATOR || term.named_child_count() != 2 {
-            return None;
-        }
+    compared_terms(condition).into_iter().find_map(|term| {
         let (subject, set) = (term.named_child(0)?, term.named_child(1)?);
         let operator = src.get(subject.end_byte()..set.start_byte())?.trim();
         let negated = operator.split_whitespace().eq(["not", "in"]);
