@@ -105,40 +105,15 @@ struct Handed<'t> {
 /// shipping of the total are left uncaptured, or the provider refuses a capture above what was
 /// authorised.
 fn captured_from_another_field(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
-    let handed = |names: fn(&[String]) -> bool| -> Vec<Handed<'_>> {
-        idx.all(kinds::CALL)
-            .iter()
-            .filter(|c| names(&syntax::name_words(syntax::callee(**c, src))))
-            .flat_map(|&call| {
-                syntax::keyword_args(call, src)
-                    .into_iter()
-                    .filter_map(move |(name, value)| {
-                        if !syntax::name_words(name).iter().any(|w| w == "amount") {
-                            return None;
-                        }
-                        let record = value.field("object").filter(|o| {
-                            value.kind() == kinds::ATTRIBUTE && o.kind() == kinds::IDENTIFIER
-                        })?;
-                        let field = syntax::text(value.field("attribute")?, src);
-                        names_an_amount(field).then(|| Handed {
-                            call,
-                            value,
-                            keyword: name.to_string(),
-                            record: syntax::text(record, src).to_string(),
-                            field: field.to_string(),
-                        })
-                    })
-            })
-            .collect()
-    };
-    let captures = handed(|w| w.iter().any(|w| w == "capture"));
-    if captures.is_empty() {
-        return;
-    }
-    let created = handed(|w| {
-        let has = |x: &str| w.iter().any(|y| y == x);
-        !has("capture")
-            && !has("refund")
+    // One pass over the calls: each is a capture, a creation of a payment, or neither.
+    let mut captures: Vec<Handed<'_>> = Vec::new();
+    let mut created: Vec<Handed<'_>> = Vec::new();
+    for &call in idx.all(kinds::CALL) {
+        let words = syntax::name_words(syntax::callee(call, src));
+        let has = |x: &str| words.iter().any(|y| y == x);
+        let into = if has("capture") {
+            &mut captures
+        } else if !has("refund")
             && (has("create") || has("authorize") || has("authorise"))
             && [
                 "order",
@@ -150,7 +125,32 @@ fn captured_from_another_field(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str)
             ]
             .iter()
             .any(|x| has(x))
-    });
+        {
+            &mut created
+        } else {
+            continue;
+        };
+        into.extend(
+            syntax::keyword_args(call, src)
+                .into_iter()
+                .filter_map(|(name, value)| {
+                    if !syntax::name_words(name).iter().any(|w| w == "amount") {
+                        return None;
+                    }
+                    let record = value.field("object").filter(|o| {
+                        value.kind() == kinds::ATTRIBUTE && o.kind() == kinds::IDENTIFIER
+                    })?;
+                    let field = syntax::text(value.field("attribute")?, src);
+                    names_an_amount(field).then(|| Handed {
+                        call,
+                        value,
+                        keyword: name.to_string(),
+                        record: syntax::text(record, src).to_string(),
+                        field: field.to_string(),
+                    })
+                }),
+        );
+    }
     for capture in &captures {
         let Some(create) = created
             .iter()

@@ -536,6 +536,20 @@ pub(crate) fn constant_collection(
     })
 }
 
+/// The members of classes of states a text names (`RefundStatus.PENDING`,
+/// `Refund.Status.QUEUED`), each as written, with its class and member.
+pub(crate) fn state_members(text: &str) -> impl Iterator<Item = (&str, &str, &str)> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .filter_map(|token| {
+            let (class, member) = token.rsplit_once('.')?;
+            let class = class.rsplit('.').next()?;
+            (class.starts_with(|c: char| c.is_ascii_uppercase())
+                && (class.ends_with("Status") || class.ends_with("State"))
+                && !member.is_empty())
+            .then_some((token, class, member))
+        })
+}
+
 /// The members of a class of states (those of a set when `kept` names some): from its
 /// definitions in the file, or from the repository's modules (the index keeps their members), the module that
 /// defines the set first. `Status` is a common name for a model's own class (`Payment.Status`,

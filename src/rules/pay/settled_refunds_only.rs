@@ -177,7 +177,9 @@ fn in_flight_left_out(
             } else {
                 (written.to_string(), None)
             };
-            let kept = state_members(&members);
+            let kept: Vec<(String, String)> = super::state_members(&members)
+                .map(|(_, class, member)| (class.to_string(), member.to_string()))
+                .collect();
             let class = kept.first()?.0.clone();
             if kept.iter().any(|(c, _)| *c != class) {
                 return None;
@@ -246,21 +248,6 @@ fn kept_sets<'t>(idx: &NodeIndex<'t>, value: Node<'t>, src: &str) -> Vec<(Node<'
     let mut found: Vec<_> = keyword.chain(in_call).chain(compared).collect();
     found.sort_by_key(|(t, _)| t.start_byte());
     found
-}
-
-/// The `Class.MEMBER` members a set's text names, as (class, member), for classes of states
-/// (`RefundStatus`, `PayoutState`).
-fn state_members(text: &str) -> Vec<(String, String)> {
-    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
-        .filter_map(|token| {
-            let (class, member) = token.rsplit_once('.')?;
-            let class = class.rsplit('.').next()?;
-            (class.starts_with(|c: char| c.is_ascii_uppercase())
-                && (class.ends_with("Status") || class.ends_with("State"))
-                && !member.is_empty())
-            .then(|| (class.to_string(), member.to_string()))
-        })
-        .collect()
 }
 
 /// The one status the sum keeps, when it keeps only a settled one: `Refund.status ==

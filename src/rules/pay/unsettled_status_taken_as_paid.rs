@@ -1095,13 +1095,8 @@ fn constant_set<'t>(
 fn status_words(text: &str) -> Vec<(String, String)> {
     let mut words = quoted_words(text);
     words.extend(
-        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
-            .filter_map(|token| {
-                let (class, member) = token.rsplit_once('.')?;
-                let class = class.rsplit('.').next()?;
-                (class.ends_with("Status") || class.ends_with("State"))
-                    .then(|| (member.to_ascii_lowercase(), token.to_string()))
-            }),
+        super::state_members(text)
+            .map(|(written, _, member)| (member.to_ascii_lowercase(), written.to_string())),
     );
     words
 }

@@ -749,16 +749,15 @@ fn stands_in(
     if a_stand_in(syntax::text(argument, src)) {
         return true;
     }
-    argument.kind() == kinds::IDENTIFIER && {
-        let name = syntax::text(argument, src);
-        idx.within(test.node, kinds::ASSIGNMENT).iter().any(|a| {
-            a.end_byte() <= argument.start_byte()
-                && a.child_by_field_name("left")
-                    .is_some_and(|l| syntax::text(l, src) == name)
-                && a.child_by_field_name("right")
-                    .is_some_and(|r| a_stand_in(syntax::text(r, src)))
-        })
-    }
+    argument.kind() == kinds::IDENTIFIER
+        && idx
+            .assigned_before(
+                Some(test.node),
+                syntax::text(argument, src),
+                argument.start_byte(),
+                src,
+            )
+            .is_some_and(|value| a_stand_in(syntax::text(value, src)))
 }
 
 /// The live host of the settings a test builds in a local and hands to the client: `settings
@@ -773,16 +772,12 @@ fn live_host_through_a_local<'s>(
     if argument.kind() != kinds::IDENTIFIER {
         return None;
     }
-    let name = syntax::text(argument, src);
-    let value = idx
-        .within(test.node, kinds::ASSIGNMENT)
-        .iter()
-        .filter(|a| a.end_byte() <= argument.start_byte())
-        .rfind(|a| {
-            a.child_by_field_name("left")
-                .is_some_and(|l| syntax::text(l, src) == name)
-        })?
-        .child_by_field_name("right")?;
+    let value = idx.assigned_before(
+        Some(test.node),
+        syntax::text(argument, src),
+        argument.start_byte(),
+        src,
+    )?;
     if value.kind() != kinds::CALL {
         return None;
     }
