@@ -347,7 +347,10 @@ fn check(cx: &mut Ctx<'_>) {
             Some(mark) => (mark, None),
             None if caught == Caught::Family => match status_branch(idx, clause, handler, src) {
                 Some((mark, test)) => (mark, Some(test)),
-                None => continue,
+                None => {
+                    raised_as_definite(cx, idx, clause, handler);
+                    continue;
+                }
             },
             None => continue,
         };
@@ -406,6 +409,104 @@ fn check(cx: &mut Ctx<'_>) {
             finding.note("returned").severity(Severity::Important);
         }
     }
+}
+
+/// Errors of a connection alone: the request never reached the provider, or its connection
+/// broke; a read timeout is none of them (`requests.ReadTimeout`, `httpx.ReadTimeout`).
+const CONNECTION_ONLY: &[&str] = &[
+    "ConnectionError",
+    "ConnectError",
+    "NetworkError",
+    "ClientConnectionError",
+    "ClientConnectorError",
+    "ConnectTimeout",
+    "ConnectionRefusedError",
+];
+
+/// A client that raises its error of an unknown outcome for connection errors alone (`except
+/// requests.ConnectionError: raise PaystackUnknownOutcome(...)`) and, in a later clause of the
+/// family (`except requests.RequestException: raise PaystackError(...)`), its error of a
+/// definite failure: a read timeout, which is no connection error, is raised as a refusal,
+/// though the provider may have done what was asked.
+fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, handler: Node<'_>) {
+    let src = cx.src();
+    let Some(raised) = raised_error(handler, src) else {
+        return;
+    };
+    if unavailable(raised) || syntax::contains_lowercase(raised, "timeout") {
+        return;
+    }
+    let Some(try_statement) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT) else {
+        return;
+    };
+    let earlier = crate::python::named_children(try_statement)
+        .into_iter()
+        .take_while(|c| c.id() != clause.id())
+        .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE)
+        .find_map(|c| {
+            let types = syntax::except_types(c);
+            let connection_only = !types.is_empty()
+                && types.iter().all(|t| {
+                    let name = syntax::text(*t, src);
+                    CONNECTION_ONLY.contains(&name.rsplit('.').next().unwrap_or(name))
+                });
+            let unknown = raised_error(syntax::except_body(c)?, src)
+                .filter(|u| unavailable(u) || syntax::contains_lowercase(u, "timeout"))?;
+            connection_only.then(|| {
+                let names: Vec<&str> = types.iter().map(|t| syntax::text(*t, src)).collect();
+                (names.join(", "), unknown)
+            })
+        });
+    let Some((connection, unknown)) = earlier else {
+        return;
+    };
+    let Some(body) = try_statement.field("body") else {
+        return;
+    };
+    let Some(request) = idx
+        .within(body, kinds::CALL)
+        .iter()
+        .find(|c| facts::http_by_name(&syntax::call_text(**c, src)))
+    else {
+        return;
+    };
+    let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
+        return;
+    };
+    let caught: Vec<&str> = syntax::except_types(clause)
+        .into_iter()
+        .map(|t| syntax::text(t, src))
+        .collect();
+    let function = facts::qualname(func, idx, src);
+    let finding = cx
+        .report(&RULE, clause)
+        .arg("function", function.clone())
+        .arg("step", syntax::callee(*request, src).to_string())
+        .arg("step_line", syntax::lines(*request).0.to_string())
+        .arg("connection", connection)
+        .arg("unknown", unknown.to_string())
+        .arg("caught", caught.join(", "))
+        .arg("raised", raised.to_string())
+        .note("definite")
+        .severity(Severity::Important);
+    finding.function = function;
+}
+
+/// The error a handler raises, by its class's last name: `raise PaystackError(...) from exc`.
+fn raised_error<'s>(handler: Node<'_>, src: &'s str) -> Option<&'s str> {
+    syntax::statements(handler).into_iter().find_map(|stmt| {
+        if stmt.kind() != kinds::RAISE_STATEMENT {
+            return None;
+        }
+        let raised = stmt.named_child(0)?;
+        let class = if raised.kind() == kinds::CALL {
+            raised.field("function")?
+        } else {
+            raised
+        };
+        let name = syntax::text(class, src);
+        Some(name.rsplit('.').next().unwrap_or(name))
+    })
 }
 
 /// The failure a handler of the client's family records on a branch its status test sends an

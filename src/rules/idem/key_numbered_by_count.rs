@@ -81,6 +81,10 @@ fn check(cx: &mut Ctx<'_>) {
                     .or_else(|| {
                         advanced_on_doubt(idx, func, site.value, src)
                             .map(|(counter, clause, field)| (counter, clause, field, "advanced"))
+                    })
+                    .or_else(|| {
+                        advanced_elsewhere(idx, func, site.value, src)
+                            .map(|(counter, step, field)| (counter, step, field, "helper"))
                     });
                 if let Some((counter, at, field, how)) = advanced
                     && !reported.contains(&at.id())
@@ -320,6 +324,81 @@ fn advanced_each_run<'t>(
         }
     }
     claimed_with_a_count(idx, func, value, src)
+}
+
+/// `settlement.attempts` in the key, where another function of the file moves that field on
+/// for every try (`settlement.attempts += 1` in the `_resume` that reopens it), not only in a
+/// branch: every try sends a new key. The counter read, the step and the field.
+fn advanced_elsewhere<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    value: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, Node<'t>, String)> {
+    // The index leaves out what an f-string interpolates: its nodes are walked here.
+    let mut reads = Vec::new();
+    let mut stack = vec![value];
+    while let Some(n) = stack.pop() {
+        if n.kind() == kinds::ATTRIBUTE {
+            reads.push(n);
+        }
+        stack.extend(crate::python::named_children(n));
+    }
+    reads.into_iter().find_map(|read| {
+        let field = syntax::text(read.field("attribute")?, src);
+        if !counts_attempts(field)
+            || read
+                .field("object")
+                .is_none_or(|o| o.kind() != kinds::IDENTIFIER)
+        {
+            return None;
+        }
+        let steps = |a: &Node<'_>| {
+            a.field("left").is_some_and(|left| {
+                left.kind() == kinds::ATTRIBUTE
+                    && left
+                        .field("attribute")
+                        .is_some_and(|f| syntax::text(f, src) == field)
+            }) && syntax::text(*a, src).contains("+=")
+        };
+        // The function moves it on itself, in a branch (after a refusal): that is its rule.
+        if idx
+            .within(func, kinds::AUGMENTED_ASSIGNMENT)
+            .iter()
+            .any(steps)
+        {
+            return None;
+        }
+        let step = idx
+            .all(kinds::AUGMENTED_ASSIGNMENT)
+            .iter()
+            .copied()
+            .find(|a| {
+                let Some(left) = a.field("left") else {
+                    return false;
+                };
+                let Some(mover) = idx.enclosing(*a, kinds::FUNCTION_DEFINITION) else {
+                    return false;
+                };
+                // `_record_decline`: moved on for a refusal.
+                let for_a_refusal = syntax::name_words(syntax::function_name(mover, src))
+                    .iter()
+                    .any(|w| {
+                        ["declin", "refus", "reject", "fail", "error"]
+                            .iter()
+                            .any(|r| w.starts_with(r))
+                    });
+                mover.id() != func.id()
+                    && !for_a_refusal
+                    && left.kind() == kinds::ATTRIBUTE
+                    && left
+                        .field("attribute")
+                        .is_some_and(|f| syntax::text(f, src) == field)
+                    && syntax::text(*a, src).contains("+=")
+                    && !moved_for_a_reason(idx, mover, *a)
+            })?;
+        Some((read, step, field.to_string()))
+    })
 }
 
 /// `refund["attempts"]` (or `.attempts`) of a row the function claimed with a query that moves

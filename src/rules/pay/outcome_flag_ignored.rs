@@ -28,6 +28,8 @@ fn gate(s: &Scan<'_>) -> bool {
 }
 
 fn check(cx: &mut Ctx<'_>) {
+    told_by_no_error(cx);
+    string_flag_taken_for_truth(cx);
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
@@ -89,6 +91,296 @@ fn check(cx: &mut Ctx<'_>) {
             break;
         }
     }
+}
+
+/// Names a result's outcome goes by, as a keyword, a field or a local.
+const OUTCOMES: &[&str] = &[
+    "ok",
+    "success",
+    "succeeded",
+    "successful",
+    "is_success",
+    "approved",
+    "paid",
+    "captured",
+    "refunded",
+];
+
+/// The outcome of an answer told by the absence of an error (`ok=not body.get("errors")`, `if
+/// "error" not in data: refund.status = "succeeded"`), in a file where another function reads
+/// the provider's own flag of success (`body.get("success")`). The provider says so when an
+/// operation fails without an error list: a processor's decline comes back as `success: false`
+/// with the declined transaction, and passes for a success here.
+fn told_by_no_error(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    if !src.contains("error") {
+        return;
+    }
+    let functions = idx.all(kinds::FUNCTION_DEFINITION);
+    let flag_readers: Vec<(Node<'_>, &'static str)> = functions
+        .iter()
+        .filter_map(|&f| reads_any_flag(f, src).map(|flag| (f, flag)))
+        .collect();
+    if flag_readers.is_empty() {
+        return;
+    }
+    let mut found: Vec<Node<'_>> = Vec::new();
+    for &call in idx.all(kinds::CALL) {
+        for (key, value) in syntax::keyword_args(call, src) {
+            if OUTCOMES.contains(&key.to_ascii_lowercase().as_str()) && no_error_test(value, src) {
+                found.push(value);
+            }
+        }
+    }
+    for &assignment in idx.all(kinds::ASSIGNMENT) {
+        let (Some(left), Some(right)) = (assignment.field("left"), assignment.field("right"))
+        else {
+            continue;
+        };
+        if matches!(left.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE)
+            && OUTCOMES.contains(&attribute(left, src).to_ascii_lowercase().as_str())
+            && no_error_test(right, src)
+        {
+            found.push(right);
+        }
+    }
+    for &stmt in idx.all(kinds::IF_STATEMENT) {
+        if let (Some(condition), Some(body)) = (stmt.field("condition"), stmt.field("consequence"))
+            && no_error_test(condition, src)
+            && records_done(idx, body, src).is_some()
+        {
+            found.push(condition);
+        }
+    }
+    found.sort_by_key(|test| test.start_byte());
+    found.dedup_by_key(|test| test.id());
+    for test in found {
+        let Some(func) = idx.enclosing(test, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        let Some(&(sibling, flag)) = flag_readers.iter().find(|(f, _)| f.id() != func.id()) else {
+            continue;
+        };
+        let function = facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, test)
+            .arg("function", function.clone())
+            .arg("test", syntax::text(test, src).to_string())
+            .arg("sibling", facts::qualname(sibling, idx, src))
+            .arg("flag", flag.to_string())
+            .note("no_error");
+        finding.function = function;
+    }
+}
+
+/// A flag of an answer tested for truth (`if not item.get("success"):`) while the file compares
+/// the same key with a string elsewhere (`item.get("success") == "true"`): the provider sends
+/// it as text (Adyen's notifications do), and `"false"` is a non-empty string, so a failed
+/// capture or refund passes as a success.
+fn string_flag_taken_for_truth(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    if !src.contains("\"true\"") && !src.contains("\"false\"") && !src.contains("'true'") {
+        return;
+    }
+    for &stmt in idx.all(kinds::IF_STATEMENT) {
+        let mut conditions: Vec<Node<'_>> = stmt.field("condition").into_iter().collect();
+        let mut cursor = stmt.walk();
+        conditions.extend(
+            stmt.named_children(&mut cursor)
+                .filter(|c| c.kind() == kinds::ELIF_CLAUSE)
+                .filter_map(|c| c.field("condition")),
+        );
+        for condition in conditions {
+            let mut operands = vec![condition];
+            while let Some(node) = operands.pop() {
+                match node.kind() {
+                    kinds::NOT_OPERATOR => operands.extend(node.field("argument")),
+                    kinds::PARENTHESIZED_EXPRESSION => operands.extend(node.named_child(0)),
+                    kinds::BOOLEAN_OPERATOR => {
+                        operands.extend(node.field("left"));
+                        operands.extend(node.field("right"));
+                    }
+                    kinds::CALL | kinds::SUBSCRIPT => {
+                        let Some(key) = flag_key(node, src) else {
+                            continue;
+                        };
+                        let Some((compared, line)) = compared_with_text(src, key) else {
+                            continue;
+                        };
+                        let function = idx
+                            .enclosing(stmt, kinds::FUNCTION_DEFINITION)
+                            .map(|f| facts::qualname(f, idx, src))
+                            .unwrap_or_default();
+                        let finding = cx
+                            .report(&RULE, node)
+                            .arg("test", syntax::text(node, src).to_string())
+                            .arg("key", key.to_string())
+                            .arg("compared", compared)
+                            .arg("compared_line", line.to_string())
+                            .note("string_flag");
+                        finding.function = function;
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// The key of a flag read, `item.get("success")` or `item["success"]`, when it is one of the
+/// outcome's flags.
+fn flag_key<'s>(node: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let key = match node.kind() {
+        kinds::CALL => {
+            if syntax::callee_name(node, src) != "get" {
+                return None;
+            }
+            syntax::string_value(*syntax::positional_args(node).first()?, src)?
+        }
+        _ => syntax::string_value(node.field("subscript")?, src)?,
+    };
+    FLAGS.contains(&key).then_some(key)
+}
+
+/// Where the file compares key `key`'s value with `"true"` or `"false"`: the comparison as
+/// written and its line.
+fn compared_with_text(src: &str, key: &str) -> Option<(String, usize)> {
+    for quote in ['"', '\''] {
+        let quoted = format!("{quote}{key}{quote}");
+        for (at, _) in src.match_indices(&quoted) {
+            let rest = &src[at + quoted.len()..];
+            let Some(rest) = rest.strip_prefix(')').or_else(|| rest.strip_prefix(']')) else {
+                continue;
+            };
+            let rest = rest.trim_start();
+            let Some(rest) = rest.strip_prefix("==").or_else(|| rest.strip_prefix("!=")) else {
+                continue;
+            };
+            let value = rest.trim_start();
+            let lower = value.get(..7).unwrap_or(value).to_ascii_lowercase();
+            if lower.starts_with("\"true\"")
+                || lower.starts_with("'true'")
+                || lower.starts_with("\"false\"")
+                || lower.starts_with("'false'")
+            {
+                let start = src[..at].rfind('\n').map_or(0, |n| n + 1);
+                let line = src[..at].matches('\n').count() + 1;
+                let text = src[start..].lines().next().unwrap_or("").trim();
+                let text = text
+                    .strip_prefix("if ")
+                    .or_else(|| text.strip_prefix("elif "))
+                    .unwrap_or(text)
+                    .trim_end_matches(':')
+                    .to_string();
+                return Some((text, line));
+            }
+        }
+    }
+    None
+}
+
+/// Whether `value` says yes when an answer carries no error, and reads nothing that says it
+/// succeeded: `not body.get("errors")`, `"error" not in data`, `resp.error is None`, also as
+/// an operand of `and` beside a test of the HTTP status.
+fn no_error_test(value: Node<'_>, src: &str) -> bool {
+    let text = syntax::text(value, src);
+    if !text.contains("error") || text.contains("succe") || reads_a_status(text) {
+        return false;
+    }
+    let mut operands = vec![value];
+    let mut found = false;
+    while let Some(node) = operands.pop() {
+        match node.kind() {
+            kinds::PARENTHESIZED_EXPRESSION => operands.extend(node.named_child(0)),
+            kinds::BOOLEAN_OPERATOR if syntax::text(node, src).contains(" and ") => {
+                operands.extend(node.field("left"));
+                operands.extend(node.field("right"));
+            }
+            kinds::NOT_OPERATOR => {
+                found |= node
+                    .field("argument")
+                    .is_some_and(|a| reads_an_error(syntax::text(a, src)));
+            }
+            kinds::COMPARISON_OPERATOR => {
+                let text = syntax::text(node, src);
+                found |= (text.contains(" not in ")
+                    && node
+                        .named_child(0)
+                        .and_then(|k| syntax::string_value(k, src))
+                        .is_some_and(names_an_error))
+                    || (text.ends_with(" is None")
+                        && node
+                            .named_child(0)
+                            .is_some_and(|a| reads_an_error(syntax::text(a, src))));
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// `body.get("errors")`, `data["error"]`, `result.errors`: a read of an answer's errors.
+fn reads_an_error(text: &str) -> bool {
+    let key = if let Some(rest) = text.strip_suffix(')') {
+        rest.split_once(".get(").map(|(_, args)| {
+            args.split(',')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .trim_matches(|c| c == '"' || c == '\'')
+        })
+    } else if let Some(rest) = text.strip_suffix(']') {
+        rest.rsplit_once('[')
+            .map(|(_, key)| key.trim_matches(|c| c == '"' || c == '\''))
+    } else {
+        text.rsplit_once('.').map(|(_, attr)| attr)
+    };
+    key.is_some_and(names_an_error)
+}
+
+fn names_an_error(key: &str) -> bool {
+    matches!(
+        key,
+        "error" | "errors" | "err" | "error_code" | "error_message"
+    )
+}
+
+/// A read of the answer's status (not the HTTP status code), which may say it succeeded.
+fn reads_a_status(text: &str) -> bool {
+    text.replace("status_code", "").contains("status")
+}
+
+/// The flag of success some function reads of an answer, whatever the answer is called:
+/// `body.get("success")`, `result["succeeded"]`, `result.is_success`.
+fn reads_any_flag(func: Node<'_>, src: &str) -> Option<&'static str> {
+    let body = syntax::text(func.field("body")?, src);
+    if !body.contains("succe") {
+        return None;
+    }
+    FLAGS.iter().copied().find(|flag| {
+        [
+            format!(".get(\"{flag}\""),
+            format!(".get('{flag}'"),
+            format!("[\"{flag}\"]"),
+            format!("['{flag}']"),
+        ]
+        .iter()
+        .any(|form| body.contains(form.as_str()))
+            || body.match_indices(&format!(".{flag}")).any(|(at, _)| {
+                // `result.is_success`, not `payment.success` (our own record) nor
+                // `result.successful_at`.
+                let next = body[at + flag.len() + 1..].chars().next();
+                let receiver = body[..at]
+                    .rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .next()
+                    .unwrap_or("");
+                !next.is_some_and(|c| c.is_alphanumeric() || c == '_') && names_an_outcome(receiver)
+            })
+    })
 }
 
 /// A parameter named for what a provider sent back (`event`, `item`, `notification`,

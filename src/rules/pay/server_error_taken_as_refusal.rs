@@ -43,6 +43,7 @@ fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
+    chosen_by_a_flag(cx, idx, src);
     for (stmt, condition, body) in super::branches(idx) {
         // A branch to the unknown that reads no status at all (`if not body: raise
         // PayuOutcomeUnknown`) sends it none of the server errors.
@@ -101,6 +102,76 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("missing", missing.join(", "))
             .arg("refusal", refusal.0)
             .arg("refusal_line", refusal.1.to_string());
+        finding.function = function;
+    }
+}
+
+/// `unknown = status in (408, 409, 429)` and then `raise (CheckoutOutcomeUnknown if unknown
+/// else CheckoutRequestRejected)(...)`: the error of an unknown outcome is picked by a set of
+/// statuses that holds no server error, so every 5xx is raised as the refusal.
+fn chosen_by_a_flag(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &assignment in idx.all(kinds::ASSIGNMENT) {
+        let (Some(left), Some(right)) = (assignment.field("left"), assignment.field("right"))
+        else {
+            continue;
+        };
+        if left.kind() != kinds::IDENTIFIER
+            || right.kind() != kinds::COMPARISON_OPERATOR
+            || !syntax::text(right, src).contains(" in ")
+        {
+            continue;
+        }
+        let Some(codes) = status_codes(idx, right, src) else {
+            continue;
+        };
+        if codes.is_empty() || codes.iter().any(|c| (500..600).contains(c)) {
+            continue;
+        }
+        let Some(func) = idx.enclosing(assignment, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        // A request that may be sent again under its key: a quote or a lookup read as refused
+        // moves no money.
+        if takes_the_range(syntax::text(func, src))
+            || !syntax::code_names_idempotency(syntax::text(func, src))
+        {
+            continue;
+        }
+        let flag = syntax::text(left, src);
+        let choice = idx
+            .within(func, kinds::CONDITIONAL_EXPRESSION)
+            .iter()
+            .copied()
+            .find_map(|c| {
+                let parts = crate::python::named_children(c);
+                let [chosen, test, other] = parts.as_slice() else {
+                    return None;
+                };
+                if c.start_byte() < assignment.end_byte() || syntax::text(*test, src) != flag {
+                    return None;
+                }
+                let name = |n: Node<'_>| {
+                    let text = syntax::text(n, src);
+                    text.rsplit('.').next().unwrap_or(text)
+                };
+                let (unknown, refusal) = (name(*chosen), name(*other));
+                (crate::rules::err::timeout_read_as_failure::unavailable(unknown)
+                    && !crate::rules::err::timeout_read_as_failure::unavailable(refusal))
+                .then_some((unknown, refusal, c))
+            });
+        let Some((unknown, refusal, at)) = choice else {
+            continue;
+        };
+        let missing: Vec<String> = SERVER_ERRORS.iter().map(u16::to_string).collect();
+        let function = facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, right)
+            .arg("function", function.clone())
+            .arg("check", syntax::text(right, src).to_string())
+            .arg("unknown", unknown.to_string())
+            .arg("missing", missing.join(", "))
+            .arg("refusal", refusal.to_string())
+            .arg("refusal_line", syntax::lines(at).0.to_string());
         finding.function = function;
     }
 }

@@ -1161,8 +1161,9 @@ fn report_set(cx: &mut Ctx<'_>, src: &str, set: &ConstantSet<'_>, at: Node<'_>, 
 }
 
 /// Whether the literals are members of our own model's status enum, named for the object
-/// tested (`policy.status != PolicyStatus.CANCELLED`, `order.state == OrderState.PENDING`):
-/// the record's own lifecycle, not what the provider answered.
+/// tested (`policy.status != PolicyStatus.CANCELLED`, `order.state == OrderState.PENDING`,
+/// `subscription.status == Subscription.Status.CANCELED`): the record's own lifecycle, not what
+/// the provider answered.
 fn own_enum(subject: &str, test: &Test<'_>, src: &str) -> bool {
     let Some((object, _)) = subject.rsplit_once(['.', '[']) else {
         return false;
@@ -1175,15 +1176,25 @@ fn own_enum(subject: &str, test: &Test<'_>, src: &str) -> bool {
         .to_ascii_lowercase();
     !object.is_empty()
         && test.literals.iter().all(|(n, _)| {
-            n.kind() == kinds::ATTRIBUTE
-                && syntax::text(*n, src)
-                    .rsplit('.')
-                    .nth(1)
-                    .is_some_and(|enum_name| {
-                        let enum_name = enum_name.to_ascii_lowercase();
-                        enum_name.starts_with(&object)
-                            && (enum_name.ends_with("status") || enum_name.ends_with("state"))
-                    })
+            if n.kind() != kinds::ATTRIBUTE {
+                return false;
+            }
+            let mut names = syntax::text(*n, src).rsplit('.').skip(1);
+            let Some(enum_name) = names.next().map(str::to_ascii_lowercase) else {
+                return false;
+            };
+            // `SubscriptionStatus.CANCELED`, or a model's own choices, Django's way:
+            // `Subscription.Status.CANCELED`.
+            let owner = if matches!(enum_name.as_str(), "status" | "state") {
+                names
+                    .next()
+                    .map(str::to_ascii_lowercase)
+                    .unwrap_or_default()
+            } else {
+                enum_name.clone()
+            };
+            owner.starts_with(&object)
+                && (enum_name.ends_with("status") || enum_name.ends_with("state"))
         })
 }
 

@@ -30,6 +30,7 @@ fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
+    refused_only_if_none_pass(cx, idx, src);
     for &assignment in idx.all(kinds::ASSIGNMENT) {
         let (Some(left), Some(right)) = (assignment.field("left"), assignment.field("right"))
         else {
@@ -57,6 +58,87 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("check", check)
             .arg("check_line", syntax::lines(assignment).0.to_string());
     }
+}
+
+/// `if not any(is_valid_hmac(item, key) for item in items): raise HTTPUnauthorized()` and then
+/// `for item in items:`: the batch is turned away only when no item passes, so one genuine item
+/// lets forged ones through with it.
+fn refused_only_if_none_pass(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &stmt in idx.all(kinds::IF_STATEMENT) {
+        let (Some(condition), Some(body)) = (stmt.field("condition"), stmt.field("consequence"))
+        else {
+            continue;
+        };
+        let Some(any) = condition
+            .field("argument")
+            .filter(|_| condition.kind() == kinds::NOT_OPERATOR)
+            .filter(|a| a.kind() == kinds::CALL && syntax::callee(*a, src) == "any")
+        else {
+            continue;
+        };
+        let Some(generator) = any
+            .field("arguments")
+            .filter(|a| a.kind() == "generator_expression")
+            .or_else(|| {
+                syntax::positional_args(any)
+                    .first()
+                    .copied()
+                    .filter(|a| a.kind() == "generator_expression")
+            })
+        else {
+            continue;
+        };
+        let Some((source, check)) = generated_by_a_check(idx, generator, src) else {
+            continue;
+        };
+        let Some(func) = idx.enclosing(stmt, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        if syntax::block_falls_through(body, src) {
+            continue;
+        }
+        let Some(lp) = whole_batch_loop(idx, func, stmt, source, src) else {
+            continue;
+        };
+        // Each item checked again in the loop.
+        if lp.field("body").is_some_and(|b| {
+            idx.within(b, kinds::CALL)
+                .iter()
+                .any(|c| verifies(idx.callee_name(*c, src)))
+        }) {
+            continue;
+        }
+        cx.report(&RULE, any)
+            .arg("source", source.to_string())
+            .arg("check", check)
+            .arg("check_line", syntax::lines(stmt).0.to_string())
+            .arg("loop_line", syntax::lines(lp).0.to_string())
+            .note("any");
+    }
+}
+
+/// `verify(x, key) for x in items`: the list a generator goes over (a plain name) and the
+/// check's callee, when the check is all its value is.
+fn generated_by_a_check<'s>(
+    idx: &NodeIndex<'_>,
+    generator: Node<'_>,
+    src: &'s str,
+) -> Option<(&'s str, String)> {
+    let clause = crate::python::named_children(generator)
+        .into_iter()
+        .find(|c| c.kind() == "for_in_clause")?;
+    let source = clause.field("right")?;
+    if source.kind() != kinds::IDENTIFIER {
+        return None;
+    }
+    let value = generator.field("body")?;
+    if value.kind() != kinds::CALL || !verifies(idx.callee_name(value, src)) {
+        return None;
+    }
+    Some((
+        syntax::text(source, src),
+        syntax::normalized(value.field("function").unwrap_or(value), src),
+    ))
 }
 
 /// `[x for x in items if verify(x, key)]`: the list filtered (a plain name) and the check's

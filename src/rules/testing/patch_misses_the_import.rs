@@ -70,16 +70,14 @@ fn check(cx: &mut Ctx<'_>) {
             break;
         }
     }
+    let mut others = Vec::new();
+    for &(call, target) in &targets {
+        if let Some(other) = another_importer(cx, file, &targets, target) {
+            others.push((call, target.to_string(), other));
+        }
+    }
     for (call, target, user, used_here) in found {
-        // A decorator's patch is its function's.
-        let function = idx
-            .enclosing(call, kinds::FUNCTION_DEFINITION)
-            .or_else(|| {
-                idx.enclosing(call, kinds::DECORATED_DEFINITION)
-                    .and_then(|d| d.child_by_field_name("definition"))
-            })
-            .map(|f| syntax::function_name(f, src).to_string())
-            .unwrap_or_default();
+        let function = patching_function(idx, call, src);
         let finding = cx
             .report(&RULE, call)
             .arg("target", target)
@@ -88,6 +86,92 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("test", function.clone());
         finding.function = function;
     }
+    for (call, target, (other, used_there, defined, tester)) in others {
+        let function = patching_function(idx, call, src);
+        let finding = cx
+            .report(&RULE, call)
+            .arg("target", target)
+            .arg("user", other)
+            .arg("used_here", used_there)
+            .arg("defined", defined)
+            .arg("tester", tester)
+            .arg("test", function.clone())
+            .note("other_importer");
+        finding.function = function;
+    }
+}
+
+/// The test or fixture a patch belongs to; a decorator's patch is its function's.
+fn patching_function(idx: &crate::python::NodeIndex<'_>, call: Node<'_>, src: &str) -> String {
+    idx.enclosing(call, kinds::FUNCTION_DEFINITION)
+        .or_else(|| {
+            idx.enclosing(call, kinds::DECORATED_DEFINITION)
+                .and_then(|d| d.child_by_field_name("definition"))
+        })
+        .map(|f| syntax::function_name(f, src).to_string())
+        .unwrap_or_default()
+}
+
+/// A patch where the name is used (`payments.services.get_client`), while another module of
+/// the change imports the same name from the same module (`payments.tasks` does `from
+/// payments.square_client import get_client`), a test of the change exercises that module, and
+/// nothing patches the name there: the tests of that module run the real client. For a
+/// conftest, the test is any test file of the change beside or below it.
+fn another_importer(
+    cx: &Ctx<'_>,
+    file: &FileFacts,
+    targets: &[(Node<'_>, &str)],
+    target: &str,
+) -> Option<(String, String, String, String)> {
+    let (module, name) = target.rsplit_once('.')?;
+    let patched = cx
+        .change
+        .side(Side::New)
+        .find(|f| !f.is_test && f.module == module)?;
+    // Where the patched module took the name from.
+    let defined = patched.imports.iter().find_map(|i| {
+        (i.local == name)
+            .then(|| i.target.strip_suffix(name)?.strip_suffix('.'))
+            .flatten()
+            .map(|from| resolve(&patched.module, from))
+    })?;
+    if !a_client(cx, &defined, name) {
+        return None;
+    }
+    let conftest = file.path.ends_with("conftest.py");
+    let package = file.module.rsplit_once('.').map_or("", |(p, _)| p);
+    for other in cx.change.side(Side::New) {
+        if other.is_test || other.module == module || !imports_the_name(other, &defined, name) {
+            continue;
+        }
+        let used_there = format!("{}.{name}", other.module);
+        if targets
+            .iter()
+            .any(|(_, t)| *t == used_there || *t == format!("{defined}.{name}"))
+        {
+            continue;
+        }
+        let tester = if tested_by(file, &other.module) {
+            Some(file)
+        } else if conftest {
+            cx.change.side(Side::New).find(|t| {
+                t.is_test
+                    && (package.is_empty() || t.module.starts_with(&format!("{package}.")))
+                    && tested_by(t, &other.module)
+            })
+        } else {
+            None
+        };
+        if let Some(tester) = tester {
+            return Some((
+                other.module.clone(),
+                used_there,
+                defined,
+                tester.path.clone(),
+            ));
+        }
+    }
+    None
 }
 
 /// Whether `user` imports `name` itself from `module` (`from .flutterwave import

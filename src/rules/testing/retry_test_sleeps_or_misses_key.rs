@@ -130,11 +130,18 @@ fn waits_out_a_limit(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
         "lease", "expire", "expires", "expired", "expiry", "ttl", "stale", "lapse", "lapses",
     ];
     let words = syntax::name_words(&test.facts.name);
+    let text = syntax::text(test.node, cx.src());
     // Words of names too: `monkeypatch.setattr(tasks, "CAPTURE_STALE_AFTER", ...)`.
     words.iter().any(|w| LIMITS.contains(&w.as_str()))
-        || syntax::text(test.node, cx.src())
+        || text
             .split(|c: char| !c.is_ascii_alphanumeric())
             .any(|w| LIMITS.iter().any(|l| w.eq_ignore_ascii_case(l)))
+        // A span of the code's shrunk for the test (`monkeypatch.setattr("app.refunds.
+        // KEY_TRUSTED_FOR", timedelta(seconds=2))`), whatever its name: what follows waits it
+        // out.
+        || text.lines().any(|line| {
+            (line.contains("setattr(") || line.contains("patch(")) && line.contains("timedelta(")
+        })
 }
 
 /// A sleep the test itself takes to wait out a backoff (`time.sleep(6)  # first retry_backoff
@@ -194,10 +201,18 @@ fn looks_at_key(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
 
 /// `first, second = gateway.sale.await_args_list` then `assert first.kwargs == second.kwargs`
 /// (or `calls[0] == calls[1]`): two attempts handed the same arguments, the key among them.
+/// Also two requests the HTTP mock recorded (`first, second = responses.calls`, `assert
+/// first.request.body == second.request.body`): the same request sent again.
 fn attempts_compared(text: &str) -> bool {
+    let recorded = |l: &str| {
+        l.contains("args_list")
+            || l.contains("mock_calls")
+            || l.trim_end().ends_with(".calls")
+            || l.trim_end().ends_with(".calls)")
+    };
     let unpacked: Vec<&str> = text
         .lines()
-        .filter(|l| l.contains("args_list") || l.contains("mock_calls"))
+        .filter(|l| recorded(l))
         .filter_map(|l| l.split_once(" = ").map(|(names, _)| names))
         .flat_map(|names| names.split(','))
         .map(|n| n.trim().trim_start_matches('*'))
@@ -205,11 +220,18 @@ fn attempts_compared(text: &str) -> bool {
         .collect();
     let attempt = |side: &str| {
         let side = side.trim();
-        let side = side
-            .strip_suffix(".kwargs")
-            .or_else(|| side.strip_suffix(".args"))
-            .unwrap_or(side);
-        unpacked.contains(&side) || side.contains("args_list[")
+        let side = [
+            ".kwargs",
+            ".args",
+            ".request.body",
+            ".request.content",
+            ".request.headers",
+            ".request",
+        ]
+        .iter()
+        .find_map(|suffix| side.strip_suffix(suffix))
+        .unwrap_or(side);
+        unpacked.contains(&side) || side.contains("args_list[") || side.contains(".calls[")
     };
     // `first.kwargs["reference"] == second.kwargs["reference"]`: the argument the key is made
     // from, the same on both.

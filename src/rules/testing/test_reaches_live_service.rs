@@ -235,6 +235,10 @@ fn check(cx: &mut Ctx<'_>) {
             })
         {
             report_built(cx, test, &built);
+        } else if let Some(registered) = mocks.unactivated.as_deref() {
+            // The answers it registers say the test expects requests; the code they go through
+            // is out of sight (a client handed in by a fixture).
+            report_unactivated(cx, test, registered);
         }
     }
     live_setup::fixtures(cx, &tests, &reach_the_cache);
@@ -670,6 +674,22 @@ fn report_direct(cx: &mut Ctx<'_>, test: &TestFn<'_>, call: &str) {
         .arg("function", test.facts.name.clone());
     finding.note("direct").note("sdk");
     finding.point = Some("sdk");
+    if test.partial {
+        finding.note("partial");
+    }
+}
+
+/// A test that registers answers with `responses` and is not under `@responses.activate`,
+/// while the file's other tests are: the requests it expects go to the real host.
+fn report_unactivated(cx: &mut Ctx<'_>, test: &TestFn<'_>, registered: &str) {
+    let key = format!("http:{}", test.facts.name);
+    let finding = cx.report_lines(&RULE, syntax::lines(test.outer), key);
+    finding.function = test.facts.name.clone();
+    let finding = finding
+        .arg("test", test.facts.name.clone())
+        .arg("registered", registered.to_string())
+        .note("unactivated_only");
+    finding.point = Some("http");
     if test.partial {
         finding.note("partial");
     }
