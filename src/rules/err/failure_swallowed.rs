@@ -127,6 +127,7 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         }
         let Some((step, pays)) = step_of(cx, idx, func, body, inbound.is_some()) else {
+            marker_moved_on(cx, idx, clause, try_statement, body);
             continue;
         };
         if inbound.is_none() {
@@ -166,6 +167,69 @@ fn check(cx: &mut Ctx<'_>) {
 
 /// Whether a consumer's handler `continue`s past the acknowledgement that follows its `try`
 /// (`sqs.delete_message(...)` after it): the message is left to come back, not swallowed.
+/// `if charged_back != payment.amount_charged_back_cents:` around `try: sync(...) except
+/// Exception: log` and then `payment.amount_charged_back_cents = charged_back`: the failure is
+/// passed over and the mark the `if` reads to decide whether the step is due is moved on all the
+/// same, so the step is never tried again (a chargeback never applied, a refund never synced).
+fn marker_moved_on(
+    cx: &mut Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    clause: Node<'_>,
+    try_statement: Node<'_>,
+    body: Node<'_>,
+) {
+    let src = cx.src();
+    let Some(block) = try_statement.parent() else {
+        return;
+    };
+    let Some(guard) = block
+        .parent()
+        .filter(|p| p.kind() == kinds::IF_STATEMENT)
+        .filter(|p| p.field("consequence").is_some_and(|c| c.id() == block.id()))
+    else {
+        return;
+    };
+    let Some(condition) = guard.field("condition") else {
+        return;
+    };
+    let Some(step) = idx.within(body, kinds::CALL).first().copied() else {
+        return;
+    };
+    let read: Vec<&str> = std::iter::once(condition)
+        .chain(idx.within(condition, kinds::ATTRIBUTE).iter().copied())
+        .filter(|n| n.kind() == kinds::ATTRIBUTE)
+        .map(|n| syntax::text(n, src))
+        .collect();
+    let mut next = try_statement.next_named_sibling();
+    while let Some(stmt) = next {
+        let assignment = stmt.named_child(0).filter(|a| {
+            stmt.kind() == kinds::EXPRESSION_STATEMENT && a.kind() == kinds::ASSIGNMENT
+        });
+        if let Some(mark) = assignment.and_then(|a| a.field("left"))
+            && mark.kind() == kinds::ATTRIBUTE
+            && read.contains(&syntax::text(mark, src))
+        {
+            let function = idx
+                .enclosing(clause, kinds::FUNCTION_DEFINITION)
+                .map(|f| facts::qualname(f, idx, src))
+                .unwrap_or_default();
+            let finding = cx
+                .report(&RULE, clause)
+                .arg("function", function.clone())
+                .arg("step", syntax::callee(step, src).to_string())
+                .arg("step_line", syntax::lines(step).0.to_string())
+                .arg("mark", syntax::text(mark, src).to_string())
+                .arg("mark_line", syntax::lines(stmt).0.to_string())
+                .arg("guard_line", syntax::lines(guard).0.to_string())
+                .note("marker")
+                .severity(Severity::Important);
+            finding.function = function;
+            return;
+        }
+        next = stmt.next_named_sibling();
+    }
+}
+
 fn skips_the_ack(
     idx: &NodeIndex<'_>,
     handler: Node<'_>,

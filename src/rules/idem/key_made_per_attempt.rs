@@ -81,6 +81,7 @@ fn names_key(text: &str) -> bool {
 }
 
 fn check(cx: &mut Ctx<'_>) {
+    key_replaced_by_the_claim(cx);
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
@@ -1411,4 +1412,98 @@ fn keyword_only<'s>(func: Node<'_>, src: &'s str) -> Vec<&'s str> {
         .map(|p| syntax::parameter_name(p, src))
         .filter(|n| !n.is_empty())
         .collect()
+}
+
+/// A claim in SQL that moves a row's count of attempts on and writes it a new key at once
+/// (`UPDATE payouts SET attempts = attempts + 1, idempotency_key = ? ... RETURNING *` with
+/// `uuid.uuid4()` among the parameters): every claim, the one after a timeout among them,
+/// sends under a key the provider has never seen. `COALESCE(idempotency_key, ?)` keeps the
+/// first one, and is left alone.
+fn key_replaced_by_the_claim(cx: &mut Ctx<'_>) {
+    let Some((idx, src)) = cx.code() else {
+        return;
+    };
+    if !src.contains("UPDATE") && !src.contains("update ") {
+        return;
+    }
+    for &call in idx.all(kinds::CALL) {
+        if !matches!(
+            syntax::callee_name(call, src),
+            "execute" | "fetch" | "fetchrow" | "fetchval" | "fetch_one" | "fetch_all"
+        ) {
+            continue;
+        }
+        let args = syntax::positional_args(call);
+        let Some(&sql) = args.first() else {
+            continue;
+        };
+        if sql.kind() != kinds::STRING && sql.kind() != "concatenated_string" {
+            continue;
+        }
+        let text = syntax::text(sql, src);
+        let Some(column) = key_set_anew(text) else {
+            continue;
+        };
+        let Some(fresh) = args[1..]
+            .iter()
+            .chain(syntax::keyword_args(call, src).iter().map(|(_, v)| v))
+            .find_map(|a| {
+                let t = syntax::text(*a, src);
+                RANDOM.iter().find(|r| t.contains(&format!("{r}(")))
+            })
+        else {
+            continue;
+        };
+        let function = idx
+            .enclosing(call, kinds::FUNCTION_DEFINITION)
+            .map(|f| facts::qualname(f, idx, src))
+            .unwrap_or_default();
+        let finding = cx
+            .report(&RULE, call)
+            .arg("function", function.clone())
+            .arg("column", column)
+            .arg("fresh", format!("{fresh}()"))
+            .note("claim");
+        finding.function = function;
+    }
+}
+
+/// The key column an SQL update sets to a new value beside moving a count of attempts on:
+/// `SET attempts = attempts + 1, idempotency_key = ?`.
+fn key_set_anew(sql: &str) -> Option<String> {
+    let lower = sql.to_ascii_lowercase();
+    let set = lower
+        .find("update ")
+        .and_then(|u| lower[u..].find(" set ").map(|s| u + s + 5))?;
+    let rest = &lower[set..];
+    let end = rest.find(" where ").unwrap_or(rest.len());
+    let assignments = &rest[..end];
+    let counts = assignments.split(',').any(|a| {
+        let Some((col, value)) = a.split_once('=') else {
+            return false;
+        };
+        let col = col.trim();
+        [
+            "attempts",
+            "attempt",
+            "tries",
+            "retry_count",
+            "retries",
+            "attempt_count",
+        ]
+        .contains(&col)
+            && value.replace(' ', "").starts_with(&format!("{col}+"))
+    });
+    if !counts {
+        return None;
+    }
+    assignments.split(',').find_map(|a| {
+        let (col, value) = a.split_once('=')?;
+        let col = col.trim();
+        let value = value.trim();
+        let placeholder =
+            value == "?" || value == "%s" || value.starts_with(':') || value.starts_with('$');
+        ((col.contains("idempot") || col.ends_with("_key") || col == "key") && placeholder)
+            .then(|| col.to_string())
+    })
 }

@@ -27,13 +27,16 @@ const DEPTH: usize = 3;
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
         && s.mentions(&["refund", "Refund"])
-        && s.mentions(&["//", " / ", "paid_", "_paid"])
+        && s.mentions(&[
+            "//", " / ", "paid_", "_paid", "face_", "list_", "msrp", "catalog",
+        ])
 }
 
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
+    summed_from_list_prices(cx, idx, src);
     let mut reported: Vec<usize> = Vec::new();
     for &call in idx.all(kinds::CALL) {
         // The indexed call text first: most calls name no refund, and are passed over without
@@ -91,6 +94,136 @@ fn check(cx: &mut Ctx<'_>) {
             finding.function = function;
         }
     }
+}
+
+/// Words of a field that holds what an item is listed at, not what was paid for it.
+const LISTED: &[&str] = &[
+    "face",
+    "list",
+    "listed",
+    "msrp",
+    "catalog",
+    "catalogue",
+    "sticker",
+    "original",
+];
+
+/// A refund's amount added up from what its items are listed at (`refund.amount_cents =
+/// sum(row.face_value_cents for row in claimed)`) while their class keeps what was paid for
+/// each (`Ticket.paid_cents`): a discount or a promotion on the order, and the refund gives back
+/// more than was paid.
+fn summed_from_list_prices(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &assignment in idx.all(kinds::ASSIGNMENT) {
+        let (Some(left), Some(right)) = (assignment.field("left"), assignment.field("right"))
+        else {
+            continue;
+        };
+        let Some((object, field)) = (left.kind() == kinds::ATTRIBUTE)
+            .then(|| left.field("object").zip(left.field("attribute")))
+            .flatten()
+        else {
+            continue;
+        };
+        if !syntax::contains_lowercase(syntax::text(object, src), "refund")
+            || !syntax::name_words(syntax::text(field, src))
+                .iter()
+                .any(|w| matches!(w.as_str(), "amount" | "total" | "cents" | "minor" | "pence"))
+        {
+            continue;
+        }
+        // The index leaves out what a generator reads: its nodes are walked here.
+        let mut stack = vec![right];
+        let mut listed = None;
+        while let Some(n) = stack.pop() {
+            if n.kind() == kinds::ATTRIBUTE
+                && let Some(attr) = n.field("attribute")
+            {
+                let words = syntax::name_words(syntax::text(attr, src));
+                if words.iter().any(|w| LISTED.contains(&w.as_str()))
+                    && !words
+                        .iter()
+                        .any(|w| matches!(w.as_str(), "paid" | "charged" | "net"))
+                {
+                    listed = Some(syntax::text(attr, src));
+                    break;
+                }
+            }
+            stack.extend(crate::python::named_children(n));
+        }
+        let Some(listed) = listed else {
+            continue;
+        };
+        let Some((class, paid)) = paid_beside(cx, idx, listed, src) else {
+            continue;
+        };
+        let function = idx
+            .enclosing(assignment, kinds::FUNCTION_DEFINITION)
+            .map(|f| facts::qualname(f, idx, src))
+            .unwrap_or_default();
+        let finding = cx
+            .report(&RULE, right)
+            .arg("refund", syntax::text(left, src).to_string())
+            .arg("price", listed.to_string())
+            .arg("paid", format!("{class}.{paid}"))
+            .arg("function", function.clone())
+            .note("listed");
+        finding.function = function;
+    }
+}
+
+/// The class the file reads `field` of (`Ticket.face_value_cents`), and the field of it that
+/// keeps what was paid (`paid_cents`), from its definition in the file or the repository.
+fn paid_beside(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    field: &str,
+    src: &str,
+) -> Option<(String, String)> {
+    let suffix = format!(".{field}");
+    // `Ticket.face_value_cents` read in the file, a class of the file that defines the field,
+    // or one of the repository's.
+    let named = src.match_indices(&suffix).find_map(|(at, _)| {
+        let class = src[..at]
+            .rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .next()?;
+        class
+            .starts_with(|c: char| c.is_ascii_uppercase())
+            .then(|| class.to_string())
+    });
+    let defined_here = || {
+        idx.all(kinds::CLASS_DEFINITION).iter().find_map(|c| {
+            let body = c.field("body")?;
+            let defines = crate::python::named_children(body).into_iter().any(|stmt| {
+                stmt.named_child(0)
+                    .filter(|a| a.kind() == kinds::ASSIGNMENT)
+                    .and_then(|a| a.field("left"))
+                    .is_some_and(|l| syntax::text(l, src) == field)
+            });
+            c.field("name")
+                .filter(|_| defines)
+                .map(|n| syntax::text(n, src).to_string())
+        })
+    };
+    let in_the_repository = || {
+        cx.project()?.modules().iter().find_map(|m| {
+            m.assignments
+                .iter()
+                .find_map(|a| a.name.strip_suffix(&suffix).map(str::to_string))
+        })
+    };
+    let class = named.or_else(defined_here).or_else(in_the_repository)?;
+    let members = super::members_of(cx, idx, &class, &[], None, src);
+    let paid = members.into_iter().find(|m| {
+        let words = syntax::name_words(m);
+        words.iter().any(|w| w == "paid" || w == "charged")
+            && words.iter().any(|w| {
+                matches!(
+                    w.as_str(),
+                    "cents" | "amount" | "minor" | "pence" | "price" | "total" | "paise"
+                )
+            })
+    })?;
+    Some((class, paid))
 }
 
 /// The price attribute and the expression that takes a share of it, in `value` or in what the

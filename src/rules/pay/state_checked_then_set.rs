@@ -97,6 +97,27 @@ fn check(cx: &mut Ctx<'_>) {
             .filter(owned)
             .find(|c| c.start_byte() > stmt.end_byte() && moves_money(cx, *c, src))
         else {
+            // The money moves later, under a key this claim makes (`uuid.uuid4()` for a new
+            // settlement): two claims that both pass make two keys, and both are paid.
+            if let Some(fresh) = idx
+                .within(func, kinds::CALL)
+                .iter()
+                .copied()
+                .filter(owned)
+                .find(|c| c.start_byte() > write.end_byte() && makes_a_key(*c, src))
+            {
+                reported.push(func.id());
+                let function = facts::qualname(func, idx, src);
+                let finding = cx
+                    .report(&RULE, stmt)
+                    .arg("function", function.clone())
+                    .arg("state", format!("{record}.{field}"))
+                    .arg("write_line", syntax::lines(write).0.to_string())
+                    .arg("money", syntax::normalized(fresh, src))
+                    .arg("money_line", syntax::lines(fresh).0.to_string())
+                    .note("fresh_key");
+                finding.function = function;
+            }
             continue;
         };
         reported.push(func.id());
@@ -174,6 +195,14 @@ fn state_tested<'s>(condition: Node<'_>, src: &'s str) -> Option<(&'s str, &'s s
 /// A call that moves money: a payment sent without an idempotency key, a refund, payout or
 /// credit written (`Refund.create(...)`, `session.add(Payout(...))`), a balance changed by an
 /// expression (`update(balance_pence=F("balance_pence") - amount)`).
+/// A call that makes a new random key: `uuid.uuid4()`, `secrets.token_hex(16)`.
+fn makes_a_key(call: Node<'_>, src: &str) -> bool {
+    matches!(
+        syntax::callee_name(call, src),
+        "uuid4" | "uuid1" | "uuid7" | "token_hex" | "token_urlsafe" | "ulid" | "new_ulid"
+    )
+}
+
 pub(super) fn moves_money(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
     // `raise RefundTooLarge(...)`: an error named for the money, not a record of it.
     if call
