@@ -86,6 +86,12 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(locals) = only_logs(handler, src) else {
             continue;
         };
+        // `except OutcomeUnknown: log; return refund`: the step may have worked, and the
+        // record is left as it was for the notification or the reconciliation to decide; the
+        // success recorded after the `try` is skipped.
+        if unknown_outcome_only(clause, src) && !syntax::block_falls_through(handler, src) {
+            continue;
+        }
         // Asked only of the few handlers that swallow: tree-sitter finds a parent from the root.
         let Some(try_statement) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT)
         else {
@@ -228,6 +234,19 @@ fn marker_moved_on(
         }
         next = stmt.next_named_sibling();
     }
+}
+
+/// Whether the clause catches only errors of an unknown outcome (`OutcomeUnknown`,
+/// `GatewayUnavailable`, a timeout).
+fn unknown_outcome_only(clause: Node<'_>, src: &str) -> bool {
+    let types = syntax::except_types(clause);
+    !types.is_empty()
+        && types.iter().all(|t| {
+            let name = syntax::text(*t, src);
+            let last = name.rsplit('.').next().unwrap_or(name);
+            super::timeout_read_as_failure::unavailable(last)
+                || syntax::contains_lowercase(last, "timeout")
+        })
 }
 
 fn skips_the_ack(

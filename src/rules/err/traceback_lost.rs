@@ -47,7 +47,9 @@ fn check(cx: &mut Ctx<'_>) {
         // message that says what went wrong; where they were raised is no news.
         if idx
             .enclosing(call, kinds::EXCEPT_CLAUSE)
-            .is_some_and(|clause| own_errors_only(cx, idx, clause))
+            .is_some_and(|clause| {
+                own_errors_only(cx, idx, clause) || raised_by_its_try(clause, src)
+            })
         {
             continue;
         }
@@ -64,6 +66,27 @@ fn check(cx: &mut Ctx<'_>) {
         }
         finding.arg("receiver", receiver);
     }
+}
+
+/// Whether the `try` raises every type its clause catches itself (`raise ValueError(f"capture
+/// of {amount} outside ...")` in the body, `except ValueError as exc`): a check of the code's
+/// own, whose message says what went wrong.
+fn raised_by_its_try(clause: Node<'_>, src: &str) -> bool {
+    let Some(body) = clause
+        .parent()
+        .filter(|t| t.kind() == kinds::TRY_STATEMENT)
+        .and_then(|t| t.field("body"))
+    else {
+        return false;
+    };
+    let body = syntax::text(body, src);
+    let types = syntax::except_types(clause);
+    !types.is_empty()
+        && types.iter().all(|t| {
+            let name = syntax::text(*t, src);
+            !matches!(name, "Exception" | "BaseException")
+                && body.contains(&format!("raise {name}("))
+        })
 }
 
 /// Whether an `except` catches only exceptions the project defines: classes of the file, or

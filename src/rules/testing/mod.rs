@@ -1172,6 +1172,37 @@ fn unactivated_responses(idx: &NodeIndex<'_>, test: &TestFn<'_>, src: &str) -> O
 
 pub(crate) use crate::python::syntax::has_word;
 
+/// Whether a fixture of the repository's conftest that the test takes stands a spec'd mock in
+/// for the class whose method sleeps (`gw = mock.create_autospec(WorldpayClient,
+/// instance=True)` for `WorldpayClient._get_with_retries`): the test never runs that method.
+pub(crate) fn a_fixture_specs_its_class(
+    cx: &Ctx<'_>,
+    test: &TestFn<'_>,
+    r: &crate::rules::reach::Reach<'_>,
+) -> bool {
+    let Some((class, _)) = r.function.qualname.rsplit_once('.') else {
+        return false;
+    };
+    let class = class
+        .rsplit('.')
+        .next()
+        .unwrap_or(class)
+        .to_ascii_lowercase();
+    let specs = [
+        format!("autospec({class}"),
+        format!("spec={class}"),
+        format!("spec_set={class}"),
+    ];
+    let conftests = repository_conftests(cx);
+    parameters(test.node, cx.src()).iter().any(|p| {
+        let name = p.to_ascii_lowercase();
+        conftests
+            .iter()
+            .filter_map(|c| fixture_code(c, &name))
+            .any(|code| specs.iter().any(|s| code.contains(s.as_str())))
+    })
+}
+
 /// The fixtures' code of each `conftest.py` of the repository above the file that the change
 /// does not show (repository mode; `ModuleFacts::fixtures`).
 pub(crate) fn repository_conftests<'c>(cx: &Ctx<'c>) -> Vec<&'c str> {

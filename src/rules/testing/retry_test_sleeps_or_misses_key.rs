@@ -27,6 +27,8 @@ const RETRY_WORDS: &[&str] = &[
     "retried",
     "timeout",
     "backoff",
+    "backs_off",
+    "back_off",
     "transient",
 ];
 /// Ways a test stops real waiting: a patched sleep, a fake clock. Not frozen or travelling
@@ -84,6 +86,7 @@ fn check(cx: &mut Ctx<'_>) {
                 !clock_mocked
                     && !mocks.spec_a_class_on(cx, &r.path)
                     && !mocks.configured_on(&r.path)
+                    && !super::a_fixture_specs_its_class(cx, &test, r)
             });
         let keyed = callees
             .iter()
@@ -327,9 +330,18 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     // `..._leaves_the_refund_unknown_and_retryable`: what a failure leaves behind for a retry
     // to come, not the retry.
     let said = name.replace("retryable", "").replace("retriable", "");
-    let timeout_only = !["retr", "attempt", "exhaust", "again", "backoff", "repeat"]
-        .iter()
-        .any(|w| said.contains(w));
+    let timeout_only = ![
+        "retr",
+        "attempt",
+        "exhaust",
+        "again",
+        "backoff",
+        "backs_off",
+        "back_off",
+        "repeat",
+    ]
+    .iter()
+    .any(|w| said.contains(w));
     if declines_only(syntax::text(test.outer, src))
         || timeout_only && one_failure_raised(syntax::text(test.outer, src))
     {

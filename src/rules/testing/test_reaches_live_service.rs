@@ -210,6 +210,7 @@ fn check(cx: &mut Ctx<'_>) {
                 })
             })
             .filter(|(service, _, _)| !repository_fixture_covers(cx, test, *service))
+            .filter(|(_, r, _)| !a_parameter_stands_in(cx, test, r))
             .filter(|(service, r, _)| {
                 !(*service == Service::Cache && django_cache_local_in_tests(cx, r))
             });
@@ -293,6 +294,21 @@ fn django_cache_local_in_tests(cx: &Ctx<'_>, r: &Reach<'_>) -> bool {
 /// for the service (a `respx` router, a `FakeAsyncRedis`) and connects to no live cache. The test's own
 /// file's fixtures lead there too (`owed(restaurant)`, `restaurant(app)`). Asked only of a test
 /// about to be reported: it reads the project index.
+/// Whether the test configures or asserts on the function that reaches the service through
+/// one of its parameters (`fake_gateway.reverse_transfer.assert_not_called()`,
+/// `gateway.create_refund.return_value = ...`), or a fixture of the conftest it takes makes a
+/// spec'd mock of that function's class: a fixture hands it a stand-in for the client, however
+/// the fixture puts it in place.
+fn a_parameter_stands_in(cx: &Ctx<'_>, test: &TestFn<'_>, r: &Reach<'_>) -> bool {
+    let src = cx.src();
+    let body = syntax::text(test.node, src);
+    let name = &r.function.name;
+    super::parameters(test.node, src).iter().any(|p| {
+        let read = format!("{p}.{name}.");
+        body.contains(&read)
+    }) || super::a_fixture_specs_its_class(cx, test, r)
+}
+
 fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) -> bool {
     // Words of a stand-in for this service, not of the client: a fixture that builds a real
     // `httpx.AsyncClient` names `httpx` too, and a `FakeQueue` is no fake of the cache.
