@@ -336,6 +336,7 @@ fn check(cx: &mut Ctx<'_>) {
     let Some((idx, src)) = cx.code() else {
         return;
     };
+    left_out_of_the_wrapper(cx, idx, src);
     for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
         let Some(caught) = catches_timeout(clause, src) else {
             continue;
@@ -407,6 +408,138 @@ fn check(cx: &mut Ctx<'_>) {
             }
         } else {
             finding.note("returned").severity(Severity::Important);
+        }
+    }
+}
+
+/// A method of a client class that calls the provider outside the context the class's other
+/// methods wrap their calls in (`with _unknown_on_transport_error("refund.create"):`), a
+/// context manager of the file that turns transport errors into the error of an unknown
+/// outcome: this call's timeouts and 5xx escape as the SDK's own errors, which its callers take
+/// for a refusal.
+fn left_out_of_the_wrapper(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    if !src.contains("contextmanager") {
+        return;
+    }
+    // The file's context managers that raise an error of an unknown outcome.
+    let wrappers: Vec<&str> = idx
+        .all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .filter(|f| {
+            idx.decorated(**f).is_some_and(|d| {
+                syntax::decorators(d)
+                    .iter()
+                    .any(|dec| syntax::text(*dec, src).contains("contextmanager"))
+            }) && idx.within(**f, kinds::RAISE_STATEMENT).iter().any(|r| {
+                raised_error(r.parent().unwrap_or(*r), src).is_some_and(unavailable)
+                    || r.named_child(0).is_some_and(|v| {
+                        let name = syntax::callee(v, src);
+                        unavailable(name.rsplit('.').next().unwrap_or(name))
+                    })
+            })
+        })
+        .map(|f| syntax::function_name(*f, src))
+        .collect();
+    if wrappers.is_empty() {
+        return;
+    }
+    // A request to the provider: an HTTP verb on a client, or a call of an SDK the file imports
+    // (`stripe.Refund.create`), not a read of the answer (`resp.json()`).
+    let modules: Vec<String> = cx
+        .facts
+        .map(|f| {
+            f.imports
+                .iter()
+                .filter(|i| i.local == i.target)
+                .map(|i| i.local.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let sends = |call: Node<'_>| {
+        let callee = syntax::callee(call, src);
+        facts::http_by_name(&syntax::call_text(call, src))
+            || callee.matches('.').count() >= 2
+                && callee
+                    .split('.')
+                    .next()
+                    .is_some_and(|root| modules.iter().any(|m| m == root))
+    };
+    let wrapped_by = |with: Node<'_>| {
+        let clause = syntax::with_clause(with, src);
+        wrappers
+            .iter()
+            .find(|w| clause.contains(&format!("{w}(")))
+            .copied()
+    };
+    for &class in idx.all(kinds::CLASS_DEFINITION) {
+        let methods: Vec<Node<'_>> = idx
+            .within(class, kinds::FUNCTION_DEFINITION)
+            .iter()
+            .copied()
+            .filter(|m| {
+                idx.enclosing(*m, kinds::CLASS_DEFINITION)
+                    .is_some_and(|c| c.id() == class.id())
+            })
+            .collect();
+        // (root, name) of the calls the wrapped methods make inside the wrapper, and which.
+        let mut kinds_of_calls: Vec<(&str, &str)> = Vec::new();
+        let mut wrapper = None;
+        let mut wrapped = 0;
+        for &m in &methods {
+            let mut inside = false;
+            for &with in idx.within(m, kinds::WITH_STATEMENT) {
+                let Some(w) = wrapped_by(with) else {
+                    continue;
+                };
+                inside = true;
+                wrapper = Some(w);
+                for &call in idx.within(with, kinds::CALL).iter().filter(|c| sends(**c)) {
+                    // `self.http.post`: the client the method holds, by its attribute.
+                    let callee = syntax::callee(call, src);
+                    let callee = callee.strip_prefix("self.").unwrap_or(callee);
+                    if let (Some(root), Some(name)) =
+                        (callee.split('.').next(), callee.rsplit('.').next())
+                        && callee.contains('.')
+                    {
+                        kinds_of_calls.push((root, name));
+                    }
+                }
+            }
+            wrapped += usize::from(inside);
+        }
+        let Some(wrapper) = wrapper.filter(|_| wrapped >= 2) else {
+            continue;
+        };
+        for &m in &methods {
+            for &call in idx.within(m, kinds::CALL).iter().filter(|c| sends(**c)) {
+                let written = syntax::callee(call, src);
+                let callee = written.strip_prefix("self.").unwrap_or(written);
+                let (Some(root), Some(name)) =
+                    (callee.split('.').next(), callee.rsplit('.').next())
+                else {
+                    continue;
+                };
+                if !callee.contains('.')
+                    || !kinds_of_calls.contains(&(root, name))
+                    || idx
+                        .within(m, kinds::WITH_STATEMENT)
+                        .iter()
+                        .any(|w| wrapped_by(*w).is_some() && syntax::contains(*w, call))
+                {
+                    continue;
+                }
+                let function = facts::qualname(m, idx, src);
+                let finding = cx
+                    .report(&RULE, call)
+                    .arg("function", function.clone())
+                    .arg("step", written.to_string())
+                    .arg("wrapper", wrapper.to_string())
+                    .arg("wrapped", wrapped.to_string())
+                    .note("unwrapped")
+                    .severity(Severity::Important);
+                finding.function = function;
+                break;
+            }
         }
     }
 }
