@@ -590,8 +590,42 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
                 (names.join(", "), unknown)
             })
         });
+    // Or no clause before it at all, while the function raises its error of an unknown
+    // outcome for other answers (`if resp.status_code >= 500: raise OutcomeUnknown(...)`): the
+    // whole family, timeouts with it, goes to the refusal.
+    let first_clause = crate::python::named_children(try_statement)
+        .into_iter()
+        .find(|c| c.kind() == kinds::EXCEPT_CLAUSE)
+        .is_some_and(|c| c.id() == clause.id());
+    let earlier = earlier.or_else(|| {
+        if !first_clause {
+            return None;
+        }
+        let func = idx.enclosing(clause, kinds::FUNCTION_DEFINITION)?;
+        let unknown = idx
+            .within(func, kinds::RAISE_STATEMENT)
+            .iter()
+            .filter(|r| !syntax::contains(clause, **r))
+            .find_map(|r| {
+                let value = r.named_child(0)?;
+                let class = if value.kind() == kinds::CALL {
+                    value.field("function")?
+                } else {
+                    value
+                };
+                let name = syntax::text(class, src);
+                let name = name.rsplit('.').next().unwrap_or(name);
+                unavailable(name).then_some(name)
+            })?;
+        Some((String::new(), unknown))
+    });
     let Some((connection, unknown)) = earlier else {
         return;
+    };
+    let note = if connection.is_empty() {
+        "definite_family"
+    } else {
+        "definite"
     };
     let Some(body) = try_statement.field("body") else {
         return;
@@ -620,7 +654,7 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
         .arg("unknown", unknown.to_string())
         .arg("caught", caught.join(", "))
         .arg("raised", raised.to_string())
-        .note("definite")
+        .note(note)
         .severity(Severity::Important);
     finding.function = function;
 }

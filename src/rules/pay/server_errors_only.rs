@@ -8,7 +8,7 @@
 //! `resp.ok`, `is_error`) or for a client error too (`>= 400`).
 use tree_sitter::Node;
 
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
 
 pub(crate) static RULE: Rule = Rule {
@@ -25,13 +25,17 @@ fn gate(s: &Scan<'_>) -> bool {
             .functions
             .iter()
             .any(|f| f.http || f.payment || s.vocab.is_payment_operation(&f.name))
-        && s.mentions(&["500", "499", "INTERNAL_SERVER_ERROR"])
+        && (s.mentions(&["500", "499", "INTERNAL_SERVER_ERROR"])
+            // A client class whose methods check their answers, one of which may not.
+            || s.mentions(&["raise_for_status", "status_code", ".ok", "is_success", "is_error"])
+                && s.facts.functions.iter().filter(|f| f.http).count() >= 2)
 }
 
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
+    unchecked_beside_checked(cx, idx, src);
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         let name = syntax::function_name(func, src);
         if !cx.vocab.is_payment_operation(name) || crate::rules::pay::beside_the_money(name) {
@@ -135,4 +139,136 @@ fn returned_after<'t>(
                 && syntax::return_value(*r)
                     .is_some_and(|v| crate::rules::testing::has_word(syntax::text(v, src), answer))
         })
+}
+
+/// A method of a client class that sends a write (`post`, `put`, `patch`, `delete`) and reads
+/// the answer (`response.headers.get("Capture-Id", "")`, `response.json()`) without asking its
+/// status, while two or more methods of the class check theirs (`_raise_for_status(response)`,
+/// `response.raise_for_status()`, `response.status_code`): a refusal (an expired authorisation,
+/// a capture above what is left) passes for an operation made.
+fn unchecked_beside_checked(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    const WRITES: &[&str] = &["post", "put", "patch", "delete"];
+    for &class in idx.all(kinds::CLASS_DEFINITION) {
+        let methods: Vec<Node<'_>> = idx
+            .within(class, kinds::FUNCTION_DEFINITION)
+            .iter()
+            .copied()
+            .filter(|m| {
+                idx.enclosing(*m, kinds::CLASS_DEFINITION)
+                    .is_some_and(|c| c.id() == class.id())
+            })
+            .collect();
+        // The class's own senders (`self._send("POST", url, ...)`): methods that make a request
+        // and that the class's other methods call.
+        let class_text = syntax::text(class, src);
+        let senders: Vec<&str> = methods
+            .iter()
+            .filter(|m| {
+                idx.within(**m, kinds::CALL)
+                    .iter()
+                    .any(|c| facts::http_by_name(&syntax::call_text(*c, src)))
+            })
+            .map(|m| syntax::function_name(*m, src))
+            .filter(|name| class_text.contains(&format!("self.{name}(")))
+            .collect();
+        let requests = |call: Node<'_>| {
+            facts::http_by_name(&syntax::call_text(call, src))
+                || syntax::callee(call, src)
+                    .strip_prefix("self.")
+                    .is_some_and(|name| senders.contains(&name))
+        };
+        // (method, answer's name, request) for each method that sends and binds the answer.
+        let mut sends: Vec<(Node<'_>, &str, Node<'_>)> = Vec::new();
+        for &method in &methods {
+            for &assignment in idx.within(method, kinds::ASSIGNMENT) {
+                let (Some(left), Some(right)) =
+                    (assignment.field("left"), assignment.field("right"))
+                else {
+                    continue;
+                };
+                let call = crate::rules::idem::strip_await(right);
+                if left.kind() != kinds::IDENTIFIER || call.kind() != kinds::CALL || !requests(call)
+                {
+                    continue;
+                }
+                sends.push((method, syntax::text(left, src), call));
+                break;
+            }
+        }
+        let checks = |method: Node<'_>, answer: &str| {
+            let body = syntax::text(method, src);
+            [
+                format!("({answer})"),
+                format!("({answer},"),
+                format!("{answer}.raise_for_status("),
+                format!("{answer}.status"),
+                format!("{answer}.is_success"),
+                format!("{answer}.is_error"),
+                format!("{answer}.ok"),
+            ]
+            .iter()
+            .any(|form| {
+                body.match_indices(form.as_str()).any(|(at, _)| {
+                    // `_raise_for_status(response)`, `self._check(response)`: handed to a check.
+                    !form.starts_with('(')
+                        || body[..at]
+                            .rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
+                            .next()
+                            .is_some_and(|name| {
+                                let lower = name.to_ascii_lowercase();
+                                lower.contains("raise")
+                                    || lower.contains("check")
+                                    || lower.contains("status")
+                                    || lower.contains("error")
+                            })
+                })
+            })
+        };
+        let checked: Vec<&str> = sends
+            .iter()
+            .filter(|(m, answer, _)| {
+                checks(*m, answer) && !senders.contains(&syntax::function_name(*m, src))
+            })
+            .map(|(m, _, _)| syntax::function_name(*m, src))
+            .collect();
+        if checked.len() < 2 {
+            continue;
+        }
+        for &(method, answer, request) in &sends {
+            // The verb, or the method handed to the class's sender (`self._send("POST", ...)`).
+            let verb = syntax::callee_name(request, src).to_ascii_lowercase();
+            let handed = syntax::positional_args(request)
+                .first()
+                .and_then(|a| syntax::string_value(*a, src))
+                .map(str::to_ascii_lowercase)
+                .unwrap_or_default();
+            if !(WRITES.contains(&verb.as_str()) || WRITES.contains(&handed.as_str()))
+                || checks(method, answer)
+                || senders.contains(&syntax::function_name(method, src))
+            {
+                continue;
+            }
+            // The answer is read: what it carries is handed on as the operation's result.
+            let body = syntax::text(method, src);
+            if !body.contains(&format!("{answer}.")) && !body.contains(&format!("return {answer}"))
+            {
+                continue;
+            }
+            let function = facts::qualname(method, idx, src);
+            let finding = cx
+                .report(&RULE, request)
+                .arg("function", function.clone())
+                .arg(
+                    "request",
+                    format!(
+                        "{}(...)",
+                        syntax::normalized(request.field("function").unwrap_or(request), src)
+                    ),
+                )
+                .arg("answer", answer.to_string())
+                .arg("checked", checked.join("`, `"))
+                .note("unchecked");
+            finding.function = function;
+        }
+    }
 }
