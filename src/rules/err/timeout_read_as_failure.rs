@@ -472,15 +472,7 @@ fn left_out_of_the_wrapper(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
             .copied()
     };
     for &class in idx.all(kinds::CLASS_DEFINITION) {
-        let methods: Vec<Node<'_>> = idx
-            .within(class, kinds::FUNCTION_DEFINITION)
-            .iter()
-            .copied()
-            .filter(|m| {
-                idx.enclosing(*m, kinds::CLASS_DEFINITION)
-                    .is_some_and(|c| c.id() == class.id())
-            })
-            .collect();
+        let methods = facts::own_methods(idx, class);
         // (root, name) of the calls the wrapped methods make inside the wrapper, and which.
         let mut kinds_of_calls: Vec<(&str, &str)> = Vec::new();
         let mut wrapper = None;

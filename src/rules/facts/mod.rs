@@ -1543,6 +1543,21 @@ fn is_urlopen(callee: &str) -> bool {
 /// (`requests.post`, `httpx.get`) or of a client named for one (`self.http.post`,
 /// `session.get`, `gateway_client.post`). `client.get` may be a cache's read, and a Flask or
 /// SQLAlchemy `session` no HTTP at all (`classify` asks the file).
+/// The methods a class defines itself, in document order: not those of a class nested in it.
+pub(crate) fn own_methods<'t>(
+    idx: &crate::python::NodeIndex<'t>,
+    class: tree_sitter::Node<'t>,
+) -> Vec<tree_sitter::Node<'t>> {
+    idx.within(class, crate::python::kinds::FUNCTION_DEFINITION)
+        .iter()
+        .copied()
+        .filter(|m| {
+            idx.enclosing(*m, crate::python::kinds::CLASS_DEFINITION)
+                .is_some_and(|c| c.id() == class.id())
+        })
+        .collect()
+}
+
 pub(crate) fn http_by_name(parts: &syntax::CallText<'_>) -> bool {
     let Some(full_recv) = parts.receiver else {
         return false;

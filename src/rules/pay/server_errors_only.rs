@@ -149,15 +149,7 @@ fn returned_after<'t>(
 fn unchecked_beside_checked(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
     const WRITES: &[&str] = &["post", "put", "patch", "delete"];
     for &class in idx.all(kinds::CLASS_DEFINITION) {
-        let methods: Vec<Node<'_>> = idx
-            .within(class, kinds::FUNCTION_DEFINITION)
-            .iter()
-            .copied()
-            .filter(|m| {
-                idx.enclosing(*m, kinds::CLASS_DEFINITION)
-                    .is_some_and(|c| c.id() == class.id())
-            })
-            .collect();
+        let methods = facts::own_methods(idx, class);
         // The class's own senders (`self._send("POST", url, ...)`): methods that make a request
         // and that the class's other methods call.
         let class_text = syntax::text(class, src);

@@ -90,35 +90,27 @@ fn check(cx: &mut Ctx<'_>) {
         if claimed {
             continue;
         }
-        let Some(money) = idx
+        let money = idx
             .within(func, kinds::CALL)
             .iter()
             .copied()
             .filter(owned)
-            .find(|c| c.start_byte() > stmt.end_byte() && moves_money(cx, *c, src))
-        else {
-            // The money moves later, under a key this claim makes (`uuid.uuid4()` for a new
-            // settlement): two claims that both pass make two keys, and both are paid.
-            if let Some(fresh) = idx
-                .within(func, kinds::CALL)
+            .find(|c| c.start_byte() > stmt.end_byte() && moves_money(cx, *c, src));
+        // Or the money moves later, under a key this claim makes (`uuid.uuid4()` for a new
+        // settlement): two claims that both pass make two keys, and both are paid.
+        let fresh = || {
+            idx.within(func, kinds::CALL)
                 .iter()
                 .copied()
                 .filter(owned)
                 .find(|c| c.start_byte() > write.end_byte() && makes_a_key(*c, src))
-            {
-                reported.push(func.id());
-                let function = facts::qualname(func, idx, src);
-                let finding = cx
-                    .report(&RULE, stmt)
-                    .arg("function", function.clone())
-                    .arg("state", format!("{record}.{field}"))
-                    .arg("write_line", syntax::lines(write).0.to_string())
-                    .arg("money", syntax::normalized(fresh, src))
-                    .arg("money_line", syntax::lines(fresh).0.to_string())
-                    .note("fresh_key");
-                finding.function = function;
-            }
-            continue;
+        };
+        let (money, shown, note) = match money {
+            Some(m) => (m, crate::rules::pay::first_line(m, src), None),
+            None => match fresh() {
+                Some(f) => (f, syntax::normalized(f, src), Some("fresh_key")),
+                None => continue,
+            },
         };
         reported.push(func.id());
         let function = facts::qualname(func, idx, src);
@@ -127,8 +119,11 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("function", function.clone())
             .arg("state", format!("{record}.{field}"))
             .arg("write_line", syntax::lines(write).0.to_string())
-            .arg("money", crate::rules::pay::first_line(money, src))
+            .arg("money", shown)
             .arg("money_line", syntax::lines(money).0.to_string());
+        if let Some(note) = note {
+            finding.note(note);
+        }
         if let Some(lock) = stale {
             finding
                 .arg("record", record.to_string())
