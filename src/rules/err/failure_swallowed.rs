@@ -215,10 +215,7 @@ fn marker_moved_on(
             && mark.kind() == kinds::ATTRIBUTE
             && read.contains(&syntax::text(mark, src))
         {
-            let function = idx
-                .enclosing(clause, kinds::FUNCTION_DEFINITION)
-                .map(|f| facts::qualname(f, idx, src))
-                .unwrap_or_default();
+            let function = facts::enclosing_qualname(idx, clause, src);
             let finding = cx
                 .report(&RULE, clause)
                 .arg("function", function.clone())

@@ -1543,6 +1543,17 @@ fn is_urlopen(callee: &str) -> bool {
 /// (`requests.post`, `httpx.get`) or of a client named for one (`self.http.post`,
 /// `session.get`, `gateway_client.post`). `client.get` may be a cache's read, and a Flask or
 /// SQLAlchemy `session` no HTTP at all (`classify` asks the file).
+/// The qualified name of the function `node` is in (`Client.refund`); empty at module level.
+pub(crate) fn enclosing_qualname(
+    idx: &crate::python::NodeIndex<'_>,
+    node: tree_sitter::Node<'_>,
+    src: &str,
+) -> String {
+    idx.enclosing(node, crate::python::kinds::FUNCTION_DEFINITION)
+        .map(|f| qualname(f, idx, src))
+        .unwrap_or_default()
+}
+
 /// The methods a class defines itself, in document order: not those of a class nested in it.
 pub(crate) fn own_methods<'t>(
     idx: &crate::python::NodeIndex<'t>,

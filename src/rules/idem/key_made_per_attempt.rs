@@ -1454,10 +1454,7 @@ fn key_replaced_by_the_claim(cx: &mut Ctx<'_>) {
         else {
             continue;
         };
-        let function = idx
-            .enclosing(call, kinds::FUNCTION_DEFINITION)
-            .map(|f| facts::qualname(f, idx, src))
-            .unwrap_or_default();
+        let function = facts::enclosing_qualname(idx, call, src);
         let finding = cx
             .report(&RULE, call)
             .arg("function", function.clone())

@@ -53,10 +53,7 @@ fn check(cx: &mut Ctx<'_>) {
         if !our_id(id, src) {
             continue;
         }
-        let function = idx
-            .enclosing(comparison, kinds::FUNCTION_DEFINITION)
-            .map(|f| facts::qualname(f, idx, src))
-            .unwrap_or_default();
+        let function = facts::enclosing_qualname(idx, comparison, src);
         let finding = cx
             .report(&RULE, comparison)
             .arg("read", syntax::text(read, src).to_string())

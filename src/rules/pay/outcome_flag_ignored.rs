@@ -211,10 +211,7 @@ fn string_flag_taken_for_truth(cx: &mut Ctx<'_>) {
                         let Some((compared, line)) = compared_with_text(src, key) else {
                             continue;
                         };
-                        let function = idx
-                            .enclosing(stmt, kinds::FUNCTION_DEFINITION)
-                            .map(|f| facts::qualname(f, idx, src))
-                            .unwrap_or_default();
+                        let function = facts::enclosing_qualname(idx, stmt, src);
                         let finding = cx
                             .report(&RULE, node)
                             .arg("test", syntax::text(node, src).to_string())

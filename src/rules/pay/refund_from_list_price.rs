@@ -156,10 +156,7 @@ fn summed_from_list_prices(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
         let Some((class, paid)) = paid_beside(cx, idx, listed, src) else {
             continue;
         };
-        let function = idx
-            .enclosing(assignment, kinds::FUNCTION_DEFINITION)
-            .map(|f| facts::qualname(f, idx, src))
-            .unwrap_or_default();
+        let function = facts::enclosing_qualname(idx, assignment, src);
         let finding = cx
             .report(&RULE, right)
             .arg("refund", syntax::text(left, src).to_string())

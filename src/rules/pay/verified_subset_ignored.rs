@@ -124,13 +124,7 @@ fn generated_by_a_check<'s>(
     generator: Node<'_>,
     src: &'s str,
 ) -> Option<(&'s str, String)> {
-    let clause = crate::python::named_children(generator)
-        .into_iter()
-        .find(|c| c.kind() == "for_in_clause")?;
-    let source = clause.field("right")?;
-    if source.kind() != kinds::IDENTIFIER {
-        return None;
-    }
+    let source = iterated_name(generator)?;
     let value = generator.field("body")?;
     if value.kind() != kinds::CALL || !verifies(idx.callee_name(value, src)) {
         return None;
@@ -141,6 +135,15 @@ fn generated_by_a_check<'s>(
     ))
 }
 
+/// The plain name a comprehension or a generator goes over: `items` of `... for x in items`.
+fn iterated_name(node: Node<'_>) -> Option<Node<'_>> {
+    crate::python::named_children(node)
+        .into_iter()
+        .find(|c| c.kind() == "for_in_clause")?
+        .field("right")
+        .filter(|s| s.kind() == kinds::IDENTIFIER)
+}
+
 /// `[x for x in items if verify(x, key)]`: the list filtered (a plain name) and the check's
 /// callee.
 fn filtered_by_a_check<'s>(
@@ -148,13 +151,7 @@ fn filtered_by_a_check<'s>(
     comprehension: Node<'_>,
     src: &'s str,
 ) -> Option<(&'s str, String)> {
-    let clause = crate::python::named_children(comprehension)
-        .into_iter()
-        .find(|c| c.kind() == "for_in_clause")?;
-    let source = clause.field("right")?;
-    if source.kind() != kinds::IDENTIFIER {
-        return None;
-    }
+    let source = iterated_name(comprehension)?;
     let condition = crate::python::named_children(comprehension)
         .into_iter()
         .find(|c| c.kind() == "if_clause")?;

@@ -70,12 +70,12 @@ fn check(cx: &mut Ctx<'_>) {
             break;
         }
     }
-    let mut others = Vec::new();
-    for &(call, target) in &targets {
-        if let Some(other) = another_importer(cx, file, &targets, target) {
-            others.push((call, target.to_string(), other));
-        }
-    }
+    let others: Vec<_> = targets
+        .iter()
+        .filter_map(|&(call, target)| {
+            another_importer(cx, file, &targets, target).map(|o| (call, target.to_string(), o))
+        })
+        .collect();
     for (call, target, user, used_here) in found {
         let function = patching_function(idx, call, src);
         let finding = cx
