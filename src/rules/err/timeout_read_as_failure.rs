@@ -430,13 +430,10 @@ fn left_out_of_the_wrapper(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
                 syntax::decorators(d)
                     .iter()
                     .any(|dec| syntax::text(*dec, src).contains("contextmanager"))
-            }) && idx.within(**f, kinds::RAISE_STATEMENT).iter().any(|r| {
-                raised_error(r.parent().unwrap_or(*r), src).is_some_and(unavailable)
-                    || r.named_child(0).is_some_and(|v| {
-                        let name = syntax::callee(v, src);
-                        unavailable(name.rsplit('.').next().unwrap_or(name))
-                    })
-            })
+            }) && idx
+                .within(**f, kinds::RAISE_STATEMENT)
+                .iter()
+                .any(|r| raised_class(*r, src).is_some_and(unavailable))
         })
         .map(|f| syntax::function_name(*f, src))
         .collect();
@@ -598,17 +595,7 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
             .within(func, kinds::RAISE_STATEMENT)
             .iter()
             .filter(|r| !syntax::contains(clause, **r))
-            .find_map(|r| {
-                let value = r.named_child(0)?;
-                let class = if value.kind() == kinds::CALL {
-                    value.field("function")?
-                } else {
-                    value
-                };
-                let name = syntax::text(class, src);
-                let name = name.rsplit('.').next().unwrap_or(name);
-                unavailable(name).then_some(name)
-            })?;
+            .find_map(|r| raised_class(*r, src).filter(|name| unavailable(name)))?;
         Some((String::new(), unknown))
     });
     let Some((connection, unknown)) = earlier else {
@@ -653,19 +640,22 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
 
 /// The error a handler raises, by its class's last name: `raise PaystackError(...) from exc`.
 fn raised_error<'s>(handler: Node<'_>, src: &'s str) -> Option<&'s str> {
-    syntax::statements(handler).into_iter().find_map(|stmt| {
-        if stmt.kind() != kinds::RAISE_STATEMENT {
-            return None;
-        }
-        let raised = stmt.named_child(0)?;
-        let class = if raised.kind() == kinds::CALL {
-            raised.field("function")?
-        } else {
-            raised
-        };
-        let name = syntax::text(class, src);
-        Some(name.rsplit('.').next().unwrap_or(name))
-    })
+    syntax::statements(handler)
+        .into_iter()
+        .filter(|stmt| stmt.kind() == kinds::RAISE_STATEMENT)
+        .find_map(|stmt| raised_class(stmt, src))
+}
+
+/// The class a `raise` statement raises, by its last name: `raise mod.Error(...) from exc`.
+fn raised_class<'s>(raise: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let raised = raise.named_child(0)?;
+    let class = if raised.kind() == kinds::CALL {
+        raised.field("function")?
+    } else {
+        raised
+    };
+    let name = syntax::text(class, src);
+    Some(name.rsplit('.').next().unwrap_or(name))
 }
 
 /// The failure a handler of the client's family records on a branch its status test sends an

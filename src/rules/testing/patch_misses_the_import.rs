@@ -76,7 +76,18 @@ fn check(cx: &mut Ctx<'_>) {
             another_importer(cx, file, &targets, target).map(|o| (call, target.to_string(), o))
         })
         .collect();
-    for (call, target, user, used_here) in found {
+    // Both readings in one list: the second also names where the client is defined and which
+    // test runs the other importer.
+    let found =
+        found
+            .into_iter()
+            .map(|(call, target, user, used_here)| (call, target, user, used_here, None))
+            .chain(others.into_iter().map(
+                |(call, target, (other, used_there, defined, tester))| {
+                    (call, target, other, used_there, Some((defined, tester)))
+                },
+            ));
+    for (call, target, user, used_here, other_importer) in found {
         let function = patching_function(idx, call, src);
         let finding = cx
             .report(&RULE, call)
@@ -84,19 +95,12 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("user", user)
             .arg("used_here", used_here)
             .arg("test", function.clone());
-        finding.function = function;
-    }
-    for (call, target, (other, used_there, defined, tester)) in others {
-        let function = patching_function(idx, call, src);
-        let finding = cx
-            .report(&RULE, call)
-            .arg("target", target)
-            .arg("user", other)
-            .arg("used_here", used_there)
-            .arg("defined", defined)
-            .arg("tester", tester)
-            .arg("test", function.clone())
-            .note("other_importer");
+        if let Some((defined, tester)) = other_importer {
+            finding
+                .arg("defined", defined)
+                .arg("tester", tester)
+                .note("other_importer");
+        }
         finding.function = function;
     }
 }
