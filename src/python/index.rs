@@ -314,10 +314,11 @@ fn containers(spans: &[(usize, usize)]) -> Vec<u32> {
 }
 
 fn slot_index(kind: &str) -> usize {
-    kinds::INDEXED
-        .iter()
-        .position(|k| *k == kind)
-        .unwrap_or(usize::MAX)
+    let slot = kinds::INDEXED.iter().position(|k| *k == kind);
+    // Asked for a kind the index does not keep, it would answer "none" and a rule would
+    // silently never fire (two rules once did, for `elif` clauses and subscripts).
+    debug_assert!(slot.is_some(), "{kind} is not an indexed kind");
+    slot.unwrap_or(usize::MAX)
 }
 
 /// Pre-order walk over the nodes that can be indexed: like `walk_preorder`, but it passes over

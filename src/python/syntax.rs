@@ -249,6 +249,15 @@ pub fn decorators(decorated: Node<'_>) -> Vec<Node<'_>> {
     children
 }
 
+/// The `elif` clauses of an `if` statement, in order (they are its children, not nodes of
+/// their own in the shared index).
+pub fn elif_clauses(if_statement: Node<'_>) -> Vec<Node<'_>> {
+    super::named_children(if_statement)
+        .into_iter()
+        .filter(|c| c.kind() == kinds::ELIF_CLAUSE)
+        .collect()
+}
+
 /// The named statements of a block, comments left out.
 pub fn statements(block: Node<'_>) -> Vec<Node<'_>> {
     let mut children = super::named_children(block);

@@ -124,6 +124,7 @@ pub static ALL: &[&Rule] = &[
     &pay::event_applied_in_any_state::RULE,
     &pay::requeued_from_any_state::RULE,
     &pay::metadata_compared_with_id::RULE,
+    &pay::claim_split_into_read_and_write::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

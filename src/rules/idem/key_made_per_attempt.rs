@@ -46,6 +46,49 @@ fn fresh(name: &str) -> bool {
     RANDOM.contains(&name) || matches!(name, "time_ns" | "now" | "utcnow")
 }
 
+/// A key the request carries, with a random one when it carries none
+/// (`request.headers.get("idempotency-key", "").strip() or uuid.uuid4().hex`): the client's
+/// retry after a timeout, sent without the header, is taken for a new request and paid again.
+fn request_key_or_random(cx: &mut Ctx<'_>) {
+    let Some((idx, src)) = cx.code() else {
+        return;
+    };
+    if !names_fresh(src) {
+        return;
+    }
+    for &assignment in idx.all(kinds::ASSIGNMENT) {
+        let (Some(left), Some(right)) = (assignment.field("left"), assignment.field("right"))
+        else {
+            continue;
+        };
+        // The header names the key, whatever the name it is held in (`key = ...`).
+        if right.kind() != kinds::BOOLEAN_OPERATOR {
+            continue;
+        }
+        let (Some(given), Some(made)) = (right.field("left"), right.field("right")) else {
+            continue;
+        };
+        let given_text = syntax::text(given, src);
+        let from_request = (given_text.contains("headers") || given_text.contains("request"))
+            && syntax::code_names_idempotency(given_text);
+        if syntax::text(right, src).contains(" and ")
+            || !from_request
+            || !makes_random_token(made, idx, src)
+        {
+            continue;
+        }
+        let function = facts::enclosing_qualname(idx, assignment, src);
+        let finding = cx
+            .report(&RULE, right)
+            .arg("key", syntax::normalized(left, src))
+            .arg("given", syntax::normalized(given, src))
+            .arg("made", syntax::normalized(made, src))
+            .arg("function", function.clone())
+            .note("request");
+        finding.function = function;
+    }
+}
+
 /// Whether an expression makes a random token (`str(uuid.uuid4())`, `secrets.token_hex(16)`):
 /// an identifier made on the spot, not a timestamp.
 pub(crate) fn makes_random_token(node: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
@@ -82,6 +125,7 @@ fn names_key(text: &str) -> bool {
 
 fn check(cx: &mut Ctx<'_>) {
     key_replaced_by_the_claim(cx);
+    request_key_or_random(cx);
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
@@ -585,10 +629,12 @@ fn splat_names(
     let built = match value.kind() {
         kinds::IDENTIFIER => {
             let name = syntax::text(value, src);
-            let filled = idx.within(func, kinds::SUBSCRIPT).iter().any(|s| {
-                s.field("value")
-                    .is_some_and(|v| syntax::text(v, src) == name)
-                    && s.start_byte() < before
+            let filled = idx.within(func, kinds::ASSIGNMENT).iter().any(|a| {
+                a.field("left").is_some_and(|s| {
+                    s.kind() == kinds::SUBSCRIPT
+                        && s.field("value")
+                            .is_some_and(|v| syntax::text(v, src) == name)
+                }) && a.start_byte() < before
             }) || idx.within(func, kinds::CALL).iter().any(|c| {
                 let parts = idx.call_text(*c, src);
                 parts.receiver == Some(name) && matches!(parts.name, "update" | "setdefault")

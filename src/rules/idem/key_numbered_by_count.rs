@@ -31,7 +31,7 @@ const DEPTH: usize = 2;
 /// in the key of a payment, in code that names an idempotency key or pays.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.mentions(&["len(", "count", "attempt", "retr", "tries"])
+        && s.mentions(&["len(", "count", "attempt", "retr", "tries", "updated", "modified"])
         // A key site names an idempotency key, or is a reference handed to a payment.
         && (s.facts.functions.iter().any(|f| f.mentions_idempotency)
             || (s.facts.payment_module || s.facts.functions.iter().any(|f| f.payment))
@@ -46,9 +46,11 @@ fn check(cx: &mut Ctx<'_>) {
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         // A count or a counter in the function's text before its key sites are read.
         let text = syntax::text(func, src);
-        if !["len(", "count", "attempt", "retr", "tries"]
-            .iter()
-            .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
+        if ![
+            "len(", "count", "attempt", "retr", "tries", "updated", "modified",
+        ]
+        .iter()
+        .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
         {
             continue;
         }
@@ -85,6 +87,10 @@ fn check(cx: &mut Ctx<'_>) {
                     .or_else(|| {
                         advanced_elsewhere(idx, func, site.value, src)
                             .map(|(counter, step, field)| (counter, step, field, "helper"))
+                    })
+                    .or_else(|| {
+                        saved_stamp(idx, func, site.value, src)
+                            .map(|(counter, write, field)| (counter, write, field, "saved"))
                     });
                 if let Some((counter, at, field, how)) = advanced
                     && !reported.contains(&at.id())
@@ -98,7 +104,7 @@ fn check(cx: &mut Ctx<'_>) {
                         .arg("field", field)
                         .note(how)
                         .severity(Severity::Blocker);
-                    if matches!(how, "each_run" | "helper" | "stamped") {
+                    if matches!(how, "each_run" | "helper" | "stamped" | "saved") {
                         finding.arg("step_line", syntax::lines(at).0.to_string());
                     } else {
                         let caught = syntax::except_types(at).first().map_or_else(
@@ -317,7 +323,7 @@ fn advanced_each_run<'t>(
                     && a.field("left")
                         .is_some_and(|l| syntax::text(l, src) == counter)
                     && syntax::text(*a, src).contains("+=")
-                    && !moved_for_a_reason(idx, func, *a)
+                    && !moved_for_a_reason(idx, func, *a, src)
             });
         if let Some(step) = step {
             return Some((read, step, field.to_string()));
@@ -395,10 +401,83 @@ fn advanced_elsewhere<'t>(
                         .field("attribute")
                         .is_some_and(|f| syntax::text(f, src) == field)
                     && syntax::text(*a, src).contains("+=")
-                    && !moved_for_a_reason(idx, mover, *a)
+                    && !moved_for_a_reason(idx, mover, *a, src)
             })?;
         Some((read, step, field.to_string()))
     })
+}
+
+/// `attempt.updated_at` in the key, where the function writes that record before the key is
+/// made (`attempt.save(update_fields=["status", "updated_at"])`, `attempt.updated_at = now`):
+/// the field is the time of the record's last write, and every run, the one after a timeout
+/// among them, moves it. The stamp read, the write and the field.
+fn saved_stamp<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    value: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, Node<'t>, String)> {
+    // The index leaves out what an f-string interpolates: its nodes are walked here.
+    let mut reads = Vec::new();
+    let mut stack = vec![value];
+    while let Some(n) = stack.pop() {
+        if n.kind() == kinds::ATTRIBUTE {
+            reads.push(n);
+        }
+        stack.extend(crate::python::named_children(n));
+    }
+    reads.into_iter().find_map(|read| {
+        let field = syntax::text(read.field("attribute")?, src);
+        let record = read
+            .field("object")
+            .filter(|o| o.kind() == kinds::IDENTIFIER)?;
+        let record = syntax::text(record, src);
+        if !last_written(field) {
+            return None;
+        }
+        let before = |n: &Node<'_>| n.end_byte() <= value.start_byte();
+        let saved = idx
+            .within(func, kinds::CALL)
+            .iter()
+            .copied()
+            .filter(before)
+            .find(|c| {
+                syntax::callee_name(*c, src) == "save"
+                    && syntax::receiver(*c).is_some_and(|r| syntax::text(r, src) == record)
+            });
+        let stamped = || {
+            idx.within(func, kinds::ASSIGNMENT)
+                .iter()
+                .copied()
+                .filter(before)
+                .find(|a| {
+                    a.field("left")
+                        .is_some_and(|l| syntax::text(l, src) == format!("{record}.{field}"))
+                })
+        };
+        let write = saved.or_else(stamped)?;
+        Some((read, write, field.to_string()))
+    })
+}
+
+/// A field that holds when its record was last written: `updated_at`, `modified`,
+/// `last_modified`.
+fn last_written(field: &str) -> bool {
+    matches!(
+        field,
+        "updated_at"
+            | "updated_on"
+            | "updated"
+            | "modified_at"
+            | "modified_on"
+            | "modified"
+            | "last_modified"
+            | "last_modified_at"
+            | "last_updated"
+            | "last_updated_at"
+            | "date_modified"
+            | "changed_at"
+    )
 }
 
 /// `refund["attempts"]` (or `.attempts`) of a row the function claimed with a query that moves
@@ -448,7 +527,7 @@ fn claimed_with_a_count<'t>(
             c.end_byte() <= value.start_byte()
                 && matches!(syntax::callee_name(*c, src), "update" | "values")
                 && increments(syntax::text(*c, src), field)
-                && !moved_for_a_reason(idx, func, *c)
+                && !moved_for_a_reason(idx, func, *c, src)
         });
         if let Some(step) = step {
             return Some((read, step, field.to_string()));
@@ -557,7 +636,7 @@ fn moved_by_a_claim<'t>(
         let found = (stepped || stamps)
             && idx
                 .enclosing(*c, kinds::FUNCTION_DEFINITION)
-                .is_some_and(|f| tested || !moved_for_a_reason(idx, f, *c));
+                .is_some_and(|f| tested || !moved_for_a_reason(idx, f, *c, src));
         stamped = found && stamps && !stepped;
         found
     })?;
@@ -691,7 +770,7 @@ fn increments(code: &str, field: &str) -> bool {
 
 /// Whether `step` runs under a test, in a handler or in a loop of `func`: a count moved on
 /// for a reason, or IDEM004's attempt, not on every run.
-fn moved_for_a_reason(idx: &NodeIndex<'_>, func: Node<'_>, step: Node<'_>) -> bool {
+fn moved_for_a_reason(idx: &NodeIndex<'_>, func: Node<'_>, step: Node<'_>, src: &str) -> bool {
     [
         kinds::IF_STATEMENT,
         kinds::EXCEPT_CLAUSE,
@@ -701,8 +780,27 @@ fn moved_for_a_reason(idx: &NodeIndex<'_>, func: Node<'_>, step: Node<'_>) -> bo
     .iter()
     .any(|k| {
         idx.enclosing(step, k)
-            .is_some_and(|e| e.start_byte() > func.start_byte())
+            .is_some_and(|e| e.start_byte() > func.start_byte() && !only_found(e, step, src))
     })
+}
+
+/// Whether `block` is an `if` that only asks whether the record the step moves was found
+/// (`if refund is not None:`, `if refund:` after a claim that may find none): every claim
+/// that finds it moves the count.
+fn only_found(block: Node<'_>, step: Node<'_>, src: &str) -> bool {
+    let Some(record) = step
+        .field("left")
+        .and_then(|l| l.field("object"))
+        .map(|o| syntax::text(o, src))
+    else {
+        return false;
+    };
+    block.kind() == kinds::IF_STATEMENT
+        && block.field("condition").is_some_and(|c| {
+            let condition = syntax::text(c, src);
+            condition == record || condition == format!("{record} is not None")
+        })
+        && syntax::elif_clauses(block).is_empty()
 }
 
 /// A field that counts the tries of one payment: `retry_count`, `attempts`, `tries`.

@@ -151,14 +151,21 @@ fn number_kind(idx: &NodeIndex<'_>, src: &str, func: Option<Node<'_>>, amount: N
     let (Some(func), kinds::IDENTIFIER) = (func, amount.kind()) else {
         return Kind::Unknown;
     };
-    let assigned = idx
+    // Every assignment before, not the last only: `value = Decimal(raw)` in a `try` and
+    // `value = None` in its handler still make a `Decimal` when there is one.
+    let assigned: Vec<Kind> = idx
         .within(func, kinds::ASSIGNMENT)
         .iter()
         .filter(|a| a.end_byte() <= amount.start_byte())
-        .rfind(|a| a.field("left").is_some_and(|l| syntax::text(l, src) == own))
-        .map(|a| syntax::text(*a, src));
-    if let Some(kind) = assigned.and_then(of_text) {
-        return kind;
+        .filter(|a| a.field("left").is_some_and(|l| syntax::text(l, src) == own))
+        .filter_map(|a| of_text(syntax::text(*a, src)))
+        .collect();
+    if assigned.contains(&Kind::Float) {
+        return Kind::Float;
+    }
+    // `.quantize(...)` is a method of `Decimal` alone.
+    if !assigned.is_empty() || syntax::text(func, src).contains(&format!("{own}.quantize(")) {
+        return Kind::Decimal;
     }
     let parameter = func
         .field("parameters")

@@ -7,6 +7,7 @@ pub mod arguments_swapped;
 pub mod balance_checked_unlocked;
 pub mod balance_reset_after_payout;
 pub mod charge_amount_source_changed;
+pub mod claim_split_into_read_and_write;
 pub mod destination_refund_keeps_transfer;
 pub mod event_applied_in_any_state;
 pub mod found_taken_as_paid;
@@ -305,7 +306,7 @@ pub(crate) fn passes_money(call: Node<'_>, src: &str, vocab: &Vocabulary) -> boo
 }
 
 /// `PaymentIntent` → `payment_intent`.
-fn snake(name: &str) -> String {
+pub(super) fn snake(name: &str) -> String {
     let mut out = String::new();
     for (i, c) in name.chars().enumerate() {
         if c.is_ascii_uppercase() && i > 0 {

@@ -158,7 +158,7 @@ fn lock_lost(before: &str, after: &str) -> Option<(u32, String, Option<String>)>
 
 /// The models a line names (`Order` of `select(Order).where(Order.reference == ref)`), and
 /// the tables it selects from (`authorizations` of `sa.select(authorizations)`).
-fn models(line: &str) -> Vec<String> {
+pub(super) fn models(line: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let bytes = line.as_bytes();
     let mut at = 0;

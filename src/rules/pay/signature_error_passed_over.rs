@@ -10,7 +10,7 @@
 //! which nothing follows the `try`.
 use tree_sitter::Node;
 
-use crate::python::{NodeIndex, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
 
 pub(crate) static RULE: Rule = Rule {
@@ -20,9 +20,9 @@ pub(crate) static RULE: Rule = Rule {
     gate: Gate::When(gate),
 };
 
-/// Every finding is an `except` of a signature error.
+/// Every finding is an `except` of a signature error, or a test of a check's answer.
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test && s.mentions(&["Signature"])
+    !s.facts.is_test && s.mentions(&["Signature", "signature", "hmac", "digest"])
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -72,6 +72,69 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("next_line", syntax::lines(next).0.to_string());
         finding.function = function;
     }
+    answer_passed_over(cx, idx, src);
+}
+
+/// `if not is_valid_notification(item, hmac_key): log.warning(...)`, and the item used after
+/// it: a check whose "no" is only logged.
+fn answer_passed_over(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &stmt in idx.all(kinds::IF_STATEMENT) {
+        let Some(condition) = stmt
+            .field("condition")
+            .filter(|c| c.kind() == kinds::NOT_OPERATOR)
+        else {
+            continue;
+        };
+        if !condition
+            .field("argument")
+            .map(crate::rules::idem::strip_await)
+            .is_some_and(|c| c.kind() == kinds::CALL && checks_a_signature(c, src))
+        {
+            continue;
+        }
+        let Some(body) = stmt.field("consequence") else {
+            continue;
+        };
+        if stmt.field("alternative").is_some() || !passes_over(idx, body, src) {
+            continue;
+        }
+        let mut next = stmt.next_named_sibling();
+        while let Some(n) = next.filter(|n| n.kind() == kinds::COMMENT) {
+            next = n.next_named_sibling();
+        }
+        let Some(next) = next.filter(|n| accepts(*n, src)) else {
+            continue;
+        };
+        let function = facts::enclosing_qualname(idx, stmt, src);
+        let finding = cx
+            .report(&RULE, condition)
+            .arg("function", function.clone())
+            .arg("test", syntax::normalized(condition, src))
+            .arg("next", crate::rules::pay::first_line(next, src))
+            .arg("next_line", syntax::lines(next).0.to_string())
+            .note("answer");
+        finding.function = function;
+    }
+}
+
+/// A call that checks a signature: `is_valid_notification(item, hmac_key)`,
+/// `verify_signature(body, header)`, `hmac.compare_digest(expected, sent)`.
+fn checks_a_signature(call: Node<'_>, src: &str) -> bool {
+    let name = syntax::callee(call, src).to_ascii_lowercase();
+    let text = syntax::text(call, src).to_ascii_lowercase();
+    ["valid", "verif", "compare_digest", "authentic"]
+        .iter()
+        .any(|w| name.contains(w))
+        && [
+            "signature",
+            "hmac",
+            "sig",
+            "notification",
+            "webhook",
+            "digest",
+        ]
+        .iter()
+        .any(|w| text.contains(w))
 }
 
 /// `InvalidSignature`, `stripe.error.SignatureVerificationError`, `BadSignature`,

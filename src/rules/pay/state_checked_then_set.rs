@@ -171,6 +171,23 @@ fn takes_lock(call: Node<'_>, src: &str) -> bool {
         && !words.iter().any(|w| w == "unlock" || w == "release")
 }
 
+/// Whether this rule speaks of `condition` in `func`, as near as a caller can tell: a state
+/// test followed by money moved or a key made. PAY040 leaves such tests to it.
+pub(super) fn speaks_of(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    condition: Node<'_>,
+) -> bool {
+    let src = cx.src();
+    state_tested(condition, src).is_some()
+        && idx.within(func, kinds::CALL).iter().any(|c| {
+            c.start_byte() > condition.end_byte()
+                && crate::rules::idem::owned_by(idx, *c, Some(func))
+                && (moves_money(cx, *c, src) || makes_a_key(*c, src))
+        })
+}
+
 /// The record and the field a condition tests a state of: `member.status is
 /// MemberStatus.CANCELLED`, `order.state in ("refunded", "cancelled")`.
 fn state_tested<'s>(condition: Node<'_>, src: &'s str) -> Option<(&'s str, &'s str)> {

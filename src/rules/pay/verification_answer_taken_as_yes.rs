@@ -211,10 +211,11 @@ fn bound_test<'t>(
     src: &str,
 ) -> Option<Node<'t>> {
     let func = idx.enclosing(assignment, kinds::FUNCTION_DEFINITION)?;
-    let conditions = idx
-        .within(func, kinds::IF_STATEMENT)
+    let ifs = idx.within(func, kinds::IF_STATEMENT);
+    let conditions = ifs
         .iter()
-        .chain(idx.within(func, kinds::ELIF_CLAUSE))
+        .copied()
+        .chain(ifs.iter().flat_map(|s| syntax::elif_clauses(*s)))
         .filter_map(|s| s.field("condition"))
         .filter(|c| c.start_byte() > assignment.end_byte())
         .filter(|c| bare_truth(*c, name, src));

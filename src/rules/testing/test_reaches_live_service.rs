@@ -386,6 +386,12 @@ fn stands_in_http(code: &str) -> bool {
             "cassette",
             "betamax",
             "mocket",
+            // A server of the test's own that fakes the provider (`aiohttp_server(app)`,
+            // pytest-httpserver's `httpserver`), whose address the client is handed.
+            "aiohttp_server",
+            "aiohttp_raw_server",
+            "httpserver",
+            "testserver(",
         ]
         .iter()
         .any(|t| code.contains(t))
@@ -755,16 +761,22 @@ fn builds_a_live_client(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, Stri
         if arguments.iter().any(|a| stands_in(idx, test, *a, src)) {
             return None;
         }
-        let used = syntax::bound_name(call, src).is_some_and(|name| {
-            idx.within(test.node, kinds::CALL).iter().any(|c| {
-                c.start_byte() > call.end_byte()
-                    && c.child_by_field_name("arguments")
-                        .is_some_and(|args| syntax::has_word(syntax::text(args, src), name))
-                    || syntax::callee(*c, src)
-                        .strip_prefix(name)
-                        .is_some_and(|rest| rest.starts_with('.'))
-            })
-        });
+        let used = syntax::bound_name(call, src)
+            .or_else(|| with_alias(call, src))
+            .is_some_and(|name| {
+                // Handed to code as it is (`PelicanClient(http)`), or asked to send (`http.post(
+                // ...)`); `str(http.base_url)` only reads it.
+                idx.within(test.node, kinds::CALL).iter().any(|c| {
+                    c.start_byte() > call.end_byte()
+                        && syntax::positional_args(*c)
+                            .into_iter()
+                            .chain(syntax::keyword_args(*c, src).into_iter().map(|(_, v)| v))
+                            .any(|a| syntax::text(a, src) == name)
+                        || syntax::callee(*c, src)
+                            .strip_prefix(name)
+                            .is_some_and(|rest| rest.starts_with('.'))
+                })
+            });
         used.then(|| (format!("{callee}(...)"), host.to_string(), from_settings))
     })
 }
@@ -826,6 +838,19 @@ fn live_host_through_a_local<'s>(
 
 /// `settings.DD_API_BASE_URL`, `get_settings().connectpay_base_url`, `config.PROVIDER_HOST`:
 /// the provider's address as the service's settings give it.
+/// `http` of `async with httpx.AsyncClient(...) as http:`.
+fn with_alias<'s>(call: tree_sitter::Node<'_>, src: &'s str) -> Option<&'s str> {
+    let pattern = call.parent().filter(|p| p.kind() == kinds::AS_PATTERN)?;
+    if pattern.named_child(0)?.id() != call.id() {
+        return None;
+    }
+    let alias = pattern.child_by_field_name("alias")?;
+    let text = syntax::text(alias, src);
+    text.chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        .then_some(text)
+}
+
 fn address_from_settings(argument: &str) -> bool {
     let root = argument.split(['.', '(', '[']).next().unwrap_or(argument);
     let last = argument
@@ -833,9 +858,10 @@ fn address_from_settings(argument: &str) -> bool {
         .next()
         .unwrap_or(argument)
         .to_ascii_lowercase();
+    // `Config.PELICAN_BASE_URL` of a settings class reads the same address.
     matches!(
-        root,
-        "settings" | "get_settings" | "config" | "conf" | "app_settings"
+        root.to_ascii_lowercase().as_str(),
+        "settings" | "get_settings" | "config" | "conf" | "app_settings" | "cfg"
     ) && argument.contains('.')
         && ["url", "host", "endpoint"].iter().any(|w| last.contains(w))
 }

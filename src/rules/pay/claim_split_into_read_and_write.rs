@@ -1,0 +1,947 @@
+//! PAY040 claim-split-into-read-and-write: the change takes apart a claim made in one
+//! conditional update (`Invoice.objects.filter(pk=pk, status=OPEN).update(status=PAID)`,
+//! `update(Ticket).where(Ticket.status == ISSUED).values(status=PENDING)`, `UPDATE payouts SET
+//! status = ? WHERE id = ? AND status IN (...)`) into a read of the field, a test and a write
+//! of its own. The update let one run of many win; the read lets every run that comes at once
+//! pass, and each goes on to what only one should do (settle, refund, credit, charge again).
+//!
+//! Read only where the old version is known, for the function of the same qualified name:
+//! whether a fresh read-test-write is safe depends on a lock or a caller elsewhere, but here
+//! the old code shows that the update itself was what kept the runs apart. Left alone: a
+//! function that still claims the field, that locks the rows (`select_for_update()`,
+//! `with_for_update()`, `FOR UPDATE`, `BEGIN IMMEDIATE`), or that calls a helper of the file
+//! that claims or locks.
+use tree_sitter::Node;
+
+use super::balance_reset_after_payout::holds_rows;
+use crate::python::{NodeIndex, kinds, syntax};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "PAY040",
+    doc: include_str!("../../../rules/pay/PAY040.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// Every finding is a field written after a test of it: by an update, a save or a commit.
+/// Whether the old version claimed it is asked in the check.
+fn gate(s: &Scan<'_>) -> bool {
+    !s.facts.is_test
+        && s.mentions(&[
+            "update(",
+            "UPDATE ",
+            "save(",
+            "commit(",
+            "for_update",
+            "FOR UPDATE",
+        ])
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let Some((idx, src)) = cx.code() else {
+        return;
+    };
+    let old_updates = cx
+        .versions
+        .old
+        .as_ref()
+        .is_some_and(|old| updates(&old.text));
+    // A file that claims or locks rows somewhere has its own way of keeping runs apart.
+    if !old_updates && !updates(src) && !locks(src) {
+        return;
+    }
+    let changed: Vec<Node<'_>> = idx
+        .all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .copied()
+        .filter(|f| {
+            let (first, last) = syntax::lines(*f);
+            cx.touches_added(first, last)
+        })
+        .collect();
+    if changed.is_empty() {
+        return;
+    }
+    let old = if old_updates { cx.other.get() } else { None };
+    let mut apart: Option<Vec<Apart>> = None;
+    for func in changed {
+        let name = facts::qualname(func, idx, src);
+        let kept = claims(idx, func, src);
+        let lost = old
+            .filter(|_| !locks(syntax::text(func, src)))
+            .and_then(|old| lost_claim(idx, func, src, &kept, old.index(), old.text(), &name));
+        let (split, sibling) = match lost {
+            Some(lost) => (lost, None),
+            None => {
+                let Some(split) = split_claim(idx, func, src, &kept)
+                    .filter(|split| !split.names().any(|r| locks_record(func, src, r)))
+                else {
+                    continue;
+                };
+                let apart = apart.get_or_insert_with(|| kept_apart(idx, src));
+                // Callers in the file that lock the rows run this under their lock; when every
+                // one does, the test holds.
+                let (locked, unlocked): (Vec<Node<'_>>, Vec<Node<'_>>) = callers(idx, func, src)
+                    .into_iter()
+                    .partition(|c| locks(syntax::text(*c, src)));
+                let other = match (locked.first(), unlocked.first()) {
+                    (Some(_), None) => continue,
+                    (Some(holder), Some(caller)) => {
+                        let Some(lock) = apart
+                            .iter()
+                            .find(|a| a.func == holder.id() && a.lock && a.names_record(&split))
+                        else {
+                            continue;
+                        };
+                        let mut other = lock.clone();
+                        other.caller =
+                            Some((facts::qualname(*caller, idx, src), syntax::lines(*caller).0));
+                        other
+                    }
+                    _ => match apart
+                        .iter()
+                        .find(|a| a.func != func.id() && a.covers(&split))
+                    {
+                        Some(other) => other.clone(),
+                        None => continue,
+                    },
+                };
+                (split, Some(other))
+            }
+        };
+        // Money moved between the test and the write is PAY022's to tell. A payment under a
+        // key of its own (`idempotency_key=f"capture-{order.pk}"`) is made once by the provider
+        // however many runs pass.
+        if super::state_checked_then_set::speaks_of(cx, idx, func, split.test)
+            || idx.within(func, kinds::CALL).iter().any(|c| {
+                c.start_byte() > split.test.end_byte()
+                    && super::pays(cx, *c, src)
+                    && super::state_checked_then_set::keyed(*c, src)
+            })
+        {
+            continue;
+        }
+        // The claim moved into a helper of the file (`self._claim(invoice)`), or a lock did.
+        if super::calls_a_helper_that(idx, func, src, |h| {
+            locks(syntax::text(h, src)) || !claims(idx, h, src).is_empty()
+        }) {
+            continue;
+        }
+        let finding = cx
+            .report(&RULE, split.test)
+            .arg("function", name.clone())
+            .arg("field", split.field.clone())
+            .arg("write_line", syntax::lines(split.write).0.to_string());
+        match sibling {
+            None => {
+                if let Some((claim, claim_src)) = split.claim {
+                    finding
+                        .arg("claim", shown(claim, claim_src))
+                        .arg("old_line", syntax::lines(claim).0.to_string());
+                }
+            }
+            Some(other) => {
+                let note = match (&other.caller, other.lock) {
+                    (Some(_), _) => "unlocked_caller",
+                    (None, true) => "sibling_lock",
+                    (None, false) => "sibling_claim",
+                };
+                finding
+                    .arg("record", split.record.clone())
+                    .arg("other", other.name)
+                    .arg("apart", other.shown)
+                    .arg("other_line", other.line.to_string())
+                    .note(note);
+                if let Some((caller, line)) = other.caller {
+                    finding
+                        .arg("caller", caller)
+                        .arg("caller_line", line.to_string());
+                }
+            }
+        }
+        finding.function = name;
+    }
+}
+
+/// Whether code updates rows: an ORM's `update(`, SQL's `UPDATE `.
+fn updates(code: &str) -> bool {
+    code.contains("update(") || code.contains("UPDATE ")
+}
+
+/// A claim taken apart: where the field is tested and written, of which record, and the claim
+/// of the old version it replaces.
+struct Split<'t, 'o> {
+    test: Node<'t>,
+    write: Node<'t>,
+    field: String,
+    record: String,
+    /// The tables the record was selected from (`FROM rentals` for `row`).
+    tables: Vec<String>,
+    claim: Option<(Node<'o>, &'o str)>,
+}
+
+impl Split<'_, '_> {
+    fn names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.record.as_str()).chain(self.tables.iter().map(String::as_str))
+    }
+}
+
+/// The claim the old function of the same name made and the new one no longer does, when the
+/// new one tests and writes its field apart.
+fn lost_claim<'t, 'o>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    src: &str,
+    kept: &[(Node<'t>, String)],
+    old_idx: &NodeIndex<'o>,
+    old_src: &'o str,
+    name: &str,
+) -> Option<Split<'t, 'o>> {
+    let before = old_idx
+        .all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .copied()
+        .find(|f| facts::qualname(*f, old_idx, old_src) == name)?;
+    if !updates(syntax::text(before, old_src)) {
+        return None;
+    }
+    claims(old_idx, before, old_src)
+        .into_iter()
+        .filter(|(_, field)| !kept.iter().any(|(_, f)| f == field))
+        .find_map(|(claim, field)| {
+            let write = write_after(idx, func, src, &field, None, 0)?;
+            let test = tested_before(idx, func, src, &field, write.start_byte())?;
+            Some(Split {
+                test,
+                write,
+                field,
+                record: String::new(),
+                tables: Vec::new(),
+                claim: Some((claim, old_src)),
+            })
+        })
+}
+
+/// A read of a record in the function, a test of one of its fields that turns the run away,
+/// and a write of the same field after it: `instalment = Instalment.get_by_id(id)`, `if
+/// instalment.status not in (...): return None`, `Instalment.update(status=...).where(id)`.
+/// Or rows picked by the field (`select(Ticket).where(Ticket.status == ISSUED)`) and the field
+/// set on them after.
+fn split_claim<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    src: &str,
+    kept: &[(Node<'t>, String)],
+) -> Option<Split<'t, 'static>> {
+    let free = |field: &str| !matches!(field, "id" | "pk") && !kept.iter().any(|(_, f)| f == field);
+    for (stmt, condition) in leaving_tests(idx, func, src) {
+        for (record, field) in fields_of_records(idx, condition, src) {
+            if !free(&field) || !fresh(idx, func, record, stmt.start_byte(), src) {
+                continue;
+            }
+            let tables = selected_from(func, src, stmt.start_byte());
+            if let Some(write) = write_after(
+                idx,
+                func,
+                src,
+                &field,
+                Some((record, &tables)),
+                stmt.end_byte(),
+            ) {
+                return Some(Split {
+                    test: condition,
+                    write,
+                    field,
+                    record: record.to_string(),
+                    tables,
+                    claim: None,
+                });
+            }
+        }
+    }
+    for (read, field) in reads(idx, func, src) {
+        if !free(&field) {
+            continue;
+        }
+        let Some(model) = super::row_lock_removed::models(syntax::text(read, src))
+            .into_iter()
+            .next()
+        else {
+            continue;
+        };
+        let record = super::snake(&model);
+        if let Some(write) = write_after(
+            idx,
+            func,
+            src,
+            &field,
+            Some((&record, &[])),
+            read.end_byte(),
+        ) {
+            return Some(Split {
+                test: read,
+                write,
+                field,
+                record,
+                tables: Vec::new(),
+                claim: None,
+            });
+        }
+    }
+    None
+}
+
+/// The `if`s and `elif`s of `func` whose branch leaves, with their conditions.
+fn leaving_tests<'t>(idx: &NodeIndex<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>)> {
+    let ifs = idx.within(func, kinds::IF_STATEMENT);
+    let mut out: Vec<(Node<'t>, Node<'t>)> = ifs
+        .iter()
+        .copied()
+        .chain(ifs.iter().flat_map(|s| syntax::elif_clauses(*s)))
+        .filter(|s| {
+            s.child_by_field_name("consequence")
+                .is_some_and(|body| !syntax::block_falls_through(body, src))
+        })
+        .filter_map(|s| Some((s, s.child_by_field_name("condition")?)))
+        .collect();
+    out.sort_by_key(|(s, _)| s.start_byte());
+    out
+}
+
+/// The record and field pairs a condition reads: `invoice.status`, `payout["status"]`,
+/// `row.get("status")`, for a record held in a plain name.
+fn fields_of_records<'t, 's>(
+    idx: &NodeIndex<'t>,
+    condition: Node<'t>,
+    src: &'s str,
+) -> Vec<(&'s str, String)> {
+    let mut out = Vec::new();
+    let mut held = |object: Option<Node<'_>>, field: String| {
+        if let Some(object) = object.filter(|o| o.kind() == kinds::IDENTIFIER)
+            && !field.is_empty()
+        {
+            out.push((syntax::text(object, src), field));
+        }
+    };
+    for attribute in idx.within(condition, kinds::ATTRIBUTE) {
+        // `row.get(...)` is a call of a method, read below.
+        if attribute.parent().is_some_and(|p| {
+            p.kind() == kinds::CALL && p.child_by_field_name("function") == Some(*attribute)
+        }) {
+            continue;
+        }
+        held(
+            attribute.child_by_field_name("object"),
+            field_of(*attribute, src),
+        );
+    }
+    for subscript in nodes(condition, kinds::SUBSCRIPT) {
+        held(
+            subscript.child_by_field_name("value"),
+            field_of(subscript, src),
+        );
+    }
+    for call in idx.within(condition, kinds::CALL) {
+        if syntax::callee_name(*call, src) == "get"
+            && let Some(first) = syntax::positional_args(*call).first()
+        {
+            held(syntax::receiver(*call), field_of(*first, src));
+        }
+    }
+    out
+}
+
+/// Whether `record` is read in `func` before byte `before`: assigned from a call (`await
+/// cur.fetchone()`, `Instalment.get_by_id(...)`) or read again (`invoice.refresh_from_db()`,
+/// `await session.refresh(order)`). A record handed in may be locked by the caller.
+fn fresh(idx: &NodeIndex<'_>, func: Node<'_>, record: &str, before: usize, src: &str) -> bool {
+    idx.assigned_before(Some(func), record, before, src)
+        .is_some_and(|v| crate::rules::idem::strip_await(v).kind() == kinds::CALL)
+        || idx.within(func, kinds::CALL).iter().any(|c| {
+            let name = syntax::callee_name(*c, src);
+            c.end_byte() <= before
+                && (name.contains("refresh") || name.contains("reload"))
+                && syntax::has_word(syntax::text(*c, src), record)
+        })
+}
+
+/// Calls that pick rows by a field (`select(Ticket).where(Ticket.status == ISSUED)`,
+/// `Invoice.objects.filter(status=OPEN)`), not an update's, with the field.
+fn reads<'t>(idx: &NodeIndex<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, String)> {
+    let mut out = Vec::new();
+    for &call in idx.within(func, kinds::CALL) {
+        if !matches!(idx.callee_name(call, src), "filter" | "where" | "filter_by")
+            || chain_calls(chain_top(call))
+                .iter()
+                .any(|link| syntax::callee_name(*link, src) == "update")
+        {
+            continue;
+        }
+        let Some(args) = call.child_by_field_name("arguments") else {
+            continue;
+        };
+        for field in fields_named(idx, args, src) {
+            out.push((call, field));
+        }
+    }
+    out
+}
+
+/// Where the file keeps runs apart: a function's row lock, or its claim of a field, with the
+/// records it names.
+#[derive(Clone)]
+struct Apart {
+    func: usize,
+    name: String,
+    line: u32,
+    shown: String,
+    records: Vec<String>,
+    /// The fields kept apart: the one claimed, or those the lock's function tests and writes
+    /// under it.
+    fields: Vec<String>,
+    lock: bool,
+    /// A caller in the file that runs the function without the lock `func` takes around it.
+    caller: Option<(String, u32)>,
+}
+
+impl Apart {
+    fn covers(&self, split: &Split<'_, '_>) -> bool {
+        self.fields.contains(&split.field) && self.names_record(split)
+    }
+
+    fn names_record(&self, split: &Split<'_, '_>) -> bool {
+        self.records
+            .iter()
+            .any(|r| split.names().any(|n| same_record(r, n)))
+    }
+}
+
+/// `Invoice` and `invoice`, the table `payouts` and `payout`.
+fn same_record(word: &str, record: &str) -> bool {
+    let word = word.to_ascii_lowercase();
+    !record.is_empty()
+        && (word == record
+            || word.strip_suffix('s').is_some_and(|w| w == record)
+            || word.strip_suffix("es").is_some_and(|w| w == record))
+}
+
+/// The records a piece of code names: models (`Invoice`, `select(Ticket)`, snake-cased) and
+/// the tables of its SQL (`UPDATE payouts`, `FROM payouts`).
+fn records_named(code: &str) -> Vec<String> {
+    let mut out: Vec<String> = super::row_lock_removed::models(code)
+        .iter()
+        .map(|m| super::snake(m))
+        .collect();
+    let upper = code.to_ascii_uppercase();
+    for keyword in ["UPDATE ", "FROM "] {
+        let mut at = 0;
+        while let Some(found) = upper[at..].find(keyword) {
+            let start = at + found + keyword.len();
+            let word: String = code[start..]
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !word.is_empty() {
+                out.push(word.to_ascii_lowercase());
+            }
+            at = start;
+        }
+    }
+    out
+}
+
+/// Every function of the file that locks rows or claims a field, with what it locks or
+/// claims and the names it calls.
+fn kept_apart(idx: &NodeIndex<'_>, src: &str) -> Vec<Apart> {
+    let mut out = Vec::new();
+    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        let text = syntax::text(func, src);
+        let (locked, claimed) = (locks(text), updates(text));
+        if !locked && !claimed {
+            continue;
+        }
+        let name = facts::qualname(func, idx, src);
+        let first = syntax::lines(func).0;
+        if locked {
+            // A lock keeps apart what its function tests and then writes under it; a lock
+            // taken for something else (to create an invoice) says nothing of this field.
+            let fields = guarded_writes(idx, func, src);
+            for (i, shown, records) in row_locks(text) {
+                out.push(Apart {
+                    func: func.id(),
+                    name: name.clone(),
+                    line: first + i,
+                    shown,
+                    records,
+                    fields: fields.clone(),
+                    lock: true,
+                    caller: None,
+                });
+            }
+        }
+        if claimed {
+            for (claim, field) in claims(idx, func, src) {
+                out.push(Apart {
+                    func: func.id(),
+                    name: name.clone(),
+                    line: syntax::lines(claim).0,
+                    shown: shown(claim, src),
+                    records: records_named(syntax::text(claim, src)),
+                    fields: vec![field],
+                    lock: false,
+                    caller: None,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The row locks of a function's text: the line (from the function's first), its text, and
+/// the records it names.
+fn row_locks(text: &str) -> Vec<(u32, String, Vec<String>)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if !holds_rows(line) {
+            continue;
+        }
+        // `.with_for_update()` on a line of its own locks what the lines above select.
+        let from = if line.trim_start().starts_with(['.', ')']) {
+            i.saturating_sub(2)
+        } else {
+            i
+        };
+        out.push((
+            i as u32,
+            line.trim().to_string(),
+            records_named(&lines[from..=i].join("\n")),
+        ));
+    }
+    out
+}
+
+/// Whether `func` locks `record`'s rows itself, or takes a lock that names no record.
+fn locks_record(func: Node<'_>, src: &str, record: &str) -> bool {
+    let text = syntax::text(func, src);
+    ["IMMEDIATE", "EXCLUSIVE", "SERIALIZABLE", "serializable"]
+        .iter()
+        .any(|w| text.contains(w))
+        || row_locks(text).iter().any(|(_, _, records)| {
+            records.is_empty() || records.iter().any(|r| same_record(r, record))
+        })
+}
+
+/// The tables `func` selects from in SQL before byte `before`: what a fetched row is of.
+fn selected_from(func: Node<'_>, src: &str, before: usize) -> Vec<String> {
+    sql_strings(func, src)
+        .into_iter()
+        .filter(|s| s.end_byte() <= before)
+        .map(|s| syntax::text(s, src))
+        .filter(|text| text.to_ascii_uppercase().contains("SELECT "))
+        .flat_map(records_named)
+        .collect()
+}
+
+/// The functions of the file that call `func` by its name.
+fn callers<'t>(idx: &NodeIndex<'t>, func: Node<'t>, src: &str) -> Vec<Node<'t>> {
+    let name = syntax::function_name(func, src);
+    idx.all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .copied()
+        .filter(|g| {
+            g.id() != func.id()
+                && idx.within(*g, kinds::CALL).iter().any(|c| {
+                    idx.callee_name(*c, src) == name
+                        && crate::rules::idem::owned_by(idx, *c, Some(*g))
+                })
+        })
+        .collect()
+}
+
+/// The fields `func` tests in a test that leaves and writes after it, on the same record.
+fn guarded_writes(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (stmt, condition) in leaving_tests(idx, func, src) {
+        for (record, field) in fields_of_records(idx, condition, src) {
+            if !out.contains(&field)
+                && write_after(idx, func, src, &field, Some((record, &[])), stmt.end_byte())
+                    .is_some()
+            {
+                out.push(field);
+            }
+        }
+    }
+    out
+}
+
+/// A claim as the message shows it: an ORM chain's first line, an SQL update on one line.
+fn shown(claim: Node<'_>, src: &str) -> String {
+    let text = syntax::text(claim, src);
+    let upper = text.to_ascii_uppercase();
+    let Some(at) = upper.find("UPDATE ") else {
+        return super::first_line(claim, src);
+    };
+    let end = upper[at..].find("RETURNING").map_or(text.len(), |e| at + e);
+    let sql = text[at..end]
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let sql = sql.trim_end_matches(['"', '\'']).trim_end();
+    if sql.chars().count() > 120 {
+        format!("{} ...", sql.chars().take(117).collect::<String>())
+    } else {
+        sql.to_string()
+    }
+}
+
+/// A lock on the rows, or a transaction that keeps writers apart from its start.
+fn locks(code: &str) -> bool {
+    holds_rows(code)
+        || ["IMMEDIATE", "EXCLUSIVE", "SERIALIZABLE", "serializable"]
+            .iter()
+            .any(|w| code.contains(w))
+}
+
+/// The fields `func` claims: set by an update whose condition tests them too, in an ORM chain
+/// (Django's, SQLAlchemy's, peewee's) or in SQL. Each with the update it is claimed by.
+fn claims<'t>(idx: &NodeIndex<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, String)> {
+    let mut out: Vec<(Node<'t>, String)> = Vec::new();
+    let mut push = |node: Node<'t>, set: Vec<String>, tested: Vec<String>| {
+        for field in set {
+            if !matches!(field.as_str(), "id" | "pk")
+                && tested.contains(&field)
+                && !out.iter().any(|(_, f)| *f == field)
+            {
+                out.push((node, field));
+            }
+        }
+    };
+    for &call in idx.within(func, kinds::CALL) {
+        if idx.callee_name(call, src) == "update" {
+            let top = chain_top(call);
+            let (set, tested) = chain_fields(idx, top, src);
+            push(top, set, tested);
+        }
+    }
+    for sql in sql_strings(func, src) {
+        if let Some((set, tested)) = sql_update(syntax::text(sql, src)) {
+            push(sql, set, tested);
+        }
+    }
+    out
+}
+
+/// The outermost call of a method chain `call` is part of: `.returning(...)` of
+/// `update(T).where(...).values(...).returning(...)`.
+fn chain_top(call: Node<'_>) -> Node<'_> {
+    let mut top = call;
+    while let Some(attribute) = top.parent().filter(|p| p.kind() == kinds::ATTRIBUTE)
+        && let Some(outer) = attribute.parent().filter(|p| p.kind() == kinds::CALL)
+        && outer.child_by_field_name("function") == Some(attribute)
+    {
+        top = outer;
+    }
+    top
+}
+
+/// The calls of a chain, from its outermost down to its first.
+fn chain_calls(top: Node<'_>) -> Vec<Node<'_>> {
+    let mut calls = vec![top];
+    let mut current = top;
+    while let Some(object) = current
+        .child_by_field_name("function")
+        .filter(|f| f.kind() == kinds::ATTRIBUTE)
+        .and_then(|f| f.child_by_field_name("object"))
+        .filter(|o| o.kind() == kinds::CALL)
+    {
+        calls.push(object);
+        current = object;
+    }
+    calls
+}
+
+/// What an ORM chain sets (the keywords and dict keys of `update(...)` and `values(...)`) and
+/// what it tests (the fields named in `filter(...)`, `where(...)`, `exclude(...)`).
+fn chain_fields(idx: &NodeIndex<'_>, top: Node<'_>, src: &str) -> (Vec<String>, Vec<String>) {
+    let (mut set, mut tested) = (Vec::new(), Vec::new());
+    let mut calls = chain_calls(top);
+    // `claimable = Refund.objects.filter(status__in=...)`, then `claimable.update(...)`: one
+    // chain split over a name.
+    if let Some(name) = calls
+        .last()
+        .and_then(|first| syntax::receiver(*first))
+        .filter(|r| r.kind() == kinds::IDENTIFIER)
+        && let Some(value) = idx
+            .assigned_before(
+                idx.enclosing(top, kinds::FUNCTION_DEFINITION),
+                syntax::text(name, src),
+                top.start_byte(),
+                src,
+            )
+            .map(crate::rules::idem::strip_await)
+            .filter(|v| v.kind() == kinds::CALL)
+    {
+        calls.extend(chain_calls(value));
+    }
+    for call in calls {
+        let Some(args) = call.child_by_field_name("arguments") else {
+            continue;
+        };
+        match syntax::callee_name(call, src) {
+            "update" | "values" => {
+                for (name, _) in syntax::keyword_args(call, src) {
+                    set.push(name.to_string());
+                }
+                for pair in nodes(args, kinds::PAIR) {
+                    if let Some(key) = pair.child_by_field_name("key") {
+                        set.push(field_of(key, src));
+                    }
+                }
+            }
+            "filter" | "where" | "exclude" | "filter_by" => {
+                tested.extend(fields_named(idx, args, src));
+                // `where(*pending)`, with `pending = (Ticket.refund_id == refund.id, Ticket.status
+                // == REFUND_PENDING)` above.
+                for splat in nodes(args, kinds::LIST_SPLAT) {
+                    if let Some(name) = splat
+                        .named_child(0)
+                        .filter(|n| n.kind() == kinds::IDENTIFIER)
+                        && let Some(value) = idx.assigned_before(
+                            idx.enclosing(call, kinds::FUNCTION_DEFINITION),
+                            syntax::text(name, src),
+                            call.start_byte(),
+                            src,
+                        )
+                    {
+                        tested.extend(fields_named(idx, value, src));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    (set, tested)
+}
+
+/// The field a key or a left side names: `status` of `Ticket.status`, `"status"`, `row["status"]`.
+fn field_of(node: Node<'_>, src: &str) -> String {
+    match node.kind() {
+        kinds::ATTRIBUTE => node
+            .child_by_field_name("attribute")
+            .map_or_else(String::new, |a| syntax::text(a, src).to_string()),
+        kinds::STRING => syntax::string_value(node, src)
+            .unwrap_or_default()
+            .to_string(),
+        kinds::SUBSCRIPT => node
+            .child_by_field_name("subscript")
+            .filter(|s| s.kind() == kinds::STRING)
+            .and_then(|s| syntax::string_value(s, src))
+            .unwrap_or_default()
+            .to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The fields a condition or a filter names: attributes (`Ticket.status`), keywords
+/// (`status__in=...` is `status`), subscripts (`row["status"]`) and `.get("status")`.
+fn fields_named(idx: &NodeIndex<'_>, node: Node<'_>, src: &str) -> Vec<String> {
+    let mut out: Vec<String> = idx
+        .within(node, kinds::ATTRIBUTE)
+        .iter()
+        .map(|a| field_of(*a, src))
+        .collect();
+    out.extend(
+        nodes(node, kinds::SUBSCRIPT)
+            .iter()
+            .map(|s| field_of(*s, src)),
+    );
+    for keyword in nodes(node, kinds::KEYWORD_ARGUMENT) {
+        if let Some(name) = keyword.child_by_field_name("name") {
+            let name = syntax::text(name, src);
+            out.push(name.split("__").next().unwrap_or(name).to_string());
+        }
+    }
+    for call in idx.within(node, kinds::CALL) {
+        if syntax::callee_name(*call, src) == "get"
+            && let Some(first) = syntax::positional_args(*call).first()
+        {
+            out.push(field_of(*first, src));
+        }
+    }
+    out.retain(|f| !f.is_empty());
+    out
+}
+
+/// The strings of `func` that hold SQL, each once: a string made of parts is read whole.
+fn sql_strings<'t>(func: Node<'t>, src: &str) -> Vec<Node<'t>> {
+    let mut out: Vec<Node<'t>> = Vec::new();
+    for string in nodes(func, kinds::STRING) {
+        let whole = string
+            .parent()
+            .filter(|p| p.kind() == "concatenated_string")
+            .unwrap_or(string);
+        let text = syntax::text(whole, src);
+        if (syntax::code_contains_lowercase(text, "update ")
+            || syntax::code_contains_lowercase(text, "select "))
+            && !out.iter().any(|n| n.id() == whole.id())
+        {
+            out.push(whole);
+        }
+    }
+    out
+}
+
+/// What an SQL `UPDATE` sets and what its `WHERE` names.
+fn sql_update(text: &str) -> Option<(Vec<String>, Vec<String>)> {
+    let upper = text.to_ascii_uppercase();
+    let at = upper.find("UPDATE ")?;
+    let set = at + upper[at..].find(" SET ")? + " SET ".len();
+    let condition = set + upper[set..].find("WHERE")?;
+    let end = upper[condition..]
+        .find("RETURNING")
+        .map_or(text.len(), |e| condition + e);
+    let mut assigned = Vec::new();
+    let mut depth = 0i32;
+    let mut part = String::new();
+    for c in text[set..condition].chars().chain(std::iter::once(',')) {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                if let Some((name, _)) = part.split_once('=') {
+                    let name = name.trim().trim_matches('"');
+                    let name = name.rsplit('.').next().unwrap_or(name);
+                    assigned.push(name.to_ascii_lowercase());
+                }
+                part.clear();
+                continue;
+            }
+            _ => {}
+        }
+        part.push(c);
+    }
+    Some((assigned, sql_words(&text[condition..end])))
+}
+
+/// The lower-cased words of an SQL clause.
+fn sql_words(clause: &str) -> Vec<String> {
+    clause
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
+/// The first write of `field` in `func` after byte `after`, to `record` when one is given:
+/// an assignment to it (`invoice.status = PAID`, `wallet.balance -= amount`, `row["status"] =
+/// ...`), or an update that sets it (`Instalment.update(status=...)`, `UPDATE payouts SET
+/// status = ?`).
+fn write_after<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    src: &str,
+    field: &str,
+    record: Option<(&str, &[String])>,
+    after: usize,
+) -> Option<Node<'t>> {
+    let of_record = |code: &str| {
+        record.is_none_or(|(name, tables)| {
+            records_named(code)
+                .iter()
+                .any(|w| same_record(w, name) || tables.iter().any(|t| same_record(w, t)))
+        })
+    };
+    let assigned = [kinds::ASSIGNMENT, kinds::AUGMENTED_ASSIGNMENT]
+        .iter()
+        .flat_map(|kind| idx.within(func, kind).iter().copied())
+        .filter(|a| {
+            a.child_by_field_name("left").is_some_and(|left| {
+                left.kind() != kinds::IDENTIFIER
+                    && field_of(left, src) == field
+                    && record.is_none_or(|(r, _)| {
+                        left.child_by_field_name("object")
+                            .or_else(|| left.child_by_field_name("value"))
+                            .is_some_and(|o| syntax::text(o, src) == r)
+                    })
+            })
+        });
+    let updated = idx
+        .within(func, kinds::CALL)
+        .iter()
+        .copied()
+        .filter(|c| idx.callee_name(*c, src) == "update")
+        .map(chain_top)
+        .filter(|top| {
+            chain_fields(idx, *top, src).0.iter().any(|f| f == field)
+                && of_record(syntax::text(*top, src))
+        });
+    let sql = sql_strings(func, src).into_iter().filter(|s| {
+        let text = syntax::text(*s, src);
+        sql_update(text).is_some_and(|(set, _)| set.iter().any(|f| f == field)) && of_record(text)
+    });
+    assigned
+        .chain(updated)
+        .chain(sql)
+        .filter(|n| n.start_byte() >= after)
+        .min_by_key(|n| n.start_byte())
+}
+
+/// The first test of `field` in `func` before byte `before`: an `if` on it that leaves
+/// (`if invoice.status != OPEN: return False`), or a read that picks rows by it
+/// (`select(Ticket).where(Ticket.status == ISSUED)`, `SELECT ... WHERE status = 'open'`).
+fn tested_before<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    src: &str,
+    field: &str,
+    before: usize,
+) -> Option<Node<'t>> {
+    let guards = leaving_tests(idx, func, src)
+        .into_iter()
+        .map(|(_, condition)| condition)
+        .filter(|c| fields_named(idx, *c, src).iter().any(|f| f == field));
+    let reads = idx.within(func, kinds::CALL).iter().copied().filter(|c| {
+        matches!(
+            idx.callee_name(*c, src),
+            "filter" | "where" | "filter_by" | "get"
+        ) && !chain_calls(chain_top(*c))
+            .iter()
+            .any(|link| syntax::callee_name(*link, src) == "update")
+            && c.child_by_field_name("arguments")
+                .is_some_and(|args| fields_named(idx, args, src).iter().any(|f| f == field))
+    });
+    let selects = sql_strings(func, src).into_iter().filter(|s| {
+        let text = syntax::text(*s, src);
+        let upper = text.to_ascii_uppercase();
+        sql_update(text).is_none()
+            && upper.contains("SELECT ")
+            && upper
+                .find("WHERE")
+                .is_some_and(|w| sql_words(&text[w..]).iter().any(|f| f == field))
+    });
+    guards
+        .chain(reads)
+        .chain(selects)
+        .filter(|n| n.start_byte() < before)
+        .min_by_key(|n| n.start_byte())
+}
+
+/// The nodes of `kind` under `node`. Strings, keywords, subscripts and `elif`s are not in the
+/// shared index (most rules never ask for them); this walks only the subtree of a function
+/// the change touched, of a file whose old version updates something.
+fn nodes<'t>(node: Node<'t>, kind: &str) -> Vec<Node<'t>> {
+    let mut out = Vec::new();
+    let mut cursor = node.walk();
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        if n.kind() == kind {
+            out.push(n);
+        }
+        stack.extend(n.children(&mut cursor));
+    }
+    out.sort_by_key(|n| n.start_byte());
+    out
+}
