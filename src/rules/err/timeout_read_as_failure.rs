@@ -286,6 +286,11 @@ fn provider_family(name: &str) -> bool {
         return false;
     }
     let words = syntax::name_words(name);
+    // `SquareClientError`: a brand's "client error" is HTTP's, a 4xx, beside its own base
+    // (`SquareError`); `ClientError` alone is aiohttp's transport family, read above.
+    if words.len() >= 3 && words[words.len() - 2] == "client" {
+        return false;
+    }
     let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
     has(&[
         "gateway",

@@ -97,6 +97,11 @@ pub struct FunctionFacts {
     /// `sender_batch_id`): sends it as an idempotency key, or hands it on to a call
     /// (`idem::key_params`). Empty for most functions.
     pub forwards: Box<[Forward]>,
+    /// [idem family] The fields it moves on by one, with the line (`submit_attempts =
+    /// p.submit_attempts + 1` of a claim's SQL, `.values(attempts=T.attempts + 1)`): a caller
+    /// that numbers a key by what it returns numbers a new key on every claim. Empty for most
+    /// functions.
+    pub steps: Steps,
     /// [pay family] For a function named for a verification (`verify_webhook_signature`,
     /// `verify_payment`): the line of its first `return` when every value it returns is the
     /// provider's answer as it came (`return self._request("POST", ...)`), not a yes or a no.
@@ -467,6 +472,7 @@ fn gather_code(file: &ParsedFile, mut facts: FileFacts, vocab: &Vocabulary) -> F
         facts.functions.push(function);
     }
     wrapped_fresh_keys(&mut facts.functions);
+    steps_of_module_queries(idx, src, &mut facts.functions);
     // A call's function is one of those just read: its qualified name is not worked out again
     // for each of its calls, nor copied for each.
     let functions = idx.all(kinds::FUNCTION_DEFINITION);
@@ -677,6 +683,56 @@ pub fn qualname(func: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> String {
     parts.join(".")
 }
 
+/// Fields a function moves on by one, each with its line.
+pub type Steps = Box<[(Box<str>, u32)]>;
+
+/// A claim's SQL kept in a module constant (`_CLAIM = """UPDATE ... SET attempts = p.attempts
+/// + 1 ..."""`) steps its fields for the functions that run it by name.
+fn steps_of_module_queries(idx: &NodeIndex<'_>, src: &str, functions: &mut [FunctionFacts]) {
+    if memchr::memmem::find(src.as_bytes(), b"+ 1").is_none()
+        && memchr::memmem::find(src.as_bytes(), b"+1").is_none()
+    {
+        return;
+    }
+    let constants: Vec<(&str, Steps)> = idx
+        .all(kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| {
+            a.parent()
+                .and_then(|p| p.parent())
+                .is_some_and(|m| m.kind() == kinds::MODULE)
+        })
+        .filter_map(|a| {
+            let name = a.field("left").filter(|l| l.kind() == kinds::IDENTIFIER)?;
+            let value = a.field("right")?;
+            let steps = crate::rules::idem::key_numbered_by_count::stepped_fields(
+                syntax::text(value, src),
+                syntax::lines(value).0,
+            );
+            (!steps.is_empty()).then(|| (syntax::text(name, src), steps))
+        })
+        .collect();
+    if constants.is_empty() {
+        return;
+    }
+    for (func, facts) in idx
+        .all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .zip(functions.iter_mut())
+    {
+        let text = syntax::text(*func, src);
+        let mut steps = facts.steps.to_vec();
+        for (name, stepped) in &constants {
+            if syntax::has_word(text, name) {
+                steps.extend(stepped.iter().cloned());
+            }
+        }
+        if steps.len() > facts.steps.len() {
+            facts.steps = steps.into();
+        }
+    }
+}
+
 fn function_facts(
     func: Node<'_>,
     idx: &NodeIndex<'_>,
@@ -812,6 +868,10 @@ fn function_facts(
             .map(Box::new);
     }
     facts.forwards = crate::rules::idem::key_params::forwards(func, idx, src, own);
+    facts.steps = crate::rules::idem::key_numbered_by_count::stepped_fields(
+        syntax::text(func, src),
+        facts.lines.0,
+    );
     if crate::rules::pay::verification_answer_taken_as_yes::verifies(&facts.name) {
         facts.returns_answer = crate::rules::pay::verification_answer_taken_as_yes::returns_answer(
             func, idx, src, own,

@@ -92,6 +92,27 @@ fn check(cx: &mut Ctx<'_>) {
                         saved_stamp(idx, func, site.value, src)
                             .map(|(counter, write, field)| (counter, write, field, "saved"))
                     });
+                let elsewhere = advanced
+                    .is_none()
+                    .then(|| claimed_in_another_module(cx, idx, func, site.value, src))
+                    .flatten();
+                if let Some((counter, claim, field, place)) = elsewhere
+                    && !reported.contains(&claim.id())
+                {
+                    reported.push(claim.id());
+                    let function = facts::qualname(func, idx, src);
+                    let finding = cx
+                        .report(&RULE, site.value)
+                        .arg("key", site.name.clone())
+                        .arg("count", crate::rules::pay::first_line(counter, src))
+                        .arg("field", field)
+                        .arg("claim", syntax::callee(claim, src).to_string())
+                        .arg("place", place)
+                        .note("claimed_elsewhere")
+                        .severity(Severity::Blocker);
+                    finding.function = function;
+                    continue;
+                }
                 if let Some((counter, at, field, how)) = advanced
                     && !reported.contains(&at.id())
                 {
@@ -458,6 +479,147 @@ fn saved_stamp<'t>(
         let write = saved.or_else(stamped)?;
         Some((read, write, field.to_string()))
     })
+}
+
+/// The fields a function's text moves on by one, each with its line (`first` is the text's):
+/// `submit_attempts = p.submit_attempts + 1`, `attempts=Movement.attempts + 1`,
+/// `attempts=F("attempts") + 1`. A field set to itself plus one, counted or not.
+pub(crate) fn stepped_fields(text: &str, first: u32) -> crate::rules::facts::Steps {
+    let mut out: Vec<(Box<str>, u32)> = Vec::new();
+    for (at, _) in memchr::memmem::find_iter(text.as_bytes(), b"+ 1")
+        .map(|i| (i, ()))
+        .chain(memchr::memmem::find_iter(text.as_bytes(), b"+1").map(|i| (i, ())))
+    {
+        let before = text[..at].trim_end().trim_end_matches([')', '"', '\'']);
+        let field: String = before
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        if field.is_empty() || field.starts_with(|c: char| c.is_ascii_digit()) {
+            continue;
+        }
+        // Set to itself: `field = ...field + 1` or `field=...` earlier on the line.
+        let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+        let line = &text[line_start..at];
+        let assigned = [format!("{field} ="), format!("{field}=")].iter().any(|a| {
+            line.find(a.as_str())
+                .is_some_and(|i| i + field.len() < line.len() - field.len())
+        });
+        if assigned && !out.iter().any(|(f, _)| **f == *field) {
+            let number = first + text[..at].matches('\n').count() as u32;
+            out.push((field.into(), number));
+        }
+    }
+    out.into()
+}
+
+/// `payout["submit_attempts"]` in the key, where `payout` is what a claim of another module
+/// returned (`await self._repo.claim_next_submission(...)`) and that claim moves the field on by
+/// one (`submit_attempts = p.submit_attempts + 1` in its SQL): every claim, the one after a
+/// timeout among them, numbers a new key. The counter read, the claim's call, and the field
+/// with the claim's file and line.
+fn claimed_in_another_module<'t>(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    value: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, Node<'t>, String, String)> {
+    let mut reads = Vec::new();
+    let mut stack = vec![value];
+    while let Some(n) = stack.pop() {
+        if matches!(n.kind(), kinds::ATTRIBUTE | kinds::SUBSCRIPT) {
+            reads.push(n);
+        }
+        stack.extend(crate::python::named_children(n));
+    }
+    reads.into_iter().find_map(|read| {
+        let (record, field) = match read.kind() {
+            kinds::ATTRIBUTE => (
+                read.field("object")?,
+                syntax::text(read.field("attribute")?, src),
+            ),
+            _ => (
+                read.field("value")?,
+                syntax::string_value(read.field("subscript")?, src)?,
+            ),
+        };
+        if record.kind() != kinds::IDENTIFIER || !counts_attempts(field) {
+            return None;
+        }
+        let record = syntax::text(record, src);
+        let claimed_by = |scope: Node<'t>, name: &str, before: usize| {
+            idx.assigned_before(Some(scope), name, before, src)
+                .or_else(|| walrus_value(idx, scope, name, src))
+                .map(crate::rules::idem::strip_await)
+                .filter(|v| v.kind() == kinds::CALL)
+        };
+        // Claimed here, or by the caller that hands the row in (`payout = await
+        // repo.claim_next(...)`, then `await self._submit(payout, report)`).
+        let claim = claimed_by(func, record, read.start_byte()).or_else(|| {
+            crate::rules::pay::parameters(func, src)
+                .iter()
+                .any(|p| p == record)
+                .then(|| {
+                    let name = syntax::function_name(func, src);
+                    idx.all(kinds::CALL).iter().find_map(|call| {
+                        if syntax::callee_name(*call, src) != name {
+                            return None;
+                        }
+                        let caller = idx.enclosing(*call, kinds::FUNCTION_DEFINITION)?;
+                        syntax::positional_args(*call)
+                            .into_iter()
+                            .filter(|a| a.kind() == kinds::IDENTIFIER)
+                            .find_map(|a| {
+                                claimed_by(caller, syntax::text(a, src), call.start_byte())
+                            })
+                    })
+                })
+                .flatten()
+        })?;
+        let name = syntax::callee_name(claim, src);
+        let (file, line) = cx
+            .change
+            .functions_named(cx.side, name)
+            .find_map(|(file, f)| {
+                f.steps
+                    .iter()
+                    .find(|(stepped, _)| **stepped == *field)
+                    .map(|(_, line)| (file.path.clone(), *line))
+            })?;
+        Some((read, claim, field.to_string(), format!("{file}:{line}")))
+    })
+}
+
+/// What `name` is bound to by `:=` in a loop's or an `if`'s test of `scope` (`while (payout
+/// := await repo.claim_next()) is not None:`).
+fn walrus_value<'t>(
+    idx: &NodeIndex<'t>,
+    scope: Node<'t>,
+    name: &str,
+    src: &str,
+) -> Option<Node<'t>> {
+    idx.within(scope, kinds::WHILE_STATEMENT)
+        .iter()
+        .chain(idx.within(scope, kinds::IF_STATEMENT))
+        .filter_map(|s| s.field("condition"))
+        .find_map(|condition| {
+            let mut stack = vec![condition];
+            while let Some(n) = stack.pop() {
+                if n.kind() == "named_expression"
+                    && n.field("name")
+                        .is_some_and(|b| syntax::text(b, src) == name)
+                {
+                    return n.field("value");
+                }
+                stack.extend(crate::python::named_children(n));
+            }
+            None
+        })
 }
 
 /// A field that holds when its record was last written: `updated_at`, `modified`,

@@ -187,6 +187,15 @@ fn keys_left_out(
             }
             let given = pay::argument_for(call, helper, key_param, true, src)
                 .is_some_and(|v| v.kind() != kinds::NONE);
+            // `self._request("GET", ...)`: a read sent again moves no money.
+            let read = syntax::positional_args(call)
+                .into_iter()
+                .chain(syntax::keyword_args(call, src).into_iter().map(|(_, v)| v))
+                .filter_map(|a| syntax::string_value(a, src))
+                .any(|v| matches!(v, "GET" | "get" | "HEAD" | "head" | "OPTIONS" | "options"));
+            if read || prepares_only(syntax::function_name(caller_of(idx, call), src)) {
+                continue;
+            }
             let Some(caller) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
                 continue;
             };
@@ -209,6 +218,23 @@ fn keys_left_out(
                 .note("key_left_out");
         }
     }
+}
+
+/// The function a call is made in, or the call itself at the top of the module.
+fn caller_of<'t>(idx: &NodeIndex<'t>, call: Node<'t>) -> Node<'t> {
+    idx.enclosing(call, kinds::FUNCTION_DEFINITION)
+        .unwrap_or(call)
+}
+
+/// A function named for making what a payment is later made against, not for moving money
+/// (`create_order`, `create_payment_link`, `create_quote`): made twice, nothing is paid twice.
+fn prepares_only(name: &str) -> bool {
+    let words = syntax::name_words(name);
+    let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+    has(&["order", "link", "quote", "session", "intent", "mandate"])
+        && !has(&[
+            "charge", "capture", "refund", "payout", "transfer", "debit", "pay", "collect",
+        ])
 }
 
 /// The helper's key parameter that defaults to `None` and that its body uses, with the call its
