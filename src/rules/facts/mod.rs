@@ -472,7 +472,7 @@ fn gather_code(file: &ParsedFile, mut facts: FileFacts, vocab: &Vocabulary) -> F
         facts.functions.push(function);
     }
     wrapped_fresh_keys(&mut facts.functions);
-    steps_of_module_queries(idx, src, &mut facts.functions);
+    steps_of_module_queries(file.tree().root_node(), idx, src, &mut facts.functions);
     // A call's function is one of those just read: its qualified name is not worked out again
     // for each of its calls, nor copied for each.
     let functions = idx.all(kinds::FUNCTION_DEFINITION);
@@ -688,20 +688,23 @@ pub type Steps = Box<[(Box<str>, u32)]>;
 
 /// A claim's SQL kept in a module constant (`_CLAIM = """UPDATE ... SET attempts = p.attempts
 /// + 1 ..."""`) steps its fields for the functions that run it by name.
-fn steps_of_module_queries(idx: &NodeIndex<'_>, src: &str, functions: &mut [FunctionFacts]) {
+fn steps_of_module_queries(
+    root: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &str,
+    functions: &mut [FunctionFacts],
+) {
     if memchr::memmem::find(src.as_bytes(), b"+ 1").is_none()
         && memchr::memmem::find(src.as_bytes(), b"+1").is_none()
     {
         return;
     }
-    let constants: Vec<(&str, Steps)> = idx
-        .all(kinds::ASSIGNMENT)
-        .iter()
-        .filter(|a| {
-            a.parent()
-                .and_then(|p| p.parent())
-                .is_some_and(|m| m.kind() == kinds::MODULE)
-        })
+    // The module's own statements, children of the root: a node's parent is found by a walk
+    // from the root, too dear to ask of every assignment.
+    let constants: Vec<(&str, Steps)> = crate::python::named_children(root)
+        .into_iter()
+        .filter(|s| s.kind() == kinds::EXPRESSION_STATEMENT)
+        .filter_map(|s| s.named_child(0).filter(|a| a.kind() == kinds::ASSIGNMENT))
         .filter_map(|a| {
             let name = a.field("left").filter(|l| l.kind() == kinds::IDENTIFIER)?;
             let value = a.field("right")?;

@@ -56,37 +56,59 @@ fn request_key_or_random(cx: &mut Ctx<'_>) {
     if !names_fresh(src) {
         return;
     }
-    for &assignment in idx.all(kinds::ASSIGNMENT) {
-        let (Some(left), Some(right)) = (assignment.field("left"), assignment.field("right"))
-        else {
+    for &either in idx.all(kinds::BOOLEAN_OPERATOR) {
+        let (Some(given), Some(made)) = (either.field("left"), either.field("right")) else {
             continue;
         };
-        // The header names the key, whatever the name it is held in (`key = ...`).
-        if right.kind() != kinds::BOOLEAN_OPERATOR {
-            continue;
-        }
-        let (Some(given), Some(made)) = (right.field("left"), right.field("right")) else {
-            continue;
-        };
-        let given_text = syntax::text(given, src);
-        let from_request = (given_text.contains("headers") || given_text.contains("request"))
-            && syntax::code_names_idempotency(given_text);
-        if syntax::text(right, src).contains(" and ")
-            || !from_request
+        if syntax::text(either, src).contains(" and ")
+            || !from_the_request(idx, either, given, src)
             || !makes_random_token(made, idx, src)
         {
             continue;
         }
-        let function = facts::enclosing_qualname(idx, assignment, src);
+        // Held in a name (`key = ...`) or handed on (`request_key=...`): the header names the
+        // key, whatever the name.
+        let key = either
+            .parent()
+            .and_then(|p| match p.kind() {
+                kinds::ASSIGNMENT => p.field("left"),
+                kinds::KEYWORD_ARGUMENT => p.field("name"),
+                _ => None,
+            })
+            .unwrap_or(given);
+        let function = facts::enclosing_qualname(idx, either, src);
         let finding = cx
-            .report(&RULE, right)
-            .arg("key", syntax::normalized(left, src))
+            .report(&RULE, either)
+            .arg("key", syntax::normalized(key, src))
             .arg("given", syntax::normalized(given, src))
             .arg("made", syntax::normalized(made, src))
             .arg("function", function.clone())
             .note("request");
         finding.function = function;
     }
+}
+
+/// Whether `given` is the key a request carries: read from its headers
+/// (`request.headers.get("Idempotency-Key")`), or a parameter the framework fills from a
+/// header (`idempotency_key: Annotated[str | None, Header()] = None`).
+fn from_the_request(idx: &NodeIndex<'_>, at: Node<'_>, given: Node<'_>, src: &str) -> bool {
+    let text = syntax::text(given, src);
+    if !syntax::code_names_idempotency(text) {
+        return false;
+    }
+    if text.contains("headers") || text.contains("request") {
+        return true;
+    }
+    given.kind() == kinds::IDENTIFIER
+        && idx
+            .enclosing(at, kinds::FUNCTION_DEFINITION)
+            .and_then(|f| f.field("parameters"))
+            .is_some_and(|params| {
+                crate::python::named_children(params).iter().any(|p| {
+                    syntax::parameter_name(*p, src) == text
+                        && syntax::text(*p, src).contains("Header(")
+                })
+            })
 }
 
 /// Whether an expression makes a random token (`str(uuid.uuid4())`, `secrets.token_hex(16)`):

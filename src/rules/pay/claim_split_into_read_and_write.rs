@@ -28,14 +28,8 @@ pub(crate) static RULE: Rule = Rule {
 /// Whether the old version claimed it is asked in the check.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.mentions(&[
-            "update(",
-            "UPDATE ",
-            "save(",
-            "commit(",
-            "for_update",
-            "FOR UPDATE",
-        ])
+        // `with_for_update(` and `select_for_update(` say `update(` too.
+        && s.mentions(&["update(", "UPDATE", "save(", "commit("])
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -63,14 +57,25 @@ fn check(cx: &mut Ctx<'_>) {
     if changed.is_empty() {
         return;
     }
-    let old = if old_updates { cx.other.get() } else { None };
+    // The old tree is parsed only for a function whose new text shows the shape.
+    let mut old = None;
     let mut apart: Option<Vec<Apart>> = None;
     for func in changed {
-        let name = facts::qualname(func, idx, src);
         let kept = claims(idx, func, src);
-        let lost = old
-            .filter(|_| !locks(syntax::text(func, src)))
-            .and_then(|old| lost_claim(idx, func, src, &kept, old.index(), old.text(), &name));
+        // The new side first: a field tested and then written, and not claimed. Most
+        // functions have none, and need neither the old tree nor the file's locks.
+        let candidates = candidate_fields(idx, func, src, &kept);
+        if candidates.is_empty() {
+            continue;
+        }
+        let name = facts::qualname(func, idx, src);
+        let lost = if old_updates && !locks(syntax::text(func, src)) {
+            (*old.get_or_insert_with(|| cx.other.get())).and_then(|old| {
+                lost_claim(idx, func, src, &candidates, old.index(), old.text(), &name)
+            })
+        } else {
+            None
+        };
         let (split, sibling) = match lost {
             Some(lost) => (lost, None),
             None => {
@@ -209,7 +214,7 @@ fn lost_claim<'t, 'o>(
     idx: &NodeIndex<'t>,
     func: Node<'t>,
     src: &str,
-    kept: &[(Node<'t>, String)],
+    candidates: &[String],
     old_idx: &NodeIndex<'o>,
     old_src: &'o str,
     name: &str,
@@ -224,7 +229,7 @@ fn lost_claim<'t, 'o>(
     }
     claims(old_idx, before, old_src)
         .into_iter()
-        .filter(|(_, field)| !kept.iter().any(|(_, f)| f == field))
+        .filter(|(_, field)| candidates.contains(field))
         .find_map(|(claim, field)| {
             let write = write_after(idx, func, src, &field, None, 0)?;
             let test = tested_before(idx, func, src, &field, write.start_byte())?;
@@ -237,6 +242,26 @@ fn lost_claim<'t, 'o>(
                 claim: Some((claim, old_src)),
             })
         })
+}
+
+/// The fields `func` tests (in an `if` that leaves, or in a read that picks rows by them) and
+/// writes, that it does not claim.
+fn candidate_fields(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    src: &str,
+    kept: &[(Node<'_>, String)],
+) -> Vec<String> {
+    let mut tested: Vec<String> = leaving_tests(idx, func, src)
+        .into_iter()
+        .flat_map(|(_, condition)| fields_named(idx, condition, src))
+        .chain(reads(idx, func, src).into_iter().map(|(_, field)| field))
+        .filter(|f| !matches!(f.as_str(), "id" | "pk") && !kept.iter().any(|(_, k)| k == f))
+        .collect();
+    tested.sort();
+    tested.dedup();
+    tested.retain(|f| write_after(idx, func, src, f, None, 0).is_some());
+    tested
 }
 
 /// A read of a record in the function, a test of one of its fields that turns the run away,
@@ -340,11 +365,16 @@ fn fields_of_records<'t, 's>(
             out.push((syntax::text(object, src), field));
         }
     };
+    // `row.get(...)` is a call of a method, read below: the callees are found from the calls,
+    // not from each attribute's parent (a walk from the root).
+    let callees: Vec<usize> = idx
+        .within(condition, kinds::CALL)
+        .iter()
+        .filter_map(|c| c.child_by_field_name("function"))
+        .map(|f| f.id())
+        .collect();
     for attribute in idx.within(condition, kinds::ATTRIBUTE) {
-        // `row.get(...)` is a call of a method, read below.
-        if attribute.parent().is_some_and(|p| {
-            p.kind() == kinds::CALL && p.child_by_field_name("function") == Some(*attribute)
-        }) {
+        if callees.contains(&attribute.id()) {
             continue;
         }
         held(
@@ -386,11 +416,17 @@ fn fresh(idx: &NodeIndex<'_>, func: Node<'_>, record: &str, before: usize, src: 
 /// `Invoice.objects.filter(status=OPEN)`), not an update's, with the field.
 fn reads<'t>(idx: &NodeIndex<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, String)> {
     let mut out = Vec::new();
-    for &call in idx.within(func, kinds::CALL) {
+    let calls = idx.within(func, kinds::CALL);
+    // The chains of updates, found from their few `update` calls: a node's parent is found by
+    // a walk from the root, too dear to ask of every `filter`.
+    let updates: Vec<Node<'t>> = calls
+        .iter()
+        .filter(|c| idx.callee_name(**c, src) == "update")
+        .map(|c| chain_top(*c))
+        .collect();
+    for &call in calls {
         if !matches!(idx.callee_name(call, src), "filter" | "where" | "filter_by")
-            || chain_calls(chain_top(call))
-                .iter()
-                .any(|link| syntax::callee_name(*link, src) == "update")
+            || updates.iter().any(|u| syntax::contains(*u, call))
         {
             continue;
         }
@@ -794,6 +830,14 @@ fn fields_named(idx: &NodeIndex<'_>, node: Node<'_>, src: &str) -> Vec<String> {
 /// The strings of `func` that hold SQL, each once: a string made of parts is read whole.
 fn sql_strings<'t>(func: Node<'t>, src: &str) -> Vec<Node<'t>> {
     let mut out: Vec<Node<'t>> = Vec::new();
+    // Most functions hold no SQL: their subtree is not walked.
+    let text = syntax::text(func, src).as_bytes();
+    if !["UPDATE", "SELECT", "update ", "select "]
+        .iter()
+        .any(|w| memchr::memmem::find(text, w.as_bytes()).is_some())
+    {
+        return out;
+    }
     for string in nodes(func, kinds::STRING) {
         let whole = string
             .parent()
