@@ -485,10 +485,17 @@ fn saved_stamp<'t>(
 /// `submit_attempts = p.submit_attempts + 1`, `attempts=Movement.attempts + 1`,
 /// `attempts=F("attempts") + 1`. A field set to itself plus one, counted or not.
 pub(crate) fn stepped_fields(text: &str, first: u32) -> crate::rules::facts::Steps {
+    // Asked of every function by the facts pass: most have no `+`, and the finders are built
+    // once.
+    static STEPS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 2]> =
+        std::sync::LazyLock::new(|| ["+ 1", "+1"].map(memchr::memmem::Finder::new));
     let mut out: Vec<(Box<str>, u32)> = Vec::new();
-    for (at, _) in memchr::memmem::find_iter(text.as_bytes(), b"+ 1")
-        .map(|i| (i, ()))
-        .chain(memchr::memmem::find_iter(text.as_bytes(), b"+1").map(|i| (i, ())))
+    if memchr::memchr(b'+', text.as_bytes()).is_none() {
+        return out.into();
+    }
+    for at in STEPS
+        .iter()
+        .flat_map(|finder| finder.find_iter(text.as_bytes()))
     {
         let before = text[..at].trim_end().trim_end_matches([')', '"', '\'']);
         let field: String = before

@@ -830,12 +830,13 @@ fn fields_named(idx: &NodeIndex<'_>, node: Node<'_>, src: &str) -> Vec<String> {
 /// The strings of `func` that hold SQL, each once: a string made of parts is read whole.
 fn sql_strings<'t>(func: Node<'t>, src: &str) -> Vec<Node<'t>> {
     let mut out: Vec<Node<'t>> = Vec::new();
-    // Most functions hold no SQL: their subtree is not walked.
+    // Most functions hold no SQL: their subtree is not walked. The finders are built once.
+    static SQL: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 4]> =
+        std::sync::LazyLock::new(|| {
+            ["UPDATE", "SELECT", "update ", "select "].map(memchr::memmem::Finder::new)
+        });
     let text = syntax::text(func, src).as_bytes();
-    if !["UPDATE", "SELECT", "update ", "select "]
-        .iter()
-        .any(|w| memchr::memmem::find(text, w.as_bytes()).is_some())
-    {
+    if !SQL.iter().any(|w| w.find(text).is_some()) {
         return out;
     }
     for string in nodes(func, kinds::STRING) {
