@@ -362,70 +362,63 @@ fn advanced_elsewhere<'t>(
     value: Node<'t>,
     src: &str,
 ) -> Option<(Node<'t>, Node<'t>, String)> {
-    // The index leaves out what an f-string interpolates: its nodes are walked here.
-    let mut reads = Vec::new();
-    let mut stack = vec![value];
-    while let Some(n) = stack.pop() {
-        if n.kind() == kinds::ATTRIBUTE {
-            reads.push(n);
-        }
-        stack.extend(crate::python::named_children(n));
-    }
-    reads.into_iter().find_map(|read| {
-        let field = syntax::text(read.field("attribute")?, src);
-        if !counts_attempts(field)
-            || read
-                .field("object")
-                .is_none_or(|o| o.kind() != kinds::IDENTIFIER)
-        {
-            return None;
-        }
-        let steps = |a: &Node<'_>| {
-            a.field("left").is_some_and(|left| {
-                left.kind() == kinds::ATTRIBUTE
-                    && left
-                        .field("attribute")
-                        .is_some_and(|f| syntax::text(f, src) == field)
-            }) && syntax::text(*a, src).contains("+=")
-        };
-        // The function moves it on itself, in a branch (after a refusal): that is its rule.
-        if idx
-            .within(func, kinds::AUGMENTED_ASSIGNMENT)
-            .iter()
-            .any(steps)
-        {
-            return None;
-        }
-        let step = idx
-            .all(kinds::AUGMENTED_ASSIGNMENT)
-            .iter()
-            .copied()
-            .find(|a| {
-                let Some(left) = a.field("left") else {
-                    return false;
-                };
-                let Some(mover) = idx.enclosing(*a, kinds::FUNCTION_DEFINITION) else {
-                    return false;
-                };
-                // `_record_decline`: moved on for a refusal.
-                let for_a_refusal = syntax::name_words(syntax::function_name(mover, src))
-                    .iter()
-                    .any(|w| {
-                        ["declin", "refus", "reject", "fail", "error"]
-                            .iter()
-                            .any(|r| w.starts_with(r))
-                    });
-                mover.id() != func.id()
-                    && !for_a_refusal
-                    && left.kind() == kinds::ATTRIBUTE
-                    && left
-                        .field("attribute")
-                        .is_some_and(|f| syntax::text(f, src) == field)
-                    && syntax::text(*a, src).contains("+=")
-                    && !moved_for_a_reason(idx, mover, *a, src)
-            })?;
-        Some((read, step, field.to_string()))
-    })
+    reads_in(value, &[kinds::ATTRIBUTE])
+        .into_iter()
+        .find_map(|read| {
+            let field = syntax::text(read.field("attribute")?, src);
+            if !counts_attempts(field)
+                || read
+                    .field("object")
+                    .is_none_or(|o| o.kind() != kinds::IDENTIFIER)
+            {
+                return None;
+            }
+            let steps = |a: &Node<'_>| {
+                a.field("left").is_some_and(|left| {
+                    left.kind() == kinds::ATTRIBUTE
+                        && left
+                            .field("attribute")
+                            .is_some_and(|f| syntax::text(f, src) == field)
+                }) && syntax::text(*a, src).contains("+=")
+            };
+            // The function moves it on itself, in a branch (after a refusal): that is its rule.
+            if idx
+                .within(func, kinds::AUGMENTED_ASSIGNMENT)
+                .iter()
+                .any(steps)
+            {
+                return None;
+            }
+            let step = idx
+                .all(kinds::AUGMENTED_ASSIGNMENT)
+                .iter()
+                .copied()
+                .find(|a| {
+                    let Some(left) = a.field("left") else {
+                        return false;
+                    };
+                    let Some(mover) = idx.enclosing(*a, kinds::FUNCTION_DEFINITION) else {
+                        return false;
+                    };
+                    // `_record_decline`: moved on for a refusal.
+                    let for_a_refusal = syntax::name_words(syntax::function_name(mover, src))
+                        .iter()
+                        .any(|w| {
+                            ["declin", "refus", "reject", "fail", "error"]
+                                .iter()
+                                .any(|r| w.starts_with(r))
+                        });
+                    mover.id() != func.id()
+                        && !for_a_refusal
+                        && left.kind() == kinds::ATTRIBUTE
+                        && left
+                            .field("attribute")
+                            .is_some_and(|f| syntax::text(f, src) == field)
+                        && syntax::text(*a, src).contains("+=")
+                        && !moved_for_a_reason(idx, mover, *a, src)
+                })?;
+            Some((read, step, field.to_string()))
+        })
 }
 
 /// `attempt.updated_at` in the key, where the function writes that record before the key is
@@ -438,47 +431,40 @@ fn saved_stamp<'t>(
     value: Node<'t>,
     src: &str,
 ) -> Option<(Node<'t>, Node<'t>, String)> {
-    // The index leaves out what an f-string interpolates: its nodes are walked here.
-    let mut reads = Vec::new();
-    let mut stack = vec![value];
-    while let Some(n) = stack.pop() {
-        if n.kind() == kinds::ATTRIBUTE {
-            reads.push(n);
-        }
-        stack.extend(crate::python::named_children(n));
-    }
-    reads.into_iter().find_map(|read| {
-        let field = syntax::text(read.field("attribute")?, src);
-        let record = read
-            .field("object")
-            .filter(|o| o.kind() == kinds::IDENTIFIER)?;
-        let record = syntax::text(record, src);
-        if !last_written(field) {
-            return None;
-        }
-        let before = |n: &Node<'_>| n.end_byte() <= value.start_byte();
-        let saved = idx
-            .within(func, kinds::CALL)
-            .iter()
-            .copied()
-            .filter(before)
-            .find(|c| {
-                syntax::callee_name(*c, src) == "save"
-                    && syntax::receiver(*c).is_some_and(|r| syntax::text(r, src) == record)
-            });
-        let stamped = || {
-            idx.within(func, kinds::ASSIGNMENT)
+    reads_in(value, &[kinds::ATTRIBUTE])
+        .into_iter()
+        .find_map(|read| {
+            let field = syntax::text(read.field("attribute")?, src);
+            let record = read
+                .field("object")
+                .filter(|o| o.kind() == kinds::IDENTIFIER)?;
+            let record = syntax::text(record, src);
+            if !last_written(field) {
+                return None;
+            }
+            let before = |n: &Node<'_>| n.end_byte() <= value.start_byte();
+            let saved = idx
+                .within(func, kinds::CALL)
                 .iter()
                 .copied()
                 .filter(before)
-                .find(|a| {
-                    a.field("left")
-                        .is_some_and(|l| syntax::text(l, src) == format!("{record}.{field}"))
-                })
-        };
-        let write = saved.or_else(stamped)?;
-        Some((read, write, field.to_string()))
-    })
+                .find(|c| {
+                    syntax::callee_name(*c, src) == "save"
+                        && syntax::receiver(*c).is_some_and(|r| syntax::text(r, src) == record)
+                });
+            let stamped = || {
+                idx.within(func, kinds::ASSIGNMENT)
+                    .iter()
+                    .copied()
+                    .filter(before)
+                    .find(|a| {
+                        a.field("left")
+                            .is_some_and(|l| syntax::text(l, src) == format!("{record}.{field}"))
+                    })
+            };
+            let write = saved.or_else(stamped)?;
+            Some((read, write, field.to_string()))
+        })
 }
 
 /// The fields a function's text moves on by one, each with its line (`first` is the text's):
@@ -536,70 +522,55 @@ fn claimed_in_another_module<'t>(
     value: Node<'t>,
     src: &str,
 ) -> Option<(Node<'t>, Node<'t>, String, String)> {
-    let mut reads = Vec::new();
-    let mut stack = vec![value];
-    while let Some(n) = stack.pop() {
-        if matches!(n.kind(), kinds::ATTRIBUTE | kinds::SUBSCRIPT) {
-            reads.push(n);
-        }
-        stack.extend(crate::python::named_children(n));
-    }
-    reads.into_iter().find_map(|read| {
-        let (record, field) = match read.kind() {
-            kinds::ATTRIBUTE => (
-                read.field("object")?,
-                syntax::text(read.field("attribute")?, src),
-            ),
-            _ => (
-                read.field("value")?,
-                syntax::string_value(read.field("subscript")?, src)?,
-            ),
-        };
-        if record.kind() != kinds::IDENTIFIER || !counts_attempts(field) {
-            return None;
-        }
-        let record = syntax::text(record, src);
-        let claimed_by = |scope: Node<'t>, name: &str, before: usize| {
-            idx.assigned_before(Some(scope), name, before, src)
-                .or_else(|| walrus_value(idx, scope, name, src))
-                .map(crate::rules::idem::strip_await)
-                .filter(|v| v.kind() == kinds::CALL)
-        };
-        // Claimed here, or by the caller that hands the row in (`payout = await
-        // repo.claim_next(...)`, then `await self._submit(payout, report)`).
-        let claim = claimed_by(func, record, read.start_byte()).or_else(|| {
-            crate::rules::pay::parameters(func, src)
-                .iter()
-                .any(|p| p == record)
-                .then(|| {
-                    let name = syntax::function_name(func, src);
-                    idx.all(kinds::CALL).iter().find_map(|call| {
-                        if syntax::callee_name(*call, src) != name {
-                            return None;
-                        }
-                        let caller = idx.enclosing(*call, kinds::FUNCTION_DEFINITION)?;
-                        syntax::positional_args(*call)
-                            .into_iter()
-                            .filter(|a| a.kind() == kinds::IDENTIFIER)
-                            .find_map(|a| {
-                                claimed_by(caller, syntax::text(a, src), call.start_byte())
-                            })
-                    })
-                })
-                .flatten()
-        })?;
-        let name = syntax::callee_name(claim, src);
-        let (file, line) = cx
-            .change
-            .functions_named(cx.side, name)
-            .find_map(|(file, f)| {
-                f.steps
+    reads_in(value, &[kinds::ATTRIBUTE, kinds::SUBSCRIPT])
+        .into_iter()
+        .find_map(|read| {
+            let (record, field) = object_and_field(read, src)?;
+            if record.kind() != kinds::IDENTIFIER || !counts_attempts(field) {
+                return None;
+            }
+            let record = syntax::text(record, src);
+            let claimed_by = |scope: Node<'t>, name: &str, before: usize| {
+                idx.assigned_before(Some(scope), name, before, src)
+                    .or_else(|| walrus_value(idx, scope, name, src))
+                    .map(crate::rules::idem::strip_await)
+                    .filter(|v| v.kind() == kinds::CALL)
+            };
+            // Claimed here, or by the caller that hands the row in (`payout = await
+            // repo.claim_next(...)`, then `await self._submit(payout, report)`).
+            let claim = claimed_by(func, record, read.start_byte()).or_else(|| {
+                crate::rules::pay::parameters(func, src)
                     .iter()
-                    .find(|(stepped, _)| **stepped == *field)
-                    .map(|(_, line)| (file.path.clone(), *line))
+                    .any(|p| p == record)
+                    .then(|| {
+                        let name = syntax::function_name(func, src);
+                        idx.all(kinds::CALL).iter().find_map(|call| {
+                            if syntax::callee_name(*call, src) != name {
+                                return None;
+                            }
+                            let caller = idx.enclosing(*call, kinds::FUNCTION_DEFINITION)?;
+                            syntax::positional_args(*call)
+                                .into_iter()
+                                .filter(|a| a.kind() == kinds::IDENTIFIER)
+                                .find_map(|a| {
+                                    claimed_by(caller, syntax::text(a, src), call.start_byte())
+                                })
+                        })
+                    })
+                    .flatten()
             })?;
-        Some((read, claim, field.to_string(), format!("{file}:{line}")))
-    })
+            let name = syntax::callee_name(claim, src);
+            let (file, line) = cx
+                .change
+                .functions_named(cx.side, name)
+                .find_map(|(file, f)| {
+                    f.steps
+                        .iter()
+                        .find(|(stepped, _)| **stepped == *field)
+                        .map(|(_, line)| (file.path.clone(), *line))
+                })?;
+            Some((read, claim, field.to_string(), format!("{file}:{line}")))
+        })
 }
 
 /// What `name` is bound to by `:=` in a loop's or an `if`'s test of `scope` (`while (payout
@@ -627,6 +598,36 @@ fn walrus_value<'t>(
             }
             None
         })
+}
+
+/// The nodes of `kinds` in a key's value, f-strings' interpolations included: the index
+/// leaves out what an f-string interpolates, so the value's own nodes are walked.
+fn reads_in<'t>(value: Node<'t>, kinds: &[&str]) -> Vec<Node<'t>> {
+    let mut reads = Vec::new();
+    let mut stack = vec![value];
+    while let Some(n) = stack.pop() {
+        if kinds.contains(&n.kind()) {
+            reads.push(n);
+        }
+        stack.extend(crate::python::named_children(n));
+    }
+    reads
+}
+
+/// The record and the field a read names: `refund` and `attempts` of `refund.attempts` or of
+/// `refund["attempts"]`.
+fn object_and_field<'t, 's>(read: Node<'t>, src: &'s str) -> Option<(Node<'t>, &'s str)> {
+    match read.kind() {
+        kinds::ATTRIBUTE => Some((
+            read.field("object")?,
+            syntax::text(read.field("attribute")?, src),
+        )),
+        kinds::SUBSCRIPT => Some((
+            read.field("value")?,
+            syntax::string_value(read.field("subscript")?, src)?,
+        )),
+        _ => None,
+    }
 }
 
 /// A field that holds when its record was last written: `updated_at`, `modified`,
@@ -659,30 +660,13 @@ fn claimed_with_a_count<'t>(
     value: Node<'t>,
     src: &str,
 ) -> Option<(Node<'t>, Node<'t>, String)> {
-    // The index leaves out what an f-string interpolates: its nodes are walked here.
-    let mut nodes = Vec::new();
-    let mut stack = vec![value];
-    while let Some(n) = stack.pop() {
-        if matches!(n.kind(), kinds::ATTRIBUTE | kinds::SUBSCRIPT) {
-            nodes.push(n);
-        }
-        stack.extend(crate::python::named_children(n));
-    }
-    let fields = nodes.into_iter().filter_map(|read| {
-        let (object, field) = match read.kind() {
-            kinds::ATTRIBUTE => (
-                read.field("object")?,
-                syntax::text(read.field("attribute")?, src),
-            ),
-            kinds::SUBSCRIPT => (
-                read.field("value")?,
-                syntax::string_value(read.field("subscript")?, src)?,
-            ),
-            _ => return None,
-        };
-        (object.kind() == kinds::IDENTIFIER && counts_attempts(field))
-            .then(|| (read, syntax::text(object, src), field))
-    });
+    let fields = reads_in(value, &[kinds::ATTRIBUTE, kinds::SUBSCRIPT])
+        .into_iter()
+        .filter_map(|read| {
+            let (object, field) = object_and_field(read, src)?;
+            (object.kind() == kinds::IDENTIFIER && counts_attempts(field))
+                .then(|| (read, syntax::text(object, src), field))
+        });
     for (read, record, field) in fields {
         if let Some(set) = idx.assigned_before(Some(func), record, value.start_byte(), src) {
             let claim = crate::rules::idem::strip_await(set);
