@@ -91,33 +91,21 @@ fn check(cx: &mut Ctx<'_>) {
                     .or_else(|| {
                         saved_stamp(idx, func, site.value, src)
                             .map(|(counter, write, field)| (counter, write, field, "saved"))
+                    })
+                    .or_else(|| {
+                        claimed_in_another_module(cx, idx, func, site.value, src).map(
+                            |(counter, claim, field)| (counter, claim, field, "claimed_elsewhere"),
+                        )
                     });
-                let elsewhere = advanced
-                    .is_none()
-                    .then(|| claimed_in_another_module(cx, idx, func, site.value, src))
-                    .flatten();
-                if let Some((counter, claim, field, place)) = elsewhere
-                    && !reported.contains(&claim.id())
-                {
-                    reported.push(claim.id());
-                    let function = facts::qualname(func, idx, src);
-                    let finding = cx
-                        .report(&RULE, site.value)
-                        .arg("key", site.name.clone())
-                        .arg("count", crate::rules::pay::first_line(counter, src))
-                        .arg("field", field)
-                        .arg("claim", syntax::callee(claim, src).to_string())
-                        .arg("place", place)
-                        .note("claimed_elsewhere")
-                        .severity(Severity::Blocker);
-                    finding.function = function;
-                    continue;
-                }
                 if let Some((counter, at, field, how)) = advanced
                     && !reported.contains(&at.id())
                 {
                     reported.push(at.id());
                     let function = facts::qualname(func, idx, src);
+                    let place = (how == "claimed_elsewhere")
+                        .then(|| stepped_at(cx, syntax::callee_name(at, src), &field))
+                        .flatten()
+                        .unwrap_or_default();
                     let finding = cx
                         .report(&RULE, site.value)
                         .arg("key", site.name.clone())
@@ -125,7 +113,11 @@ fn check(cx: &mut Ctx<'_>) {
                         .arg("field", field)
                         .note(how)
                         .severity(Severity::Blocker);
-                    if matches!(how, "each_run" | "helper" | "stamped" | "saved") {
+                    if how == "claimed_elsewhere" {
+                        finding
+                            .arg("claim", syntax::callee(at, src).to_string())
+                            .arg("place", place);
+                    } else if matches!(how, "each_run" | "helper" | "stamped" | "saved") {
                         finding.arg("step_line", syntax::lines(at).0.to_string());
                     } else {
                         let caught = syntax::except_types(at).first().map_or_else(
@@ -521,7 +513,7 @@ fn claimed_in_another_module<'t>(
     func: Node<'t>,
     value: Node<'t>,
     src: &str,
-) -> Option<(Node<'t>, Node<'t>, String, String)> {
+) -> Option<(Node<'t>, Node<'t>, String)> {
     reads_in(value, &[kinds::ATTRIBUTE, kinds::SUBSCRIPT])
         .into_iter()
         .find_map(|read| {
@@ -559,17 +551,20 @@ fn claimed_in_another_module<'t>(
                     })
                     .flatten()
             })?;
-            let name = syntax::callee_name(claim, src);
-            let (file, line) = cx
-                .change
-                .functions_named(cx.side, name)
-                .find_map(|(file, f)| {
-                    f.steps
-                        .iter()
-                        .find(|(stepped, _)| **stepped == *field)
-                        .map(|(_, line)| (file.path.clone(), *line))
-                })?;
-            Some((read, claim, field.to_string(), format!("{file}:{line}")))
+            stepped_at(cx, syntax::callee_name(claim, src), field)?;
+            Some((read, claim, field.to_string()))
+        })
+}
+
+/// Where a function of the change named `name` moves `field` on by one: `path:line`.
+fn stepped_at(cx: &Ctx<'_>, name: &str, field: &str) -> Option<String> {
+    cx.change
+        .functions_named(cx.side, name)
+        .find_map(|(file, f)| {
+            f.steps
+                .iter()
+                .find(|(stepped, _)| **stepped == *field)
+                .map(|(_, line)| format!("{}:{line}", file.path))
         })
 }
 
