@@ -249,6 +249,23 @@ pub fn decorators(decorated: Node<'_>) -> Vec<Node<'_>> {
     children
 }
 
+/// The named nodes of `kinds` under `node` (itself included), in document order: for what the
+/// shared index does not keep (strings, keywords, subscripts, what an f-string interpolates),
+/// asked of a node a rule has already chosen (a condition, a key's value, a function).
+pub fn descendants<'t>(node: Node<'t>, kinds: &[&str]) -> Vec<Node<'t>> {
+    let mut out = Vec::new();
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        if kinds.contains(&n.kind()) {
+            out.push(n);
+        }
+        let mut children = super::named_children(n);
+        children.reverse();
+        stack.extend(children);
+    }
+    out
+}
+
 /// The `elif` clauses of an `if` statement, in order (they are its children, not nodes of
 /// their own in the shared index).
 pub fn elif_clauses(if_statement: Node<'_>) -> Vec<Node<'_>> {

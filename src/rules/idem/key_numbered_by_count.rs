@@ -354,7 +354,7 @@ fn advanced_elsewhere<'t>(
     value: Node<'t>,
     src: &str,
 ) -> Option<(Node<'t>, Node<'t>, String)> {
-    reads_in(value, &[kinds::ATTRIBUTE])
+    syntax::descendants(value, &[kinds::ATTRIBUTE])
         .into_iter()
         .find_map(|read| {
             let field = syntax::text(read.field("attribute")?, src);
@@ -423,7 +423,7 @@ fn saved_stamp<'t>(
     value: Node<'t>,
     src: &str,
 ) -> Option<(Node<'t>, Node<'t>, String)> {
-    reads_in(value, &[kinds::ATTRIBUTE])
+    syntax::descendants(value, &[kinds::ATTRIBUTE])
         .into_iter()
         .find_map(|read| {
             let field = syntax::text(read.field("attribute")?, src);
@@ -514,7 +514,7 @@ fn claimed_in_another_module<'t>(
     value: Node<'t>,
     src: &str,
 ) -> Option<(Node<'t>, Node<'t>, String)> {
-    reads_in(value, &[kinds::ATTRIBUTE, kinds::SUBSCRIPT])
+    syntax::descendants(value, &[kinds::ATTRIBUTE, kinds::SUBSCRIPT])
         .into_iter()
         .find_map(|read| {
             let (record, field) = object_and_field(read, src)?;
@@ -581,32 +581,14 @@ fn walrus_value<'t>(
         .chain(idx.within(scope, kinds::IF_STATEMENT))
         .filter_map(|s| s.field("condition"))
         .find_map(|condition| {
-            let mut stack = vec![condition];
-            while let Some(n) = stack.pop() {
-                if n.kind() == "named_expression"
-                    && n.field("name")
+            syntax::descendants(condition, &[kinds::NAMED_EXPRESSION])
+                .into_iter()
+                .find(|n| {
+                    n.field("name")
                         .is_some_and(|b| syntax::text(b, src) == name)
-                {
-                    return n.field("value");
-                }
-                stack.extend(crate::python::named_children(n));
-            }
-            None
+                })
+                .and_then(|n| n.field("value"))
         })
-}
-
-/// The nodes of `kinds` in a key's value, f-strings' interpolations included: the index
-/// leaves out what an f-string interpolates, so the value's own nodes are walked.
-fn reads_in<'t>(value: Node<'t>, kinds: &[&str]) -> Vec<Node<'t>> {
-    let mut reads = Vec::new();
-    let mut stack = vec![value];
-    while let Some(n) = stack.pop() {
-        if kinds.contains(&n.kind()) {
-            reads.push(n);
-        }
-        stack.extend(crate::python::named_children(n));
-    }
-    reads
 }
 
 /// The record and the field a read names: `refund` and `attempts` of `refund.attempts` or of
@@ -655,7 +637,7 @@ fn claimed_with_a_count<'t>(
     value: Node<'t>,
     src: &str,
 ) -> Option<(Node<'t>, Node<'t>, String)> {
-    let fields = reads_in(value, &[kinds::ATTRIBUTE, kinds::SUBSCRIPT])
+    let fields = syntax::descendants(value, &[kinds::ATTRIBUTE, kinds::SUBSCRIPT])
         .into_iter()
         .filter_map(|read| {
             let (object, field) = object_and_field(read, src)?;

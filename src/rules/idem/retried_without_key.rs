@@ -193,12 +193,12 @@ fn keys_left_out(
                 .chain(syntax::keyword_args(call, src).into_iter().map(|(_, v)| v))
                 .filter_map(|a| syntax::string_value(a, src))
                 .any(|v| matches!(v, "GET" | "get" | "HEAD" | "head" | "OPTIONS" | "options"));
-            if read || prepares_only(syntax::function_name(caller_of(idx, call), src)) {
-                continue;
-            }
             let Some(caller) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
                 continue;
             };
+            if read || prepares_only(syntax::function_name(caller, src)) {
+                continue;
+            }
             let paying = cx
                 .vocab
                 .is_payment_operation(syntax::function_name(caller, src))
@@ -218,12 +218,6 @@ fn keys_left_out(
                 .note("key_left_out");
         }
     }
-}
-
-/// The function a call is made in, or the call itself at the top of the module.
-fn caller_of<'t>(idx: &NodeIndex<'t>, call: Node<'t>) -> Node<'t> {
-    idx.enclosing(call, kinds::FUNCTION_DEFINITION)
-        .unwrap_or(call)
 }
 
 /// A function named for making what a payment is later made against, not for moving money

@@ -382,7 +382,7 @@ fn fields_of_records<'t, 's>(
             field_of(*attribute, src),
         );
     }
-    for subscript in nodes(condition, kinds::SUBSCRIPT) {
+    for subscript in syntax::descendants(condition, &[kinds::SUBSCRIPT]) {
         held(
             subscript.child_by_field_name("value"),
             field_of(subscript, src),
@@ -578,9 +578,7 @@ fn row_locks(text: &str) -> Vec<(u32, String, Vec<String>)> {
 /// Whether `func` locks `record`'s rows itself, or takes a lock that names no record.
 fn locks_record(func: Node<'_>, src: &str, record: &str) -> bool {
     let text = syntax::text(func, src);
-    ["IMMEDIATE", "EXCLUSIVE", "SERIALIZABLE", "serializable"]
-        .iter()
-        .any(|w| text.contains(w))
+    SERIAL.iter().any(|w| text.contains(w))
         || row_locks(text).iter().any(|(_, _, records)| {
             records.is_empty() || records.iter().any(|r| same_record(r, record))
         })
@@ -651,11 +649,11 @@ fn shown(claim: Node<'_>, src: &str) -> String {
 
 /// A lock on the rows, or a transaction that keeps writers apart from its start.
 fn locks(code: &str) -> bool {
-    holds_rows(code)
-        || ["IMMEDIATE", "EXCLUSIVE", "SERIALIZABLE", "serializable"]
-            .iter()
-            .any(|w| code.contains(w))
+    holds_rows(code) || SERIAL.iter().any(|w| code.contains(w))
 }
+
+/// A transaction that keeps writers apart from its start (`BEGIN IMMEDIATE`, `SERIALIZABLE`).
+const SERIAL: [&str; 4] = ["IMMEDIATE", "EXCLUSIVE", "SERIALIZABLE", "serializable"];
 
 /// The fields `func` claims: set by an update whose condition tests them too, in an ORM chain
 /// (Django's, SQLAlchemy's, peewee's) or in SQL. Each with the update it is claimed by.
@@ -747,7 +745,7 @@ fn chain_fields(idx: &NodeIndex<'_>, top: Node<'_>, src: &str) -> (Vec<String>, 
                 for (name, _) in syntax::keyword_args(call, src) {
                     set.push(name.to_string());
                 }
-                for pair in nodes(args, kinds::PAIR) {
+                for pair in syntax::descendants(args, &[kinds::PAIR]) {
                     if let Some(key) = pair.child_by_field_name("key") {
                         set.push(field_of(key, src));
                     }
@@ -757,7 +755,7 @@ fn chain_fields(idx: &NodeIndex<'_>, top: Node<'_>, src: &str) -> (Vec<String>, 
                 tested.extend(fields_named(idx, args, src));
                 // `where(*pending)`, with `pending = (Ticket.refund_id == refund.id, Ticket.status
                 // == REFUND_PENDING)` above.
-                for splat in nodes(args, kinds::LIST_SPLAT) {
+                for splat in syntax::descendants(args, &[kinds::LIST_SPLAT]) {
                     if let Some(name) = splat
                         .named_child(0)
                         .filter(|n| n.kind() == kinds::IDENTIFIER)
@@ -806,11 +804,11 @@ fn fields_named(idx: &NodeIndex<'_>, node: Node<'_>, src: &str) -> Vec<String> {
         .map(|a| field_of(*a, src))
         .collect();
     out.extend(
-        nodes(node, kinds::SUBSCRIPT)
+        syntax::descendants(node, &[kinds::SUBSCRIPT])
             .iter()
             .map(|s| field_of(*s, src)),
     );
-    for keyword in nodes(node, kinds::KEYWORD_ARGUMENT) {
+    for keyword in syntax::descendants(node, &[kinds::KEYWORD_ARGUMENT]) {
         if let Some(name) = keyword.child_by_field_name("name") {
             let name = syntax::text(name, src);
             out.push(name.split("__").next().unwrap_or(name).to_string());
@@ -839,7 +837,7 @@ fn sql_strings<'t>(func: Node<'t>, src: &str) -> Vec<Node<'t>> {
     if !SQL.iter().any(|w| w.find(text).is_some()) {
         return out;
     }
-    for string in nodes(func, kinds::STRING) {
+    for string in syntax::descendants(func, &[kinds::STRING]) {
         let whole = string
             .parent()
             .filter(|p| p.kind() == "concatenated_string")
@@ -988,21 +986,4 @@ fn tested_before<'t>(
         .chain(selects)
         .filter(|n| n.start_byte() < before)
         .min_by_key(|n| n.start_byte())
-}
-
-/// The nodes of `kind` under `node`. Strings, keywords, subscripts and `elif`s are not in the
-/// shared index (most rules never ask for them); this walks only the subtree of a function
-/// the change touched, of a file whose old version updates something.
-fn nodes<'t>(node: Node<'t>, kind: &str) -> Vec<Node<'t>> {
-    let mut out = Vec::new();
-    let mut cursor = node.walk();
-    let mut stack = vec![node];
-    while let Some(n) = stack.pop() {
-        if n.kind() == kind {
-            out.push(n);
-        }
-        stack.extend(n.children(&mut cursor));
-    }
-    out.sort_by_key(|n| n.start_byte());
-    out
 }
