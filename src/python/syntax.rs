@@ -717,6 +717,31 @@ pub fn code_names_idempotency(code: &str) -> bool {
     IDEMPOTENCY_WORDS
         .iter()
         .any(|w| code_contains_lowercase(code, w))
+        || names_a_brand_request_id(code)
+}
+
+/// A provider's own request-id header, which it deduplicates requests on, as PayPal does
+/// (`"PayFlow-Request-Id"`, `'Pelican-Request-Id'`): one word, a brand's, before `-Request-Id`,
+/// at the start of a string. Not a tracing header (`X-Request-Id`, `X-Client-Request-Id`).
+fn names_a_brand_request_id(code: &str) -> bool {
+    static HEADERS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 3]> =
+        std::sync::LazyLock::new(|| {
+            ["-Request-Id", "-request-id", "-REQUEST-ID"].map(memchr::memmem::Finder::new)
+        });
+    let bytes = code.as_bytes();
+    HEADERS.iter().any(|finder| {
+        finder.find_iter(bytes).any(|at| {
+            let start = bytes[..at]
+                .iter()
+                .rposition(|b| !b.is_ascii_alphanumeric())
+                .map_or(0, |p| p + 1);
+            let brand = &bytes[start..at];
+            brand.len() >= 2
+                && !brand.eq_ignore_ascii_case(b"x")
+                && start > 0
+                && matches!(bytes[start - 1], b'"' | b'\'')
+        })
+    })
 }
 
 /// `contains_lowercase` on code, not on its comments: a line's text from a `#` that no quote

@@ -69,6 +69,7 @@ pub static ALL: &[&Rule] = &[
     &err::timeout_read_as_failure::RULE,
     &err::ack_before_handling::RULE,
     &err::coroutine_tested_unawaited::RULE,
+    &err::failure_no_longer_raised::RULE,
     &http::scalar_timeout::RULE,
     &http::http_call_without_timeout::RULE,
     &idem::cache_check_then_set::RULE,

@@ -42,7 +42,7 @@ fn broad(clause: Node<'_>, src: &str) -> bool {
 /// An `except` of an error named for a payment the provider refused (`RefundRejected`,
 /// `PaymentDeclined`, `PayoutFailed`): logged and passed over, the refusal is taken for a
 /// payment made.
-fn catches_a_refusal(clause: Node<'_>, src: &str) -> bool {
+pub(super) fn catches_a_refusal(clause: Node<'_>, src: &str) -> bool {
     syntax::except_types(clause).iter().any(|t| {
         let name = syntax::text(*t, src);
         let words = syntax::name_words(name.rsplit('.').next().unwrap_or(name));

@@ -5,10 +5,12 @@ pub mod ack_before_handling;
 pub mod broad_except_returns_none;
 pub mod coroutine_tested_unawaited;
 pub mod error_contract_changed;
+pub mod failure_no_longer_raised;
 pub mod failure_swallowed;
 pub mod retries_exhausted_return_none;
 pub mod timeout_read_as_failure;
 pub mod traceback_lost;
+mod unknown_given_up;
 
 use tree_sitter::Node;
 

@@ -342,6 +342,7 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     };
     left_out_of_the_wrapper(cx, idx, src);
+    let mut given_up = Vec::new();
     for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
         let Some(caught) = catches_timeout(clause, src) else {
             continue;
@@ -355,10 +356,16 @@ fn check(cx: &mut Ctx<'_>) {
                 Some((mark, test)) => (mark, Some(test)),
                 None => {
                     raised_as_definite(cx, idx, clause, handler);
+                    gave_up(cx, idx, clause, &mut given_up);
                     continue;
                 }
             },
-            None => continue,
+            None => {
+                if caught == Caught::Named {
+                    gave_up(cx, idx, clause, &mut given_up);
+                }
+                continue;
+            }
         };
         let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
             continue;
@@ -415,6 +422,53 @@ fn check(cx: &mut Ctx<'_>) {
             finding.note("returned").severity(Severity::Important);
         }
     }
+}
+
+/// A timeout handler that keeps the outcome unknown, in a function that marks the record failed
+/// all the same once its attempts are spent (`unknown_given_up`). `reported`: the marks already
+/// reported, as one loop or test may follow several handlers.
+fn gave_up(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, reported: &mut Vec<usize>) {
+    let src = cx.src();
+    let (Some(func), Some(try_statement)) = (
+        idx.enclosing(clause, kinds::FUNCTION_DEFINITION),
+        idx.enclosing(clause, kinds::TRY_STATEMENT),
+    ) else {
+        return;
+    };
+    let qualname = facts::qualname(func, idx, src);
+    let facts = cx.facts.and_then(|f| f.function(&qualname));
+    let Some(found) =
+        super::unknown_given_up::given_up(idx, func, facts, try_statement, clause, src)
+    else {
+        return;
+    };
+    if reported.contains(&found.mark.id()) {
+        return;
+    }
+    let Some((step, step_line)) = try_statement
+        .field("body")
+        .and_then(|body| paying_step(cx, idx, func, body))
+    else {
+        return;
+    };
+    reported.push(found.mark.id());
+    let because = syntax::text(found.because, src)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .trim_end_matches(':')
+        .to_string();
+    let finding = cx
+        .report(&RULE, found.mark)
+        .arg("function", qualname)
+        .arg("step", step)
+        .arg("step_line", step_line.to_string())
+        .arg("mark", syntax::normalized(found.mark, src))
+        .arg("because", because)
+        .arg("because_line", syntax::lines(found.because).0.to_string())
+        .arg("clause_line", syntax::lines(clause).0.to_string());
+    finding.note(found.note);
 }
 
 /// A method of a client class that calls the provider outside the context the class's other
@@ -971,7 +1025,7 @@ fn names_state(target: Node<'_>, src: &str) -> bool {
 }
 
 /// `order.status = "failed"`: a written state.
-fn assigns_failure(assignment: Node<'_>, src: &str) -> Option<bool> {
+pub(super) fn assigns_failure(assignment: Node<'_>, src: &str) -> Option<bool> {
     let left = assignment.field("left")?;
     let right = assignment.field("right")?;
     (names_state(left, src) && failure_value(right, src)).then_some(true)
@@ -979,7 +1033,7 @@ fn assigns_failure(assignment: Node<'_>, src: &str) -> Option<bool> {
 
 /// `mark_failed(order)`, `payment.decline()`, `repo.set_status(id, "failed")`,
 /// `Payment.objects.filter(...).update(status=Status.FAILED)`.
-fn calls_failure(call: Node<'_>, src: &str) -> Option<bool> {
+pub(super) fn calls_failure(call: Node<'_>, src: &str) -> Option<bool> {
     let callee = syntax::handed_callee(call, src).unwrap_or_else(|| syntax::callee(call, src));
     let name = callee.rsplit('.').next().unwrap_or(callee);
     if facts::only_records(callee) {
@@ -1132,6 +1186,25 @@ fn paying_step(
             || sends
             || crate::rules::pay::calls_a_paying_helper(cx, call, src)
         {
+            // `client.create_batch(..., request_id=payout_request_id(batch))`: the helper only
+            // makes an argument of the request that is sent. (A call handed in whole, as
+            // `asyncio.wait_for(http.post(...), 30)` takes it, is the request.)
+            let handed = call
+                .parent()
+                .is_some_and(|p| p.kind() == kinds::KEYWORD_ARGUMENT);
+            let sent = idx
+                .within(body, kinds::CALL)
+                .iter()
+                .filter(|o| {
+                    handed
+                        && o.id() != call.id()
+                        && syntax::contains(**o, call)
+                        && !facts::only_records(syntax::callee(**o, src))
+                })
+                .max_by_key(|o| o.start_byte());
+            let call = sent.copied().unwrap_or(call);
+            let callee =
+                syntax::handed_callee(call, src).unwrap_or_else(|| syntax::callee(call, src));
             return Some((callee.to_string(), syntax::lines(call).0));
         }
     }

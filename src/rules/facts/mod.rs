@@ -106,6 +106,10 @@ pub struct FunctionFacts {
     /// `verify_payment`): the line of its first `return` when every value it returns is the
     /// provider's answer as it came (`return self._request("POST", ...)`), not a yes or a no.
     pub returns_answer: Option<u32>,
+    /// [test family] A parameter with a default that is the sleep it waits with
+    /// (`sleep: Sleep = asyncio.sleep`), and its place among the positional ones (`None`:
+    /// keyword-only). A test that calls it without one waits for real.
+    pub sleep_param: Option<Box<(Box<str>, Option<u32>)>>,
 }
 
 /// A parameter of a function sent as an idempotency key (`to: None`) or handed on to a call of
@@ -736,6 +740,31 @@ fn steps_of_module_queries(
     }
 }
 
+/// `sleep_param`: the first parameter named for a sleep (`sleep`, `_sleep`, `backoff_sleep`)
+/// that has a default, with its place among the positional parameters.
+fn sleep_param(func: Node<'_>, src: &str) -> Option<Box<(Box<str>, Option<u32>)>> {
+    let params = func.field("parameters")?;
+    memchr::memmem::find(syntax::text(params, src).as_bytes(), b"sleep")?;
+    let mut positional = Some(0u32);
+    for param in crate::python::named_children(params) {
+        match param.kind() {
+            "default_parameter" | "typed_default_parameter" => {
+                let name = param.field("name").map_or("", |n| syntax::text(n, src));
+                if syntax::names_sleep(name) {
+                    return Some(Box::new((name.into(), positional)));
+                }
+            }
+            "list_splat_pattern" | "dictionary_splat_pattern" | "keyword_separator" => {
+                positional = None;
+                continue;
+            }
+            _ => {}
+        }
+        positional = positional.map(|p| p + 1);
+    }
+    None
+}
+
 fn function_facts(
     func: Node<'_>,
     idx: &NodeIndex<'_>,
@@ -875,6 +904,7 @@ fn function_facts(
         syntax::text(func, src),
         facts.lines.0,
     );
+    facts.sleep_param = sleep_param(func, src);
     if crate::rules::pay::verification_answer_taken_as_yes::verifies(&facts.name) {
         facts.returns_answer = crate::rules::pay::verification_answer_taken_as_yes::returns_answer(
             func, idx, src, own,

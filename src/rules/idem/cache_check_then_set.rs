@@ -94,9 +94,27 @@ fn check_then_set<'t>(calls: &[CacheCall<'t>]) -> Option<(CacheCall<'t>, CacheCa
                             && claim.same_key(read)
                     })
                 })
-                .find(|read| read.same_key(write))
+                .find(|read| read.same_key(write) && !locked_between(calls, read, write))
                 .map(|read| (read.clone(), write.clone()))
         })
+}
+
+/// Whether an atomic claim of a key made from the read's (`lock_key = f"{replay_key}:lock"`,
+/// `cache.add(lock_key, 1, ...)`) comes between the read and the write: a replay cache whose
+/// work runs under a lock. Two racers past the read meet at the claim, and one is turned away.
+fn locked_between(calls: &[CacheCall<'_>], read: &CacheCall<'_>, write: &CacheCall<'_>) -> bool {
+    let derived = |key: &str| {
+        key != read.key
+            && (key.contains(&format!("{{{}}}", read.key))
+                || key.contains(read.resolved_key.trim_end_matches(['"', '\'']))
+                    && read.resolved_key.len() > 3)
+    };
+    calls.iter().any(|claim| {
+        claim.op == Op::AtomicWrite
+            && claim.node.start_byte() >= read.node.end_byte()
+            && claim.node.end_byte() <= write.node.start_byte()
+            && (derived(&claim.key) || derived(&claim.resolved_key))
+    })
 }
 
 fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write: &CacheCall<'_>) {

@@ -434,7 +434,7 @@ pub(crate) fn callers_of<'c>(
 /// `self.refund(...)` in the method's class. A method called on anything else
 /// (`client.refund(...)`) is taken for it only where the change has one function of that name:
 /// in a payment library each provider has its `refund`, and a view its `post`.
-fn calls_it(
+pub(crate) fn calls_it(
     cx: &Ctx<'_>,
     (caller_file, site): (&FileFacts, &facts::CallSite),
     (file, func): (&FileFacts, &FunctionFacts),

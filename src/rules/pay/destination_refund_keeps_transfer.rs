@@ -22,24 +22,33 @@ pub(crate) static RULE: Rule = Rule {
 
 /// Every finding is a refund in a file that makes a destination charge.
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test && s.mentions(&["transfer_data"]) && s.mentions(&["efund"])
+    !s.facts.is_test
+        && s.mentions(&["transfer_data", "refund_application_fee"])
+        && s.mentions(&["efund"])
 }
 
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
-    let Some(destination) = destination_charge(cx, idx, src) else {
-        return;
-    };
-    let line = syntax::lines(destination).0.to_string();
-    let charge = crate::rules::pay::first_line(destination, src);
+    let destination = destination_charge(cx, idx, src);
     for &call in idx.all(kinds::CALL) {
-        if !refunds_on_stripe(syntax::callee(call, src)) || syntax::has_dict_splat(call) {
+        if syntax::has_dict_splat(call) {
+            continue;
+        }
+        let callee = syntax::callee(call, src);
+        let refund = match destination {
+            Some(_) => refunds_on_stripe(callee),
+            // With no destination charge in sight, a refund that gives back the platform's
+            // application fee (`refund_application_fee=True`): only a charge made for a
+            // connected account has one.
+            None => fee_refunded(call, callee, src),
+        };
+        if !refund {
             continue;
         }
         // A refund on the connected account is a direct charge's: nothing was transferred.
-        if syntax::text(call, src).contains("stripe_account") {
+        if syntax::text(call, src).contains("stripe_account") || on_an_account(call, src) {
             continue;
         }
         let function = idx.enclosing(call, kinds::FUNCTION_DEFINITION);
@@ -51,13 +60,33 @@ fn check(cx: &mut Ctx<'_>) {
         }
         let finding = cx
             .report(&RULE, call)
-            .arg("refund", crate::rules::pay::first_line(call, src))
-            .arg("charge", charge.clone())
-            .arg("line", line.clone());
+            .arg("refund", crate::rules::pay::first_line(call, src));
+        match destination {
+            Some(charge) => finding
+                .arg("charge", crate::rules::pay::first_line(charge, src))
+                .arg("line", syntax::lines(charge).0.to_string()),
+            None => finding.note("fee"),
+        };
         finding.function = function
             .map(|f| facts::qualname(f, idx, src))
             .unwrap_or_default();
     }
+}
+
+/// A refund call (`create_refund(...)`, `Refund.create(...)`) that says
+/// `refund_application_fee=`.
+fn fee_refunded(call: Node<'_>, callee: &str, src: &str) -> bool {
+    let name = callee.rsplit('.').next().unwrap_or(callee);
+    (refunds_on_stripe(callee) || syntax::name_words(name).iter().any(|w| w == "refund"))
+        && syntax::keyword_arg(call, "refund_application_fee", src).is_some()
+}
+
+/// A keyword that names the connected account the call is made on (`connected_account=`,
+/// `account_id=`): a direct charge's refund.
+fn on_an_account(call: Node<'_>, src: &str) -> bool {
+    syntax::keyword_args(call, src)
+        .iter()
+        .any(|(k, _)| k.contains("account"))
 }
 
 /// The first payment of the file made with `transfer_data`: `stripe.PaymentIntent.create(...,

@@ -8,7 +8,8 @@
 //!
 //! Left alone: a reading that takes the whole range (`>= 500`, `// 100 == 5`, `in range(500,
 //! 600)`), a set that lists 500, 502, 503 and 504, and a branch that raises anything but an
-//! error of an unknown outcome (`Unavailable`, `Unknown...Outcome`, `Indeterminate`).
+//! error of an unknown outcome (`Unavailable`, `Unknown...Outcome`, `Indeterminate`, a
+//! client's `...Timeout`).
 use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
@@ -124,16 +125,25 @@ fn chosen_by_a_flag(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
         let Some(codes) = status_codes(idx, right, src) else {
             continue;
         };
-        if codes.is_empty() || codes.iter().any(|c| (500..600).contains(c)) {
+        // Some server errors (`in (429, 503)`) or none (`in (408, 409, 429)`): the others are
+        // raised as the refusal.
+        let missing: Vec<String> = SERVER_ERRORS
+            .iter()
+            .filter(|c| !codes.contains(c))
+            .map(u16::to_string)
+            .collect();
+        if codes.is_empty() || missing.is_empty() {
             continue;
         }
         let Some(func) = idx.enclosing(assignment, kinds::FUNCTION_DEFINITION) else {
             continue;
         };
         // A request that may be sent again under its key: a quote or a lookup read as refused
-        // moves no money.
+        // moves no money. A client's sender called with a key (`self._request("POST", ...,
+        // headers={"Idempotency-Key": key})` elsewhere in the file) counts too.
         if takes_the_range(syntax::text(func, src))
-            || !syntax::code_names_idempotency(syntax::text(func, src))
+            || !(syntax::code_names_idempotency(syntax::text(func, src))
+                || sent_with_a_key(idx, func, src))
         {
             continue;
         }
@@ -155,14 +165,12 @@ fn chosen_by_a_flag(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
                     text.rsplit('.').next().unwrap_or(text)
                 };
                 let (unknown, refusal) = (name(*chosen), name(*other));
-                (crate::rules::err::timeout_read_as_failure::unavailable(unknown)
-                    && !crate::rules::err::timeout_read_as_failure::unavailable(refusal))
-                .then_some((unknown, refusal, c))
+                (names_the_unknown(unknown) && !names_the_unknown(refusal))
+                    .then_some((unknown, refusal, c))
             });
         let Some((unknown, refusal, at)) = choice else {
             continue;
         };
-        let missing: Vec<String> = SERVER_ERRORS.iter().map(u16::to_string).collect();
         let function = facts::qualname(func, idx, src);
         let finding = cx
             .report(&RULE, right)
@@ -174,6 +182,14 @@ fn chosen_by_a_flag(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
             .arg("refusal_line", syntax::lines(at).0.to_string());
         finding.function = function;
     }
+}
+
+/// Whether a call of `func` in the file hands it an idempotency key.
+fn sent_with_a_key(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
+    let name = syntax::function_name(func, src);
+    idx.all(kinds::CALL).iter().any(|c| {
+        idx.callee_name(*c, src) == name && syntax::code_names_idempotency(syntax::text(*c, src))
+    })
 }
 
 /// Whether, after `stmt`, the function raises a refusal under a test any server error passes:
@@ -276,7 +292,16 @@ fn raised_unknown<'s>(idx: &NodeIndex<'_>, body: Node<'_>, src: &'s str) -> Opti
         .iter()
         .chain(idx.within(body, kinds::RETURN_STATEMENT))
         .find_map(|r| raised_name(*r, src))
-        .filter(|name| crate::rules::err::timeout_read_as_failure::unavailable(name))
+        .filter(|name| names_the_unknown(name))
+}
+
+/// An error named for an answer that did not come: `Unavailable`, `OutcomeUnknown`, or a
+/// client's own timeout (`GatewayTimeout`), which it raises for a 5xx too.
+fn names_the_unknown(name: &str) -> bool {
+    crate::rules::err::timeout_read_as_failure::unavailable(name)
+        || syntax::name_words(name)
+            .iter()
+            .any(|w| w == "timeout" || w == "timedout")
 }
 
 /// The name of the error a `raise` raises: `raise X(...)`, `raise X`, `raise mod.X(...) from e`;

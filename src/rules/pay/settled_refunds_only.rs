@@ -323,9 +323,11 @@ fn weighed<'t>(
     let in_file = [kinds::BINARY_OPERATOR, kinds::COMPARISON_OPERATOR]
         .iter()
         .flat_map(|k| idx.all(k).iter().copied());
-    let own = scope
-        .into_iter()
-        .filter(|op| op.start_byte() > assign.end_byte() && uses_in_money(*op, name, summed, src));
+    let own = scope.into_iter().filter(|op| {
+        op.start_byte() > assign.end_byte()
+            && uses_in_money(*op, name, summed, src)
+            && !picks_a_state(*op, src)
+    });
     let mut found: Vec<Node<'t>> = own.collect();
     // A subquery labelled with its name (`done.label("done")`) is read back as `row.done`.
     let scope_text = syntax::text(func.unwrap_or(assign), src);
@@ -334,6 +336,62 @@ fn weighed<'t>(
             .extend(in_file.filter(|op| syntax::text(*op, src).contains(&labelled) && weighs(*op)));
     }
     found.into_iter().min_by_key(|n| n.start_byte())
+}
+
+/// Whether a comparison only chooses the state a record is labelled with: `order.status =
+/// REFUNDED if settled >= paid else PARTIALLY_REFUNDED`, or an `if` whose branches only set a
+/// status. "Fully refunded" is right to wait for the money to arrive; nothing is paid on it.
+fn picks_a_state(op: Node<'_>, src: &str) -> bool {
+    let sets_a_state = |left: Node<'_>| {
+        let text = syntax::text(left, src);
+        text.ends_with("status") || text.ends_with("state")
+    };
+    let Some(mut parent) = op.parent() else {
+        return false;
+    };
+    // `elif paid_out > 0:` is read as the whole `if` it belongs to.
+    if parent.kind() == kinds::ELIF_CLAUSE {
+        let Some(whole) = parent.parent() else {
+            return false;
+        };
+        parent = whole;
+    }
+    match parent.kind() {
+        "conditional_expression" => parent
+            .parent()
+            .filter(|a| a.kind() == kinds::ASSIGNMENT)
+            .and_then(|a| a.field("left"))
+            .is_some_and(sets_a_state),
+        kinds::IF_STATEMENT => {
+            let blocks = std::iter::once(parent.field("consequence"))
+                .chain(
+                    crate::python::named_children(parent)
+                        .into_iter()
+                        .filter(|c| {
+                            c.kind() == kinds::ELSE_CLAUSE || c.kind() == kinds::ELIF_CLAUSE
+                        })
+                        .map(|c| {
+                            c.field(if c.kind() == kinds::ELIF_CLAUSE {
+                                "consequence"
+                            } else {
+                                "body"
+                            })
+                        }),
+                )
+                .collect::<Option<Vec<_>>>();
+            blocks.is_some_and(|blocks| {
+                blocks.iter().all(|b| {
+                    syntax::statements(*b).iter().all(|st| {
+                        st.named_child(0)
+                            .filter(|a| a.kind() == kinds::ASSIGNMENT)
+                            .and_then(|a| a.field("left"))
+                            .is_some_and(sets_a_state)
+                    })
+                })
+            })
+        }
+        _ => false,
+    }
 }
 
 /// Whether `op` subtracts `name` (or, for rows added up later, `sum(name)`), or compares with

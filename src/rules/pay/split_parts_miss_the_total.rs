@@ -314,9 +314,10 @@ fn names_an_amount(name: &str) -> bool {
 
 /// Whether the function gives the parts what the rounding leaves over, or checks that they add
 /// up: it subtracts from the amount (`total - part * (count - 1)` for the last one, `leftover =
-/// total_cents - sum(shares)`), keeps a remainder (`divmod`, `%`), adds the parts up once they
-/// are made (`after`, from the list on: `sum(weights)` before it is the whole the weights make),
-/// or adjusts a part after the fact (`shares[-1] += ...`, `-=`).
+/// total_cents - sum(shares)`, `gross[seller] - fee` with the fee its own part), keeps a
+/// remainder (`divmod`, `%`), adds the parts up once they are made (`after`, from the list on:
+/// `sum(weights)` before it is the whole the weights make), or adjusts a part after the fact
+/// (`shares[-1] += ...`, `-=`).
 fn reconciles(func: &str, after: &str, total: &str) -> bool {
     after.contains("sum(")
         || [
@@ -334,6 +335,11 @@ fn reconciles(func: &str, after: &str, total: &str) -> bool {
         || func.match_indices(total).any(|(at, _)| {
             let before = func[..at].chars().next_back();
             let after = func[at + total.len()..].trim_start();
+            // `gross[merchant_id] - fee`: the amount of one key, less the rounded piece.
+            let after = after
+                .strip_prefix('[')
+                .and_then(|a| a.split_once(']'))
+                .map_or(after, |(_, rest)| rest.trim_start());
             !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
                 && (after.starts_with("- ") || after.starts_with('%') || after.starts_with("-("))
         })

@@ -831,12 +831,29 @@ fn payment_wrapper_elsewhere(cx: &Ctx<'_>, name: &str) -> bool {
                     .functions
                     .iter()
                     .any(|g| g.http && f.callees.binary_search(&g.name).is_ok()));
-        if file.is_test || !f.returns_value || !(sdk || http) {
+        if file.is_test || !f.returns_value || !(sdk || http) || returns_an_id(f) {
             return false;
         }
         found = true;
     }
     found
+}
+
+/// Whether a function says it returns a plain value (`-> str | None`, `-> Optional[UUID]`):
+/// the id of what it made (`response.headers.get("Capture-Id")`), with no status to read. It
+/// raised if the provider refused.
+fn returns_an_id(f: &facts::FunctionFacts) -> bool {
+    f.annotation.as_deref().is_some_and(|a| {
+        let a = a.trim();
+        let a = a
+            .strip_prefix("Optional[")
+            .and_then(|a| a.strip_suffix(']'))
+            .unwrap_or(a);
+        a.split('|')
+            .map(str::trim)
+            .filter(|t| *t != "None")
+            .all(|t| matches!(facts::last_name(t), "str" | "int" | "UUID" | "bytes"))
+    })
 }
 
 /// Whether a function of the file named `name` hands back what a payment call made: `return

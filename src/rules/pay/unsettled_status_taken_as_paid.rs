@@ -1,6 +1,6 @@
 //! PAY006 unsettled-status-taken-as-paid: a provider's status that does not say the money
 //! arrived (`pending`, `processing`, `received`, a 3-D Secure step) leads to the payment being
-//! recorded as paid. Four shapes:
+//! recorded as paid. Five shapes:
 //!
 //! - a test that puts such a status beside a settled one (`intent.status in ("succeeded",
 //!   "processing")`) and records the payment as paid under it;
@@ -11,7 +11,9 @@
 //!   every other status, pending ones included, is paid;
 //! - a test against a constant set of statuses, here or in a module the file imports from,
 //!   that puts an unfinished one beside a settled one (`AUTHORISED = frozenset({"Authorised",
-//!   "Received"})`).
+//!   "Received"})`);
+//! - a lookup of the provider's status that defaults to success (`STATUS.get(status,
+//!   Status.SUCCEEDED)`): every status it does not list is taken for paid.
 //!
 //! The provider may still decline, expire or reverse such a payment; by then the order has
 //! shipped, the subscription is active, the balance credited.
@@ -634,6 +636,35 @@ fn check(cx: &mut Ctx<'_>) {
     branches(cx, idx, src);
     expressions(cx, idx, src);
     maps(cx, idx, src);
+    defaulted(cx, idx, src);
+}
+
+/// `_FINAL_STATUS.get(obj.get("status"), RefundStatus.SUCCEEDED)`, `event.get("status",
+/// "paid")`: a status the map does not list, or none at all (pending, processing, one the
+/// provider adds later), is taken for the success it defaults to.
+fn defaulted(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &call in idx.all(kinds::CALL) {
+        if idx.callee_name(call, src) != "get" {
+            continue;
+        }
+        let args = syntax::positional_args(call);
+        let [key, default] = args.as_slice() else {
+            continue;
+        };
+        if !success_value(*default, src)
+            || !names_status(syntax::text(*key, src))
+            || !kept_as_a_status(idx, call, src)
+        {
+            continue;
+        }
+        let map = syntax::receiver(call).map_or("", |r| syntax::text(r, src));
+        cx.report(&RULE, call)
+            .arg("effect", syntax::normalized(call, src))
+            .arg("effect_line", syntax::lines(call).0.to_string())
+            .arg("map", map.to_string())
+            .arg("settled", syntax::text(*default, src).to_string())
+            .note("defaulted");
+    }
 }
 
 /// `if`/`elif` branches that record the payment as paid under a mixed test, or in the `else` of
@@ -939,6 +970,25 @@ fn maps<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
             }
             finding.note("map");
         }
+    }
+}
+
+/// Whether what `call` gives is kept as a status: assigned to one (`refund.status = ...`,
+/// `status = ...`), or returned by a function named for one. Not a label shown to a person
+/// (`labels.get(status, "Paid")`).
+fn kept_as_a_status(idx: &NodeIndex<'_>, call: Node<'_>, src: &str) -> bool {
+    let states = |text: &str| {
+        let lower = text.to_ascii_lowercase();
+        lower.contains("status") || lower.contains("state")
+    };
+    match call.parent() {
+        Some(a) if a.kind() == kinds::ASSIGNMENT => a
+            .field("left")
+            .is_some_and(|l| states(syntax::text(l, src))),
+        Some(r) if r.kind() == kinds::RETURN_STATEMENT => idx
+            .enclosing(call, kinds::FUNCTION_DEFINITION)
+            .is_some_and(|f| states(syntax::function_name(f, src))),
+        _ => false,
     }
 }
 

@@ -130,12 +130,11 @@ fn names_a_stand_in(code: &str, conftests: &[&str], depth: usize) -> bool {
         "vcr",
         "cassette",
         "betamax",
-        "locmem",
-        "inmemory",
-        "in_memory",
     ];
     // `responses` as a word of its own: `decode_responses=True` is Redis's.
-    if (super::has_word(code, "responses") || STAND_INS.iter().any(|w| code.contains(w)))
+    if (super::has_word(code, "responses")
+        || STAND_INS.iter().any(|w| code.contains(w))
+        || super::IN_MEMORY_CACHES.iter().any(|w| code.contains(w)))
         && !super::live_cache(code)
     {
         return true;

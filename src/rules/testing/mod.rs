@@ -659,6 +659,16 @@ fn fixtures<'t>(idx: &NodeIndex<'t>, src: &str) -> impl Iterator<Item = (Node<'t
         .filter(|(_, def)| def.kind() == kinds::FUNCTION_DEFINITION)
 }
 
+/// Words (lowercase) of a cache kept in the test's own memory: Django's `LocMemCache`,
+/// aiocache's `Cache(Cache.MEMORY)` and `SimpleMemoryCache`, an `InMemory...` store.
+pub(super) const IN_MEMORY_CACHES: &[&str] = &[
+    "locmem",
+    "inmemory",
+    "in_memory",
+    "cache.memory",
+    "simplememorycache",
+];
+
 /// Whether a fixture's text (lowercase) connects to a Redis server and replaces nothing:
 /// `redis.Redis(host="localhost")`, `redis.from_url(...)`, with no fake, mock or patch.
 fn live_cache(fixture: &str) -> bool {

@@ -53,7 +53,13 @@ fn check(cx: &mut Ctx<'_>) {
     let key_pinned: Vec<String> = tests
         .iter()
         .filter(|t| looks_at_key(cx, t) && (is_retry_test(cx, t) || sent_again(t)))
-        .flat_map(|t| callees_under_test(cx, t))
+        .flat_map(|t| {
+            // Through the helpers of the test's class (`self.retry()`), as the tests it covers
+            // are read.
+            let mut callees = callees_under_test(cx, t);
+            super::through_helpers(cx, t, &mut callees);
+            callees
+        })
         .map(|c| c.name)
         .collect();
     let clock_tokens: Vec<String> = CLOCK_MOCKS.iter().map(|s| s.to_string()).collect();
@@ -87,6 +93,7 @@ fn check(cx: &mut Ctx<'_>) {
                     && !mocks.spec_a_class_on(cx, &r.path)
                     && !mocks.configured_on(&r.path)
                     && !super::a_fixture_specs_its_class(cx, &test, r)
+                    && !hands_a_sleep(cx, &test)
             });
         let keyed = callees
             .iter()
@@ -104,7 +111,13 @@ fn check(cx: &mut Ctx<'_>) {
         let misses_key =
             keyed.is_some() && !checks_key && !callees.iter().any(|c| key_pinned.contains(&c.name));
         let own_sleep = own_sleep(cx, &test).filter(|_| !clock_mocked);
-        if sleeps.is_none() && !misses_key && own_sleep.is_none() {
+        // Built without the fake sleep it takes: whatever else the test fakes, a clock
+        // included, the real sleep runs.
+        let default_sleep = sleeps
+            .is_none()
+            .then(|| sleep_left_to_default(cx, &test))
+            .flatten();
+        if sleeps.is_none() && !misses_key && own_sleep.is_none() && default_sleep.is_none() {
             continue;
         }
         let finding = cx
@@ -118,12 +131,79 @@ fn check(cx: &mut Ctx<'_>) {
         if let Some(call) = own_sleep {
             finding.arg("own_sleep", call).note("own_sleep");
         }
+        if let Some((built, param)) = default_sleep {
+            finding
+                .arg("built", built)
+                .arg("param", param)
+                .note("default_sleep");
+        }
         if let Some(r) = keyed.as_ref().filter(|_| misses_key) {
             finding
                 .arg("keyed", r.path.first().cloned().unwrap_or_default())
                 .note("key");
         }
     }
+}
+
+/// Whether the test hands the code a sleep of its own (`submit_batch(..., sleep=fake_sleep)`).
+fn hands_a_sleep(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return false;
+    };
+    idx.within(test.node, kinds::CALL).iter().any(|&call| {
+        syntax::keyword_args(call, src)
+            .iter()
+            .any(|(name, _)| syntax::names_sleep(name))
+    })
+}
+
+/// A function or class of the change the test calls that takes the sleep it waits with between
+/// attempts (`submit_batch(..., *, sleep: Sleep = asyncio.sleep)`, `LagomClient(..., sleep=...)`)
+/// and sleeps with it, called with none: the callee (as the test writes it) and the parameter.
+fn sleep_left_to_default(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, String)> {
+    let (idx, src) = (cx.index()?, cx.src());
+    idx.within(test.node, kinds::CALL).iter().find_map(|&call| {
+        if syntax::has_dict_splat(call) {
+            return None;
+        }
+        let name = idx.callee_name(call, src);
+        if name.is_empty() {
+            return None;
+        }
+        let constructor = format!("{name}.__init__");
+        let (file, def) = cx
+            .change
+            .functions_named(cx.side, name)
+            .chain(cx.change.functions_named(cx.side, "__init__"))
+            .find(|(file, f)| {
+                !file.is_test
+                    && f.sleep_param.is_some()
+                    && (f.qualname == name
+                        || f.qualname.ends_with(&format!(".{name}"))
+                        || f.qualname == constructor
+                        || f.qualname.ends_with(&format!(".{constructor}")))
+            })?;
+        let (param, place) = def.sleep_param.as_deref()?;
+        // The constructor stores the sleep; a method of its class waits with it
+        // (`await self._sleep(delay)`).
+        let waits = |f: &crate::rules::facts::FunctionFacts| {
+            f.sleeps || f.callees.iter().any(|c| syntax::names_sleep(c))
+        };
+        let sleeps = if def.name == "__init__" {
+            let class = def.qualname.strip_suffix("__init__")?;
+            file.functions
+                .iter()
+                .any(|m| waits(m) && m.qualname.starts_with(class))
+        } else {
+            waits(def)
+        };
+        let positional = syntax::positional_args(call).len() as u32;
+        // `self` takes the first place of a method's parameters.
+        let offset = u32::from(def.qualname.contains('.'));
+        let passed = syntax::keyword_arg(call, param, src).is_some()
+            || place.is_some_and(|p| p < positional + offset);
+        (sleeps && !passed).then(|| (syntax::callee(call, src).to_string(), param.to_string()))
+    })
 }
 
 /// Whether a test is about time running out: its name or body (its code's names among it)
@@ -203,7 +283,7 @@ fn looks_at_key(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
 }
 
 /// `first, second = gateway.sale.await_args_list` then `assert first.kwargs == second.kwargs`
-/// (or `calls[0] == calls[1]`): two attempts handed the same arguments, the key among them.
+/// (or `calls[0] == calls[1]`, `self.assertEqual(first, second)`): two attempts handed the same arguments, the key among them.
 /// Also two requests the HTTP mock recorded (`first, second = responses.calls`, `assert
 /// first.request.body == second.request.body`): the same request sent again.
 fn attempts_compared(text: &str) -> bool {
@@ -250,10 +330,18 @@ fn attempts_compared(text: &str) -> bool {
             && (names_keys(argument) || argument.contains("reference") || argument == "ref")
     };
     text.lines().any(|line| {
-        let Some(assertion) = line.trim_start().strip_prefix("assert ") else {
+        let line = line.trim_start();
+        // `self.assertEqual(first, second)`: unittest's form of the same comparison.
+        let sides: Vec<&str> = if let Some(assertion) = line.strip_prefix("assert ") {
+            assertion.split(" == ").collect()
+        } else if let Some(args) = line
+            .strip_prefix("self.assertEqual(")
+            .and_then(|a| a.trim_end().strip_suffix(')'))
+        {
+            args.split(", ").collect()
+        } else {
             return false;
         };
-        let sides: Vec<&str> = assertion.split(" == ").collect();
         sides.len() >= 2
             && (sides.iter().all(|s| attempt(s)) || sides.iter().take(2).all(|s| keyed_argument(s)))
     })

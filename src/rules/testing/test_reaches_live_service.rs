@@ -320,9 +320,7 @@ fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) 
             code.contains("api_base") || code.contains("stripe_mock") || stands_in_http(code)
         }
         Service::Cache => {
-            ["locmem", "inmemory", "in_memory"]
-                .iter()
-                .any(|t| code.contains(t))
+            super::IN_MEMORY_CACHES.iter().any(|t| code.contains(t))
                 || ["fake", "mock", "stub", "dummy"]
                     .iter()
                     .any(|t| code.contains(t))

@@ -1,0 +1,162 @@
+//! ERR006's readings of giving up: a payment call whose timeouts are kept as unknown and sent
+//! again, until the attempts run out, and then the record is marked failed (and whatever it
+//! held released) all the same. The last attempts' outcomes are as unknown as the first's: the
+//! provider may have paid, and the record marked failed invites the money to be sent again.
+//!
+//! Two shapes, each read in one function:
+//! - a retry loop whose timeout handler goes on to the next round, which leaves only by a
+//!   `return` on success, and after which the record is marked failed (`exhausted`);
+//! - a test of a count the function moves on before it sends (`attempts = c.attempts + 1` in
+//!   the claim), ahead of the call, that marks the record failed when the count is past its
+//!   maximum (`given_up`).
+//!
+//! A record parked for a person or a later check (`needs_review`, left `submitting`) is the
+//! decision these readings look for, and is left alone.
+use tree_sitter::Node;
+
+use super::timeout_read_as_failure::{assigns_failure, calls_failure};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::facts::FunctionFacts;
+
+/// How a record comes to be marked failed once the attempts are spent.
+pub(super) struct GivenUp<'t> {
+    /// The statement that marks it failed.
+    pub mark: Node<'t>,
+    /// The loop that ran out (`exhausted`), or the test of the count (`given_up`).
+    pub because: Node<'t>,
+    pub note: &'static str,
+}
+
+/// Either reading for `clause`, a timeout handler of `try_statement` in `func` that keeps the
+/// outcome unknown (it marks no failure).
+pub(super) fn given_up<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    facts: Option<&FunctionFacts>,
+    try_statement: Node<'t>,
+    clause: Node<'t>,
+    src: &str,
+) -> Option<GivenUp<'t>> {
+    exhausted(idx, func, clause, src).or_else(|| count_passed(idx, func, facts, try_statement, src))
+}
+
+/// A retry loop whose timeout handler lets the loop go round again, with no `break`, left on
+/// success by a `return`: the statements after it run only when every attempt timed out. The
+/// first of them that marks the record failed.
+fn exhausted<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    clause: Node<'t>,
+    src: &str,
+) -> Option<GivenUp<'t>> {
+    let handler = syntax::except_body(clause)?;
+    if !idx.within(handler, kinds::RETURN_STATEMENT).is_empty()
+        || !idx.within(handler, kinds::RAISE_STATEMENT).is_empty()
+    {
+        return None;
+    }
+    let innermost = |node: Node<'_>| {
+        [kinds::FOR_STATEMENT, kinds::WHILE_STATEMENT]
+            .iter()
+            .filter_map(|k| idx.enclosing(node, k))
+            .max_by_key(|l| l.start_byte())
+    };
+    let lp = innermost(clause).filter(|l| syntax::contains(func, *l))?;
+    if idx
+        .within(lp, kinds::BREAK_STATEMENT)
+        .iter()
+        .any(|b| innermost(*b).is_some_and(|l| l.id() == lp.id()))
+        || !idx
+            .within(lp, kinds::RETURN_STATEMENT)
+            .iter()
+            .any(|r| super::owned_by(*r, func, idx))
+        || lp.field("alternative").is_some()
+    {
+        return None;
+    }
+    let mut next = lp.next_named_sibling();
+    while let Some(statement) = next {
+        if let Some(mark) = first_failure(idx, func, statement, src) {
+            return Some(GivenUp {
+                mark,
+                because: lp,
+                note: "exhausted",
+            });
+        }
+        if matches!(
+            statement.kind(),
+            kinds::RETURN_STATEMENT | kinds::RAISE_STATEMENT
+        ) {
+            return None;
+        }
+        next = statement.next_named_sibling();
+    }
+    None
+}
+
+/// An `if` ahead of the `try` that tests a count the function moved on before it (`attempts`
+/// of `attempts = c.attempts + 1`), and marks the record failed in its body.
+fn count_passed<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    facts: Option<&FunctionFacts>,
+    try_statement: Node<'t>,
+    src: &str,
+) -> Option<GivenUp<'t>> {
+    let sent_at = syntax::lines(try_statement).0;
+    let counted: Vec<&str> = facts?
+        .steps
+        .iter()
+        .filter(|(_, line)| *line < sent_at)
+        .map(|(field, _)| &**field)
+        .collect();
+    if counted.is_empty() {
+        return None;
+    }
+    idx.within(func, kinds::IF_STATEMENT)
+        .iter()
+        .filter(|i| i.end_byte() <= try_statement.start_byte() && super::owned_by(**i, func, idx))
+        .find_map(|&test| {
+            let condition = test.field("condition")?;
+            let text = syntax::text(condition, src);
+            if !(text.contains('>') || text.contains("=="))
+                || !counted.iter().any(|f| syntax::has_word(text, f))
+            {
+                return None;
+            }
+            let body = test.field("consequence")?;
+            let mark = first_failure(idx, func, body, src)?;
+            Some(GivenUp {
+                mark,
+                because: condition,
+                note: "given_up",
+            })
+        })
+}
+
+/// The first statement in `node` (of `func` itself) that writes a failed state or calls what
+/// records one (`batch.status = FAILED`, `_fail_and_release(...)`, `.values(status=FAILED)`).
+fn first_failure<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    node: Node<'t>,
+    src: &str,
+) -> Option<Node<'t>> {
+    let own = |n: &Node<'_>| super::owned_by(*n, func, idx);
+    let assigned = idx
+        .within(node, kinds::ASSIGNMENT)
+        .iter()
+        .chain(std::iter::once(&node).filter(|n| n.kind() == kinds::ASSIGNMENT))
+        .filter(|a| own(a))
+        .filter(|a| assigns_failure(**a, src).is_some())
+        .copied();
+    // An error raised once the attempts are spent (`raise RefundFailed(...)`) tells the caller
+    // it did not work out, and records nothing.
+    let called = idx
+        .within(node, kinds::CALL)
+        .iter()
+        .filter(|c| own(c) && idx.enclosing(**c, kinds::RAISE_STATEMENT).is_none())
+        .filter(|c| calls_failure(**c, src).is_some())
+        .copied();
+    assigned.chain(called).min_by_key(|n| n.start_byte())
+}
