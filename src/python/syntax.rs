@@ -938,6 +938,25 @@ def guarded():
     }
 
     #[test]
+    fn a_brand_request_id_header_names_idempotency_and_a_tracing_one_does_not() {
+        for code in [
+            r#"headers={"PayFlow-Request-Id": request_id}"#,
+            r#"headers = {'pelican-request-id': key}"#,
+            r#"{"PayPal-Request-Id": rid}"#,
+        ] {
+            assert!(code_names_idempotency(code), "{code}");
+        }
+        for code in [
+            r#"headers={"X-Request-Id": request_id}"#,
+            r#"headers={"X-Client-Request-Id": rid}"#,
+            r#"headers={"Request-Id": rid}"#,
+            "log.info(\"sent %s-Request-Id\", rid)",
+        ] {
+            assert!(!code_names_idempotency(code), "{code}");
+        }
+    }
+
+    #[test]
     fn lines_of_a_block_exclude_the_trailing_newline() {
         let src = "def f():\n    return 1\n\nx = 2\n";
         with_file(src, |file| {

@@ -32,17 +32,28 @@ const HELD_LONG_SECONDS: f64 = 60.0 * 60.0;
 /// events: the calls' names first, read once by the facts pass.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.facts.calls.iter().any(|c| {
+        && (s.facts.calls.iter().any(|c| {
             c.receiver().is_some() && matches!(c.name(), "add" | "setnx")
                 || c.name() == "set" && c.receiver().is_some() && s.mentions(&["nx=True"])
-        })
+        }) || s.mentions(RECORDS_ONCE) && s.mentions(&["transaction(", "atomic("]))
         && s.mentions(&["event", "notification", "delivery", "webhook"])
 }
+
+/// What writes a row once and tells whether it was already there.
+const RECORDS_ONCE: &[&str] = &[
+    "on_conflict_do_nothing",
+    "ON CONFLICT",
+    "on conflict",
+    "get_or_create",
+    "INSERT OR IGNORE",
+    "INSERT IGNORE",
+];
 
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
+    recorded_outside_the_transaction(cx, idx, src);
     for &call in idx.all(kinds::CALL) {
         let method = cx.callee_name(call);
         if !matches!(method, "add" | "set" | "setnx") {
@@ -111,6 +122,109 @@ fn check(cx: &mut Ctx<'_>) {
             finding.note("consumer");
         }
     }
+}
+
+/// A delivery recorded as seen in a row of its own (`INSERT ... ON CONFLICT DO NOTHING
+/// RETURNING id`, `on_conflict_do_nothing()`, `get_or_create(event_id=...)`, here or in a
+/// helper of the file), its answer tested to turn a repeat away, ahead of the transaction that
+/// then applies the event (`async with conn.transaction(): await handler(conn, item)`): the row
+/// commits on its own, and when applying fails and rolls back, the redelivery finds the row and
+/// is skipped.
+fn recorded_outside_the_transaction(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    if !RECORDS_ONCE.iter().any(|w| src.contains(w)) {
+        return;
+    }
+    let transaction = |with: Node<'_>| {
+        let clause = syntax::with_clause(with, src);
+        clause.contains("transaction(") || clause.contains("atomic(")
+    };
+    for &with in idx.all(kinds::WITH_STATEMENT) {
+        if !transaction(with) {
+            continue;
+        }
+        let Some(func) = idx.enclosing(with, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        // `@transaction.atomic` around the whole function: the row is in it too.
+        if idx.decorated(func).is_some_and(|d| {
+            syntax::decorators(d)
+                .iter()
+                .any(|dec| syntax::text(*dec, src).contains("atomic"))
+        }) {
+            continue;
+        }
+        let own = |n: Node<'_>| {
+            idx.enclosing(n, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| f.id() == func.id())
+        };
+        // The record's answer turns a repeat away: `if not await _record(conn, item):
+        // continue`, or `recorded = ...` then `if recorded is None: return False`.
+        let turned_away = |record: Node<'_>| {
+            let bound = syntax::bound_name(record, src);
+            idx.within(func, kinds::IF_STATEMENT).iter().any(|i| {
+                i.end_byte() <= with.start_byte()
+                    && own(*i)
+                    && i.field("condition").is_some_and(|c| {
+                        syntax::contains(c, record)
+                            || c.start_byte() >= record.end_byte()
+                                && bound.is_some_and(|b| syntax::has_word(syntax::text(c, src), b))
+                    })
+                    && i.field("consequence")
+                        .is_some_and(|b| !syntax::block_falls_through(b, src))
+            })
+        };
+        let Some(record) = idx.within(func, kinds::CALL).iter().copied().find(|&c| {
+            c.end_byte() <= with.start_byte()
+                && own(c)
+                && !idx
+                    .within(func, kinds::WITH_STATEMENT)
+                    .iter()
+                    .any(|w| transaction(*w) && syntax::contains(*w, c))
+                && records_a_delivery(idx, c, src)
+                && turned_away(c)
+        }) else {
+            continue;
+        };
+        // What the transaction applies: the first call of its body, not of its `with` line.
+        let Some(work) = with.field("body").and_then(|body| {
+            idx.within(body, kinds::CALL)
+                .iter()
+                .copied()
+                .find(|&c| own(c) && !facts::only_records(syntax::callee(c, src)))
+        }) else {
+            continue;
+        };
+        let name = facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, record)
+            .arg("view", name.clone())
+            .arg("record", crate::rules::pay::first_line(record, src))
+            .arg("record_line", syntax::lines(record).0.to_string())
+            .arg("transaction", syntax::with_clause(with, src).to_string())
+            .arg("work", crate::rules::pay::first_line(work, src))
+            .arg("work_line", syntax::lines(work).0.to_string())
+            .note("outside");
+        finding.function = name;
+    }
+}
+
+/// A call that writes a row once (`RECORDS_ONCE`), itself or through a helper of the file
+/// (`_record(conn, item)`), about a delivery: its text, or the helper's, names an event or a
+/// notification.
+fn records_a_delivery(idx: &NodeIndex<'_>, call: Node<'_>, src: &str) -> bool {
+    let about = |text: &str| {
+        RECORDS_ONCE.iter().any(|w| text.contains(w))
+            && ["event", "notification", "delivery", "webhook", "message"]
+                .iter()
+                .any(|w| syntax::contains_lowercase(text, w))
+    };
+    if about(syntax::text(call, src)) {
+        return true;
+    }
+    let name = idx.callee_name(call, src);
+    idx.all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .any(|f| syntax::function_name(*f, src) == name && about(syntax::text(*f, src)))
 }
 
 /// How long a claim is held.
