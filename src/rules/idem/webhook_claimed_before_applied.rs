@@ -31,11 +31,13 @@ const HELD_LONG_SECONDS: f64 = 60.0 * 60.0;
 /// Every finding is a claim (`add`, `set(..., nx=True)`, `setnx`) in a file of code that names
 /// events: the calls' names first, read once by the facts pass.
 fn gate(s: &Scan<'_>) -> bool {
+    // The transaction first: most files have none, and the six words of a record are not
+    // looked for.
     !s.facts.is_test
         && (s.facts.calls.iter().any(|c| {
             c.receiver().is_some() && matches!(c.name(), "add" | "setnx")
                 || c.name() == "set" && c.receiver().is_some() && s.mentions(&["nx=True"])
-        }) || s.mentions(RECORDS_ONCE) && s.mentions(&["transaction(", "atomic("]))
+        }) || s.mentions(&["transaction(", "atomic("]) && s.mentions(RECORDS_ONCE))
         && s.mentions(&["event", "notification", "delivery", "webhook"])
 }
 
@@ -131,13 +133,18 @@ fn check(cx: &mut Ctx<'_>) {
 /// commits on its own, and when applying fails and rolls back, the redelivery finds the row and
 /// is skipped.
 fn recorded_outside_the_transaction(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
-    if !RECORDS_ONCE.iter().any(|w| src.contains(w)) {
-        return;
-    }
     let transaction = |with: Node<'_>| {
         let clause = syntax::with_clause(with, src);
         clause.contains("transaction(") || clause.contains("atomic(")
     };
+    if !idx
+        .all(kinds::WITH_STATEMENT)
+        .iter()
+        .any(|w| transaction(*w))
+        || !RECORDS_ONCE.iter().any(|w| src.contains(w))
+    {
+        return;
+    }
     for &with in idx.all(kinds::WITH_STATEMENT) {
         if !transaction(with) {
             continue;
