@@ -178,10 +178,22 @@ fn raised_elsewhere<'c>(
         .iter()
         .filter(|r| !syntax::contains(cand.clause, **r) && super::owned_by(**r, cand.func, idx))
         .find_map(|r| {
-            let error = raised_name(*r, src)?;
+            // Named for a failure (`SettlementFailed`, `PaymentDeclined`): not a check of the
+            // input (`InvalidOrder`), which a caller handles apart from the payment's outcome.
+            let error = raised_name(*r, src).filter(|e| names_a_failure(e))?;
             let (caller, at) = catching(callers, error)?;
             Some((error.to_string(), syntax::lines(*r).0, caller, at))
         })
+}
+
+/// Whether an error's name says the work failed or was refused.
+fn names_a_failure(name: &str) -> bool {
+    syntax::name_words(name).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "fail" | "failed" | "failure" | "declined" | "rejected" | "refused" | "unpaid"
+        )
+    })
 }
 
 /// The error a `raise` names (`SettlementFailed` of `raise SettlementFailed(...) from exc`);

@@ -170,6 +170,12 @@ fn sleep_left_to_default(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, Str
         if name.is_empty() {
             return None;
         }
+        // `submit_batch`, `Client.submit_batch`, `LagomClient.__init__`: what the call names.
+        let named = |qualname: &str, tail: &str| {
+            qualname
+                .strip_suffix(tail)
+                .is_some_and(|head| head.is_empty() || head.ends_with('.'))
+        };
         let constructor = format!("{name}.__init__");
         let (file, def) = cx
             .change
@@ -178,10 +184,7 @@ fn sleep_left_to_default(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, Str
             .find(|(file, f)| {
                 !file.is_test
                     && f.sleep_param.is_some()
-                    && (f.qualname == name
-                        || f.qualname.ends_with(&format!(".{name}"))
-                        || f.qualname == constructor
-                        || f.qualname.ends_with(&format!(".{constructor}")))
+                    && (named(&f.qualname, name) || named(&f.qualname, &constructor))
             })?;
         let (param, place) = def.sleep_param.as_deref()?;
         // The constructor stores the sleep; a method of its class waits with it
