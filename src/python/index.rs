@@ -279,13 +279,23 @@ impl<'t> NodeIndex<'t> {
             .next_back()
     }
 
+    /// The file's functions (and methods) named `name`: the helpers a call of that name may run.
+    pub fn functions_named<'a>(
+        &'a self,
+        name: &'a str,
+        src: &'a str,
+    ) -> impl Iterator<Item = Node<'t>> + 'a {
+        self.all(kinds::FUNCTION_DEFINITION)
+            .iter()
+            .copied()
+            .filter(move |f| syntax::function_name(*f, src) == name)
+    }
+
     /// The values the file's functions named `name` return (`return x`, each `x`): what a
     /// helper of the file hands back, for rules that read through it.
     pub fn returned_by(&self, name: &str, src: &str) -> Vec<Node<'t>> {
-        self.all(kinds::FUNCTION_DEFINITION)
-            .iter()
-            .filter(|f| syntax::function_name(**f, src) == name)
-            .flat_map(|f| self.within(*f, kinds::RETURN_STATEMENT))
+        self.functions_named(name, src)
+            .flat_map(|f| self.within(f, kinds::RETURN_STATEMENT))
             .filter_map(|r| syntax::return_value(*r))
             .collect()
     }

@@ -196,17 +196,10 @@ fn names_a_failure(name: &str) -> bool {
     })
 }
 
-/// The error a `raise` names (`SettlementFailed` of `raise SettlementFailed(...) from exc`);
-/// `None` for a bare `raise`, or one of a broad type.
+/// The error a `raise` names (`SettlementFailed` of `raise SettlementFailed(...) from exc`,
+/// ERR006's reading); `None` for a bare `raise`, or one of a broad type.
 fn raised_name<'s>(raise: Node<'_>, src: &'s str) -> Option<&'s str> {
-    let raised = raise.named_child(0)?;
-    let name = match raised.kind() {
-        kinds::CALL => syntax::callee(raised, src),
-        kinds::IDENTIFIER | kinds::ATTRIBUTE => syntax::text(raised, src),
-        _ => return None,
-    };
-    let name = facts::last_name(name);
-    (!broad_name(name)).then_some(name)
+    super::timeout_read_as_failure::raised_class(raise, src).filter(|name| !broad_name(name))
 }
 
 /// Whether the handler gives the caller `None`: it ends in a bare `return` (or `return

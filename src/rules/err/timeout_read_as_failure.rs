@@ -706,7 +706,7 @@ fn raised_error<'s>(handler: Node<'_>, src: &'s str) -> Option<&'s str> {
 }
 
 /// The class a `raise` statement raises, by its last name: `raise mod.Error(...) from exc`.
-fn raised_class<'s>(raise: Node<'_>, src: &'s str) -> Option<&'s str> {
+pub(super) fn raised_class<'s>(raise: Node<'_>, src: &'s str) -> Option<&'s str> {
     let raised = raise.named_child(0)?;
     let class = if raised.kind() == kinds::CALL {
         raised.field("function")?

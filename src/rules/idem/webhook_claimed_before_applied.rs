@@ -228,10 +228,8 @@ fn records_a_delivery(idx: &NodeIndex<'_>, call: Node<'_>, src: &str) -> bool {
     if about(syntax::text(call, src)) {
         return true;
     }
-    let name = idx.callee_name(call, src);
-    idx.all(kinds::FUNCTION_DEFINITION)
-        .iter()
-        .any(|f| syntax::function_name(*f, src) == name && about(syntax::text(*f, src)))
+    idx.functions_named(idx.callee_name(call, src), src)
+        .any(|f| about(syntax::text(f, src)))
 }
 
 /// How long a claim is held.

@@ -176,10 +176,8 @@ pub(crate) fn calls_a_helper_that(
     holds: impl Fn(Node<'_>) -> bool,
 ) -> bool {
     idx.within(func, kinds::CALL).iter().any(|&c| {
-        let name = idx.callee_name(c, src);
-        idx.all(kinds::FUNCTION_DEFINITION)
-            .iter()
-            .any(|h| h.id() != func.id() && syntax::function_name(*h, src) == name && holds(*h))
+        idx.functions_named(idx.callee_name(c, src), src)
+            .any(|h| h.id() != func.id() && holds(h))
     })
 }
 
