@@ -68,6 +68,9 @@ impl Default for Vocabulary {
                 "withdraw",
                 "debit",
                 "disburse",
+                // A gift card's or a wallet's stored value spent; money held for a seller let go.
+                "redeem",
+                "escrow",
                 "authorize",
                 "authorise",
                 "create_payment",

@@ -19,14 +19,14 @@ pub(crate) static RULE: Rule = Rule {
 /// caller `None`.
 fn gate(s: &Scan<'_>) -> bool {
     let (idx, src) = (s.index(), s.src());
-    idx.all(kinds::EXCEPT_CLAUSE)
-        .iter()
-        .any(|&clause| swallowing_except(clause, idx, src).is_some())
-        || imports_contextlib(s.facts)
-            && idx
-                .all(kinds::WITH_STATEMENT)
-                .iter()
-                .any(|&with| suppresses_to_none(with, idx, src).is_some())
+    idx.all(kinds::EXCEPT_CLAUSE).iter().any(|&clause| {
+        swallowing_except(clause, idx, src).is_some()
+            || lookup_set_to_none(clause, idx, src).is_some()
+    }) || imports_contextlib(s.facts)
+        && idx
+            .all(kinds::WITH_STATEMENT)
+            .iter()
+            .any(|&with| suppresses_to_none(with, idx, src).is_some())
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -34,6 +34,32 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     };
     let contextlib = cx.facts.is_some_and(imports_contextlib);
+    for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
+        if let Some(found) = lookup_set_to_none(clause, idx, src) {
+            let func = idx.enclosing(clause, kinds::FUNCTION_DEFINITION);
+            let qualname = func
+                .map(|f| crate::rules::facts::qualname(f, idx, src))
+                .unwrap_or_default();
+            let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
+            let on_path = cx.on_payment_path(function.as_ref());
+            let caught = syntax::except_types(clause)
+                .first()
+                .map_or("`except:`".to_string(), |t| {
+                    format!("`except {}`", syntax::text(*t, src))
+                });
+            let finding = cx
+                .report(&RULE, clause)
+                .arg("caught", caught)
+                .arg("function", qualname)
+                .arg("lookup", syntax::normalized(found.call, src))
+                .arg("result", syntax::text(found.result, src).to_string())
+                .arg("test_line", syntax::lines(found.test).0.to_string())
+                .note("lookup_none");
+            if !on_path {
+                finding.severity(Severity::Important);
+            }
+        }
+    }
     for (clause, func, caught) in swallowers(idx, src, contextlib) {
         let qualname = crate::rules::facts::qualname(func, idx, src);
         let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
@@ -133,7 +159,8 @@ fn false_dropped(cx: &mut Ctx<'_>, clause: Node<'_>, function: &FunctionFacts, c
     };
     // `send_receipt(...) -> bool`: what it tells of is no payment.
     let beside = crate::rules::pay::beside_the_money(&function.name);
-    if beside || !reaches_http_in_file(file, function, 2) {
+    let sends = reaches_http_in_file(file, function, 2);
+    if beside {
         return;
     }
     let Some((dropper_file, dropper)) = cx
@@ -143,6 +170,23 @@ fn false_dropped(cx: &mut Ctx<'_>, clause: Node<'_>, function: &FunctionFacts, c
     else {
         return;
     };
+    // Or it applies a provider's notification, and the caller that drops its answer is the
+    // webhook's endpoint: the provider is told the event was taken and never sends it again.
+    let notified = |name: &str| {
+        syntax::name_words(name).iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "webhook" | "webhooks" | "notification" | "notifications" | "ipn" | "callback"
+            )
+        })
+    };
+    let webhook = !sends && notified(&dropper.function) && {
+        let owner = function.qualname.rsplit_once('.').map_or("", |(c, _)| c);
+        notified(&function.name) || notified(owner) || notified(&file.module)
+    };
+    if !sends && !webhook {
+        return;
+    }
     let payment = |name: &str| cx.vocab.is_payment_operation(name);
     let moves_money = function.payment
         || file.payment_module
@@ -162,9 +206,98 @@ fn false_dropped(cx: &mut Ctx<'_>, clause: Node<'_>, function: &FunctionFacts, c
         .arg("dropped_by", dropped_by)
         .arg("dropped_at", dropped_at)
         .note("false_dropped");
-    if !moves_money {
+    if webhook {
+        finding.note("webhook");
+    }
+    if !moves_money && !webhook {
         finding.severity(Severity::Important);
     }
+}
+
+/// A lookup whose every failure is turned into "not found".
+struct LookupNone<'t> {
+    /// `client.find_payout(settlement.reference)`.
+    call: Node<'t>,
+    /// `payout`, set to the lookup's answer in the `try` and to `None` in the handler.
+    result: Node<'t>,
+    /// The test of it after the `try` (`if payout is not None:`).
+    test: Node<'t>,
+}
+
+/// `try: payout = client.find_payout(ref)` / `except Exception: payout = None`, and the code
+/// after it tests `payout` for `None`: an outage, a bug, a 5xx all read as "no such payout",
+/// and whatever the code does for a payment never made (send it again, mark it failed) it does
+/// for one that may have been made.
+fn lookup_set_to_none<'t>(
+    clause: Node<'t>,
+    idx: &NodeIndex<'t>,
+    src: &str,
+) -> Option<LookupNone<'t>> {
+    if !syntax::is_broad_except(clause, src) {
+        return None;
+    }
+    let body = syntax::except_body(clause)?;
+    let statements = syntax::statements(body);
+    // The handler only logs and sets the name to `None`.
+    let set = statements.iter().find_map(|s| {
+        let assignment = crate::python::named_children(*s)
+            .into_iter()
+            .next()
+            .filter(|a| a.kind() == kinds::ASSIGNMENT)?;
+        (assignment.field("right")?.kind() == kinds::NONE).then_some(assignment)
+    })?;
+    let result = set
+        .field("left")
+        .filter(|l| l.kind() == kinds::IDENTIFIER)?;
+    let name = syntax::text(result, src);
+    let others_only_log = statements.iter().all(|s| {
+        syntax::contains(*s, set)
+            || syntax::tail_call(*s).is_some_and(|t| {
+                let callee = syntax::callee(t.call, src);
+                callee.starts_with("log")
+                    || callee.starts_with("self.log")
+                    || callee.contains("logger")
+            })
+    });
+    if !others_only_log {
+        return None;
+    }
+    let try_statement = clause
+        .parent()
+        .filter(|t| t.kind() == kinds::TRY_STATEMENT)?;
+    let call = try_statement.field("body").and_then(|b| {
+        idx.within(b, kinds::ASSIGNMENT).iter().find_map(|a| {
+            let left = a.field("left")?;
+            let value = crate::rules::idem::strip_await(a.field("right")?);
+            (syntax::text(left, src) == name && value.kind() == kinds::CALL).then_some(value)
+        })
+    })?;
+    // A read of something that may or may not exist: a payment, a payout, a refund.
+    let callee = syntax::callee_name(call, src);
+    let words = syntax::name_words(callee);
+    let looks_up = [
+        "find", "get", "fetch", "retrieve", "lookup", "search", "query",
+    ]
+    .iter()
+    .any(|w| words.first().is_some_and(|f| f == w));
+    if !looks_up || syntax::receiver(call).is_none() {
+        return None;
+    }
+    let func = idx.enclosing(clause, kinds::FUNCTION_DEFINITION)?;
+    let test = idx
+        .within(func, kinds::IF_STATEMENT)
+        .iter()
+        .filter(|i| i.start_byte() >= try_statement.end_byte())
+        .find_map(|i| {
+            let condition = i.field("condition")?;
+            let text = syntax::text(condition, src);
+            let tests_it = text == name
+                || text == format!("not {name}")
+                || text == format!("{name} is None")
+                || text == format!("{name} is not None");
+            tests_it.then_some(condition)
+        })?;
+    Some(LookupNone { call, result, test })
 }
 
 /// Whether the handler's own `return` gives `False`.

@@ -21,13 +21,19 @@ pub(crate) static RULE: Rule = Rule {
     gate: Gate::When(gate),
 };
 
-/// Every finding is an `except` of code, not of a test, that catches a timeout.
+/// Every finding is an `except` of code, not of a test, that catches a timeout, or a state of
+/// an unknown outcome given up on.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.index()
+        && (s
+            .index()
             .all(kinds::EXCEPT_CLAUSE)
             .iter()
             .any(|&c| catches_timeout(c, s.src()).is_some())
+            || s.mentions(super::unknown_given_up::UNKNOWN_WORDS)
+                // A count tested, and a failure marked.
+                && s.mentions(&["ttempt", "tries", "retr"])
+                && s.mentions(&["FAIL", "fail", "Fail"]))
 }
 
 /// How a clause comes to catch a timeout.
@@ -422,6 +428,69 @@ fn check(cx: &mut Ctx<'_>) {
             finding.note("returned").severity(Severity::Important);
         }
     }
+    unknown_given_up(cx, idx, src, &given_up);
+}
+
+/// Records of an unknown outcome marked failed once their count of attempts is past its
+/// maximum, in a function that keeps no timeout handler of its own (a job over the records).
+fn unknown_given_up(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str, reported: &[usize]) {
+    // The functions that name an unknown outcome, found from the words' places in the file:
+    // one pass over the text, not one per function.
+    let mut funcs: Vec<Node<'_>> = Vec::new();
+    for word in super::unknown_given_up::UNKNOWN_WORDS {
+        for at in memchr::memmem::find_iter(src.as_bytes(), word.as_bytes()) {
+            let Some(func) = idx
+                .all(kinds::FUNCTION_DEFINITION)
+                .iter()
+                .copied()
+                .filter(|f| f.start_byte() <= at && at < f.end_byte())
+                .max_by_key(|f| f.start_byte())
+            else {
+                continue;
+            };
+            if !funcs.iter().any(|f| f.id() == func.id()) {
+                funcs.push(func);
+            }
+        }
+    }
+    funcs.sort_by_key(|f| f.start_byte());
+    for func in funcs {
+        // A function that keeps its own timeouts as unknown is read by `gave_up`, where the
+        // count it tests may be one of refusals (a dunning run's declines).
+        if idx
+            .within(func, kinds::EXCEPT_CLAUSE)
+            .iter()
+            .any(|c| catches_timeout(*c, src).is_some_and(|k| k != Caught::Everything))
+        {
+            continue;
+        }
+        let Some(found) = super::unknown_given_up::unknown_marked_failed(idx, func, src) else {
+            continue;
+        };
+        if reported.contains(&found.mark.id()) {
+            continue;
+        }
+        let because = syntax::text(found.because, src)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        // `RefundStatus.UNKNOWN` rather than its last name alone.
+        let unknown = found
+            .unknown
+            .parent()
+            .filter(|a| a.kind() == kinds::ATTRIBUTE)
+            .unwrap_or(found.unknown);
+        cx.report(&RULE, found.mark)
+            .arg("function", facts::qualname(func, idx, src))
+            .arg("mark", syntax::normalized(found.mark, src))
+            .arg("because", because)
+            .arg("because_line", syntax::lines(found.because).0.to_string())
+            .arg("unknown", syntax::normalized(unknown, src))
+            .arg("unknown_line", syntax::lines(found.unknown).0.to_string())
+            .note("unknown_given_up");
+    }
 }
 
 /// A timeout handler that keeps the outcome unknown, in a function that marks the record failed
@@ -614,7 +683,12 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
     let Some(raised) = raised_error(handler, src) else {
         return;
     };
-    if unavailable(raised) || syntax::contains_lowercase(raised, "timeout") {
+    // `_Transient`, `RetryableGatewayError`: an error the caller sends the request again on, as
+    // it was, is no refusal.
+    let transient = syntax::name_words(raised)
+        .iter()
+        .any(|w| matches!(w.as_str(), "transient" | "retryable" | "retriable"));
+    if unavailable(raised) || syntax::contains_lowercase(raised, "timeout") || transient {
         return;
     }
     let Some(try_statement) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT) else {

@@ -160,3 +160,137 @@ fn first_failure<'t>(
         .copied();
     assigned.chain(called).min_by_key(|n| n.start_byte())
 }
+
+/// Words a status of an unknown outcome is written with, rarest spelling first.
+pub(super) const UNKNOWN_WORDS: &[&str] = &[
+    "N_FLIGHT", "n_flight", "NCERTAIN", "ncertain", "NKNOWN", "nknown",
+];
+
+/// A record of an unknown outcome given up on where the attempts are counted, away from the
+/// handler that kept the timeout unknown (a job over `status=UNKNOWN` refunds that resends
+/// them): `because` tests the count, `mark` marks the record failed, `unknown` names the state.
+pub(super) struct UnknownGivenUp<'t> {
+    pub mark: Node<'t>,
+    pub because: Node<'t>,
+    pub unknown: Node<'t>,
+}
+
+/// In `func`, code that names a state of an unknown outcome (`RefundStatus.UNKNOWN`,
+/// `"in_flight"`) and tests a count of attempts (`refund.attempts >= MAX_ATTEMPTS`) to mark
+/// the record failed, asking the provider nothing first.
+pub(super) fn unknown_marked_failed<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    src: &str,
+) -> Option<UnknownGivenUp<'t>> {
+    let text = syntax::text(func, src);
+    let lower = text.to_ascii_lowercase();
+    if ![
+        "refund", "payout", "charge", "payment", "capture", "transfer", "withdraw",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
+    {
+        return None;
+    }
+    let unknown = unknown_state(func, src)?;
+    idx.within(func, kinds::IF_STATEMENT)
+        .iter()
+        .filter(|i| super::owned_by(**i, func, idx))
+        .find_map(|&test| {
+            let condition = test.field("condition")?;
+            let body = test.field("consequence")?;
+            if syntax::contains(body, unknown) || !tests_a_count(condition, src) {
+                return None;
+            }
+            let mark = first_failure(idx, func, body, src)?;
+            let asked = idx.within(body, kinds::CALL).iter().any(|c| {
+                c.end_byte() <= mark.start_byte() && asks_the_provider(syntax::callee(*c, src))
+            });
+            (!asked).then_some(UnknownGivenUp {
+                mark,
+                because: condition,
+                unknown,
+            })
+        })
+}
+
+/// The first name or string of `func`'s code (not a comment or docstring) that names an
+/// unknown outcome: `UNKNOWN`, `OUTCOME_UNKNOWN`, `"in_flight"`, `Status.UNCERTAIN`.
+fn unknown_state<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let start = func.start_byte();
+    let text = syntax::text(func, src);
+    UNKNOWN_WORDS
+        .iter()
+        .flat_map(|w| {
+            memchr::memmem::find_iter(text.as_bytes(), w.as_bytes()).map(|at| (at, w.len()))
+        })
+        .filter_map(|(at, len)| {
+            let node = func.descendant_for_byte_range(start + at, start + at + len)?;
+            let named = match node.kind() {
+                // A constant or a member (`UNKNOWN`, `Status.in_flight`), not a function's or
+                // a variable's name (`retry_unknown_refunds`), nor an error (`UnknownCurrency`).
+                kinds::IDENTIFIER
+                    if syntax::text(node, src)
+                        .bytes()
+                        .all(|b| !b.is_ascii_lowercase())
+                        || node.parent().is_some_and(|p| {
+                            p.kind() == kinds::ATTRIBUTE
+                                && p.field("attribute").is_some_and(|a| a.id() == node.id())
+                                && !syntax::text(node, src).contains("Error")
+                        }) =>
+                {
+                    Some(node)
+                }
+                "string_content" => node
+                    .parent()
+                    .filter(|s| {
+                        s.parent()
+                            .is_some_and(|p| p.kind() != kinds::EXPRESSION_STATEMENT)
+                    })
+                    .filter(|s| syntax::text(*s, src).len() <= 40),
+                _ => None,
+            }?;
+            Some(named)
+        })
+        .min_by_key(|n| n.start_byte())
+}
+
+/// `refund.attempts >= MAX_ATTEMPTS`, `payout.retry_count > 5`, `tries == limit`.
+fn tests_a_count(condition: Node<'_>, src: &str) -> bool {
+    let text = syntax::text(condition, src);
+    (text.contains('>') || text.contains("=="))
+        && syntax::name_words(text).iter().any(|w| {
+            w.starts_with("attempt")
+                || w.starts_with("retr")
+                || w.starts_with("tries")
+                || w.starts_with("resen")
+                || w.starts_with("resubmi")
+        })
+}
+
+/// A read of the payment's state from the provider before giving up on it
+/// (`gateway.retrieve_refund(...)`, `client.get_payout_status(...)`, `reconcile(refund)`).
+fn asks_the_provider(callee: &str) -> bool {
+    let name = callee.rsplit('.').next().unwrap_or(callee);
+    syntax::name_words(name).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "retrieve"
+                | "fetch"
+                | "lookup"
+                | "poll"
+                | "query"
+                | "reconcile"
+                | "inquire"
+                | "sync"
+                | "refresh"
+                | "status"
+                | "check"
+                | "verify"
+                | "get"
+                | "find"
+                | "resolve"
+        )
+    })
+}

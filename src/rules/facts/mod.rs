@@ -850,6 +850,20 @@ fn function_facts(
             mocks.push_str(&mock_statement(*call, src).to_ascii_lowercase());
             mocks.push('\n');
         }
+        // `BillingClient(URL, KEY, session=fake_paystream)`: a fixture that hands the client a
+        // stand-in for its transport, made by another fixture.
+        if helper {
+            for (slot, value) in syntax::keyword_args(*call, src) {
+                let value = syntax::text(value, src).to_ascii_lowercase();
+                if STAND_IN_SLOTS.contains(&slot)
+                    && ["fake", "stub", "mock", "dummy"]
+                        .iter()
+                        .any(|w| value.starts_with(w))
+                {
+                    mocks.push_str(&format!("{slot}={value}\n"));
+                }
+            }
+        }
         match classify(&parts, file, vocab) {
             Target::Http => facts.http = true,
             Target::Cache => facts.cache = true,
@@ -910,8 +924,19 @@ fn function_facts(
             func, idx, src, own,
         );
     }
-    if facts.name == "__init__" && !facts.params.is_empty() {
-        facts.stores = stored_parameters(func, idx, src, &facts.params);
+    if facts.name == "__init__" {
+        // Keyword-only ones too (`*, session=None`): a test hands its stand-in by keyword.
+        let keyword_only = func
+            .field("parameters")
+            .is_some_and(|p| memchr::memchr(b'*', syntax::text(p, src).as_bytes()).is_some());
+        let all = if keyword_only {
+            crate::rules::pay::parameters(func, src).join(",")
+        } else {
+            facts.params.to_string()
+        };
+        if !all.is_empty() {
+            facts.stores = stored_parameters(func, idx, src, &all);
+        }
     }
     if let Some(parent) = idx.decorated(func) {
         facts.decorators = syntax::decorators(parent)
@@ -977,6 +1002,22 @@ pub(crate) fn sets_up(name: &str) -> bool {
 }
 
 /// `fakeredis.FakeRedis()`, `respx.mock(...)`, `patch(...)`: a call that makes a stand-in.
+/// Keyword arguments a client takes its transport or its cache by.
+const STAND_IN_SLOTS: &[&str] = &[
+    "session",
+    "http",
+    "http_client",
+    "transport",
+    "requester",
+    "redis",
+    "cache",
+    // The address of a fake server the tests run (`base_url=fake_paypal.url`).
+    "base_url",
+    "url",
+    "api_base",
+    "endpoint",
+];
+
 fn makes_a_stand_in(name: &str) -> bool {
     MOCK_MAKERS.contains(&name) || name.starts_with("Fake")
 }

@@ -343,6 +343,55 @@ fn advanced_each_run<'t>(
         }
     }
     claimed_with_a_count(idx, func, value, src)
+        .or_else(|| stored_through_a_local(idx, func, value, src))
+}
+
+/// `f"{refund.idempotency_key}-{attempt}"` after `attempt = refund.attempts + 1`, where the
+/// function stores that count before it sends (`self._set(refund.id, attempts=attempt)`,
+/// `refund.attempts = attempt`), not under a test: every run numbers a new key. The count's
+/// read, the store and the field.
+fn stored_through_a_local<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    value: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, Node<'t>, String)> {
+    names_read(syntax::text(value, src))
+        .into_iter()
+        .find_map(|local| {
+            let set = idx.assigned_before(Some(func), local, value.start_byte(), src)?;
+            let text = syntax::text(set, src);
+            if !(text.contains("+ 1") || text.contains("+1")) {
+                return None;
+            }
+            let read = std::iter::once(set)
+                .chain(idx.within(set, kinds::ATTRIBUTE).iter().copied())
+                .filter(|n| n.kind() == kinds::ATTRIBUTE)
+                .find(|r| {
+                    r.field("attribute")
+                        .is_some_and(|a| counts_attempts(syntax::text(a, src)))
+                })?;
+            let field = syntax::text(read.field("attribute")?, src);
+            let keyword = format!("{field}={local}");
+            let assigned = format!(
+                "{}.{field} = {local}",
+                syntax::text(read.field("object")?, src)
+            );
+            let store = idx
+                .within(func, kinds::CALL)
+                .iter()
+                .chain(idx.within(func, kinds::ASSIGNMENT))
+                .copied()
+                .filter(|n| n.start_byte() > set.end_byte() && n.end_byte() <= value.start_byte())
+                .find(|n| {
+                    let text = syntax::text(*n, src);
+                    let compact: String = text.split_whitespace().collect();
+                    (n.kind() == kinds::CALL && compact.contains(&keyword)
+                        || n.kind() == kinds::ASSIGNMENT && text == assigned)
+                        && !moved_for_a_reason(idx, func, *n, src)
+                })?;
+            Some((read, store, field.to_string()))
+        })
 }
 
 /// `settlement.attempts` in the key, where another function of the file moves that field on
@@ -522,10 +571,24 @@ fn claimed_in_another_module<'t>(
                 return None;
             }
             let record = syntax::text(record, src);
-            let claimed_by = |scope: Node<'t>, name: &str, before: usize| {
+            let bound = |scope: Node<'t>, name: &str, before: usize| {
                 idx.assigned_before(Some(scope), name, before, src)
                     .or_else(|| walrus_value(idx, scope, name, src))
                     .map(crate::rules::idem::strip_await)
+            };
+            // Or a loop's variable over what the claim returned (`claimed = await
+            // repo.claim_due(...)`, `for capture in claimed: await self._send(capture)`).
+            let claimed_by = |scope: Node<'t>, name: &str, before: usize| {
+                bound(scope, name, before)
+                    .or_else(|| {
+                        let iterated = looped_over(idx, scope, name, before, src)?;
+                        match iterated.kind() {
+                            kinds::IDENTIFIER => {
+                                bound(scope, syntax::text(iterated, src), iterated.start_byte())
+                            }
+                            _ => Some(crate::rules::idem::strip_await(iterated)),
+                        }
+                    })
                     .filter(|v| v.kind() == kinds::CALL)
             };
             // Claimed here, or by the caller that hands the row in (`payout = await
@@ -566,6 +629,25 @@ fn stepped_at(cx: &Ctx<'_>, name: &str, field: &str) -> Option<String> {
                 .find(|(stepped, _)| **stepped == *field)
                 .map(|(_, line)| format!("{}:{line}", file.path))
         })
+}
+
+/// What the `for` loop of `scope` whose variable is `name`, and that holds `before`, runs over.
+fn looped_over<'t>(
+    idx: &NodeIndex<'t>,
+    scope: Node<'t>,
+    name: &str,
+    before: usize,
+    src: &str,
+) -> Option<Node<'t>> {
+    idx.within(scope, kinds::FOR_STATEMENT)
+        .iter()
+        .filter(|l| l.start_byte() < before && before < l.end_byte())
+        .filter(|l| {
+            l.field("left")
+                .is_some_and(|v| syntax::text(v, src) == name)
+        })
+        .max_by_key(|l| l.start_byte())
+        .and_then(|l| l.field("right"))
 }
 
 /// What `name` is bound to by `:=` in a loop's or an `if`'s test of `scope` (`while (payout

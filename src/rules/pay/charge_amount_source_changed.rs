@@ -226,6 +226,16 @@ fn check(cx: &mut Ctx<'_>) {
     }
 }
 
+/// Whether `overridable` reads `call`: PAY041 leaves it to this rule.
+pub(super) fn overridable_call(
+    call: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &str,
+    vocab: &Vocabulary,
+) -> bool {
+    overridable(call, Side { idx, src }, vocab).is_some()
+}
+
 /// A money argument the caller may set over the stored one: `amount_cents or
 /// self.amount_cents`, `amount if amount is not None else order.total` (itself, or a local set
 /// so before the call), where the first is a parameter of the function and the other is

@@ -6,6 +6,7 @@ pub mod amount_of_another_record;
 pub mod arguments_swapped;
 pub mod balance_checked_unlocked;
 pub mod balance_reset_after_payout;
+pub mod caller_amount_over_stored;
 pub mod charge_amount_source_changed;
 pub mod claim_split_into_read_and_write;
 pub mod destination_refund_keeps_transfer;

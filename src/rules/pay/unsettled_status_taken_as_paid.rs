@@ -498,7 +498,7 @@ fn records_paid<'t>(
         let lower = name.trim_start_matches('_').to_ascii_lowercase();
         // `self._plan_changes.complete(change_id, txn)`: a record of the payment completed.
         let named = credits(&lower)
-            || completes(&lower).is_some()
+            || completes(&lower).is_some() && !asks_the_provider(idx, **c, src)
             || matches!(lower.as_str(), "complete" | "succeed")
                 && syntax::receiver(**c).is_some_and(|r| syntax::text(r, src) != "self")
             || ["fulfil", "fulfill", "settle"]
@@ -584,6 +584,27 @@ fn records_paid<'t>(
                     })
             })
     })
+}
+
+/// Whether `call` goes to the object its function reads the provider's state from
+/// (`self._wise.complete_batch_group(...)` beside `self._wise.get_batch_group(...)`): a request
+/// to the provider to complete or confirm, which records nothing.
+fn asks_the_provider(idx: &NodeIndex<'_>, call: Node<'_>, src: &str) -> bool {
+    let Some(receiver) = syntax::receiver(call).map(|r| syntax::text(r, src)) else {
+        return false;
+    };
+    if receiver == "self" {
+        return false;
+    }
+    idx.enclosing(call, kinds::FUNCTION_DEFINITION)
+        .is_some_and(|func| {
+            idx.within(func, kinds::CALL).iter().any(|other| {
+                syntax::receiver(*other).is_some_and(|r| syntax::text(r, src) == receiver)
+                    && ["get_", "fetch_", "retrieve_", "lookup_"]
+                        .iter()
+                        .any(|p| syntax::callee_name(*other, src).starts_with(p))
+            })
+        })
 }
 
 /// Whether an SQL statement sets a status to a settled value (`SET status = 'paid'`,
@@ -770,6 +791,7 @@ fn branches<'t>(cx: &mut Ctx<'_>, idx: &NodeIndex<'t>, src: &str) {
                     // status, the unfinished ones too.
                     if let Some(effect) = rest(test.negated)
                         && !tells_apart_elsewhere(idx, arm, test.subject, src)
+                        && !under_a_settled_test(effect, arm, src)
                     {
                         // A failure told apart, or an unfinished status (`requires_capture`
                         // after a capture) told apart: the note names which.
@@ -796,6 +818,32 @@ fn after<'t>(idx: &NodeIndex<'t>, stmt: Node<'_>, src: &str) -> Option<Node<'t>>
         next = node.next_named_sibling();
     }
     None
+}
+
+/// Whether `effect` sits in the branch of a later test that the status is settled (`if
+/// intent.status == "succeeded": order.status = "paid"`), outside `arm`: what it records is
+/// no status the failure test let through.
+fn under_a_settled_test(effect: Node<'_>, arm: Node<'_>, src: &str) -> bool {
+    let mut at = effect.parent();
+    while let Some(node) = at {
+        if node.kind() == kinds::FUNCTION_DEFINITION || syntax::contains(node, arm) {
+            return false;
+        }
+        if matches!(node.kind(), kinds::IF_STATEMENT | kinds::ELIF_CLAUSE)
+            && node
+                .field("consequence")
+                .is_some_and(|body| syntax::contains(body, effect))
+            && node.field("condition").is_some_and(|cond| {
+                tests(cond, src)
+                    .iter()
+                    .any(|t| t.has(Class::Settled) && !t.negated && !t.mixed() && !t.failed_too())
+            })
+        {
+            return true;
+        }
+        at = node.parent();
+    }
+    false
 }
 
 /// Whether the function tests the same status elsewhere: an earlier `if status == "pending":

@@ -69,14 +69,41 @@ pub fn injected(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Injected> {
                 .iter()
                 .any(|code| names_a_stand_in(code, conftests, 3))
     };
+    // A fixture of another test file of the change (a `conftest.py`) that makes a stand-in
+    // (`return FakeMarketplace()`), or hands one to the client it builds.
+    let change_fixture_double = |name: &str| {
+        params.iter().any(|p| p == name) && super::fixture_of_the_change_stands_in(cx, name)
+    };
     let double = |value: Node<'_>| {
         double_value(idx, test, value, src)
             || value.kind() == kinds::IDENTIFIER && {
                 let name = syntax::text(value, src);
-                unseen(name) && stands_in(name)
+                unseen(name) && stands_in(name) || change_fixture_double(name)
             }
     };
     let mut out = Vec::new();
+    // What the class's `setUp` builds from its doubles (`self.service = PaymentService(...,
+    // provider=self.provider)` after `self.provider = FakeProvider()`) is the test's too.
+    let classes = idx
+        .enclosing(test.node, kinds::CLASS_DEFINITION)
+        .map(|class| super::lineage(class, idx, src))
+        .unwrap_or_default();
+    for class in classes {
+        for setup in idx
+            .within(class, kinds::FUNCTION_DEFINITION)
+            .iter()
+            .filter(|f| {
+                matches!(
+                    syntax::function_name(**f, src),
+                    "setUp" | "asyncSetUp" | "setup_method"
+                )
+            })
+        {
+            for &call in idx.within(*setup, kinds::CALL) {
+                handed(cx, idx, call, *setup, &double, &mut out);
+            }
+        }
+    }
     for &call in idx.within(test.node, kinds::CALL) {
         handed(cx, idx, call, test.node, &double, &mut out);
         // A helper of the test file that builds the object (`_client(http, sleep)` returning
@@ -90,12 +117,31 @@ pub fn injected(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Injected> {
             let passed = |v: Node<'_>| {
                 let name = syntax::text(v, src);
                 v.kind() == kinds::IDENTIFIER
-                    && params.contains(&name)
-                    && crate::rules::pay::argument_for(call, helper, name, true, src)
-                        .is_some_and(&double)
+                    && (params.contains(&name)
+                        && crate::rules::pay::argument_for(call, helper, name, true, src)
+                            .is_some_and(&double)
+                        // Or a double the helper makes itself (`session = StubSession(...)`).
+                        || super::made_in(idx, helper, src, |left| {
+                            left.kind() == kinds::IDENTIFIER && syntax::text(left, src) == name
+                        })
+                        .is_some_and(|classes| {
+                            !classes.is_empty()
+                                && classes
+                                    .iter()
+                                    .all(|c| is_double(c) || own_class(idx, c, src))
+                        }))
             };
             for r in idx.within(helper, kinds::RETURN_STATEMENT) {
-                if let Some(made) = syntax::return_value(*r).filter(|v| v.kind() == kinds::CALL) {
+                let Some(value) = syntax::return_value(*r) else {
+                    continue;
+                };
+                // `return MarketplaceClient(..., session=session), session`: the client first.
+                let made = if matches!(value.kind(), kinds::TUPLE | kinds::EXPRESSION_LIST) {
+                    crate::python::named_children(value)
+                } else {
+                    vec![value]
+                };
+                for made in made.into_iter().filter(|v| v.kind() == kinds::CALL) {
                     handed(cx, idx, made, helper, &passed, &mut out);
                 }
             }
@@ -179,7 +225,35 @@ fn handed<'t>(
     // A container of mocks (`make_services(store, brightpay)`) handed over: the callee
     // reaches them as its attributes (`services.brightpay`).
     let mut holders: Vec<(Result<usize, &str>, Vec<&str>)> = Vec::new();
-    for arg in crate::python::named_children(args) {
+    let mut arguments = crate::python::named_children(args);
+    // `CardProviderClient(**kwargs)` after `kwargs = dict(http_client=http, ...)`: the
+    // keywords of the dict it was bound to, in the scope that makes the call.
+    if let Some(splat) = arguments
+        .iter()
+        .position(|a| a.kind() == kinds::DICTIONARY_SPLAT)
+    {
+        let spread = crate::python::named_children(arguments[splat])
+            .into_iter()
+            .next()
+            .filter(|n| n.kind() == kinds::IDENTIFIER)
+            .and_then(|name| {
+                let name = syntax::text(name, src);
+                idx.within(scope, kinds::ASSIGNMENT)
+                    .iter()
+                    .filter(|a| a.end_byte() <= call.start_byte())
+                    .filter(|a| {
+                        a.field("left")
+                            .is_some_and(|l| syntax::text(l, src) == name)
+                    })
+                    .find_map(|a| a.field("right"))
+            })
+            .filter(|v| v.kind() == kinds::CALL && syntax::callee(*v, src) == "dict")
+            .and_then(|v| v.field("arguments"))
+            .map(crate::python::named_children)
+            .unwrap_or_default();
+        arguments.splice(splat..=splat, spread);
+    }
+    for arg in arguments {
         let (slot, value) = match arg.kind() {
             kinds::KEYWORD_ARGUMENT => {
                 let (Some(name), Some(value)) = (arg.field("name"), arg.field("value")) else {
@@ -312,18 +386,22 @@ fn mocks_held<'s>(call: Node<'_>, double: &dyn Fn(Node<'_>) -> bool, src: &'s st
 /// Whether `value` in the test is a test double: made by a mock's or a fake's constructor
 /// where it stands, or bound to one in the test, at module level, in `setUp`, or by a fixture
 /// of the file that returns one (`bp = AsyncMock(); ...; return bp`).
+/// A class the test file defines itself (`class ScriptedPayGate:`) is a hand-written double:
+/// tests do not define the clients they mean to reach.
+fn own_class(idx: &NodeIndex<'_>, class: &str, src: &str) -> bool {
+    idx.all(kinds::CLASS_DEFINITION).iter().any(|c| {
+        c.field("name")
+            .is_some_and(|n| syntax::text(n, src) == class)
+    })
+}
+
 fn double_value(idx: &NodeIndex<'_>, test: &TestFn<'_>, value: Node<'_>, src: &str) -> bool {
-    // A class the test file defines itself (`class ScriptedPayGate:`) is a hand-written double:
-    // tests do not define the clients they mean to reach.
-    let own_class = |class: &str| {
-        idx.all(kinds::CLASS_DEFINITION).iter().any(|c| {
-            c.field("name")
-                .is_some_and(|n| syntax::text(n, src) == class)
-        })
-    };
     let made = |node: Node<'_>| {
-        receiver_classes(idx, test, node, src)
-            .is_some_and(|classes| classes.iter().all(|c| is_double(c) || own_class(c)))
+        receiver_classes(idx, test, node, src).is_some_and(|classes| {
+            classes
+                .iter()
+                .all(|c| is_double(c) || own_class(idx, c, src))
+        })
     };
     if made(value) {
         return true;
@@ -388,10 +466,18 @@ pub fn through_a_mock(cx: &Ctx<'_>, injected: &[Injected], r: &Reach<'_>, verbs:
         |file: &FileFacts, f: &FunctionFacts, carried: &[&str], called: &dyn Fn(&str) -> bool| {
             let mut held = held_in(injected, f);
             held.extend(carried.iter().copied());
+            // `body.get("title")` of a local the module does not import: a dict's read, not a
+            // request.
+            let a_dicts_get = |c: &crate::rules::facts::CallSite| {
+                c.name() == "get"
+                    && c.receiver().is_some_and(|r| {
+                        !r.contains('.') && !held.contains(&r) && file.import_target(r).is_none()
+                    })
+            };
             let mut calls = file
                 .calls
                 .iter()
-                .filter(|c| *c.function == *f.qualname && called(c.name()))
+                .filter(|c| *c.function == *f.qualname && called(c.name()) && !a_dicts_get(c))
                 .peekable();
             !held.is_empty()
                 && calls.peek().is_some()
@@ -400,10 +486,18 @@ pub fn through_a_mock(cx: &Ctx<'_>, injected: &[Injected], r: &Reach<'_>, verbs:
     let mut carried: Vec<&str> = Vec::new();
     for step in r.path.windows(2) {
         let (from, to) = (&step[0], &step[1]);
+        // Only the functions of that name that make the next call are on the path: a service's
+        // `create_refund` beside the client's, which calls `_request`, is not.
         let callers: Vec<_> = cx
             .change
             .functions_named(cx.side, from)
-            .filter(|(file, _)| !file.is_test)
+            .filter(|(file, f)| {
+                !file.is_test
+                    && file
+                        .calls
+                        .iter()
+                        .any(|c| *c.function == *f.qualname && c.name() == to.as_str())
+            })
             .collect();
         if callers.is_empty() {
             carried.clear();

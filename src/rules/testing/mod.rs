@@ -215,6 +215,7 @@ impl FileMocks {
             None => Vec::new(),
         };
         shared.extend(conftest_fixtures(cx));
+        shared.extend(repository_autouse(cx));
         FileMocks {
             shared,
             classes: Default::default(),
@@ -634,6 +635,28 @@ fn autouse_fixtures(idx: &NodeIndex<'_>, src: &str) -> Vec<String> {
         .collect()
 }
 
+/// Autouse fixtures of a `conftest.py` of the repository above the file that the change does
+/// not show (repository mode), where they stand something in (`fakeredis.FakeRedis()` set in
+/// place by `monkeypatch.setattr`): they mock for every test below them. One that connects to
+/// a live cache mocks nothing.
+fn repository_autouse(cx: &Ctx<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    for code in repository_conftests(cx) {
+        for chunk in code.split("\n@") {
+            let (decorator, _) = chunk.split_once('\n').unwrap_or((chunk, ""));
+            if decorator.contains("autouse")
+                && ["fake", "mock", "stub", "setattr", "patch"]
+                    .iter()
+                    .any(|w| chunk.contains(w))
+                && !live_cache(chunk)
+            {
+                out.push(chunk.to_string());
+            }
+        }
+    }
+    out
+}
+
 /// The fixtures of this file that the test asks for by parameter (`flaky_post` patching
 /// `requests.post`): what they patch, the test gets.
 fn fixtures_named(idx: &NodeIndex<'_>, src: &str, params: &[String]) -> Vec<(String, String)> {
@@ -902,7 +925,12 @@ fn methods_called(cx: &Ctx<'_>, test: &TestFn<'_>, name: &str) -> Option<Vec<Str
         };
         let library_module = receiver.kind() == kinds::IDENTIFIER
             && imported_from_a_library(cx, syntax::text(receiver, src));
-        if library_module || framework_test_client(idx, test, receiver, src) {
+        if library_module
+            || framework_test_client(idx, test, receiver, src)
+            || receiver.kind() == kinds::IDENTIFIER
+                && is_parameter(test.node, syntax::text(receiver, src), src)
+                && fixture_of_the_change_stands_in(cx, syntax::text(receiver, src))
+        {
             continue;
         }
         for class in receiver_classes(idx, test, receiver, src)? {
@@ -928,6 +956,14 @@ fn methods_called(cx: &Ctx<'_>, test: &TestFn<'_>, name: &str) -> Option<Vec<Str
     methods.sort();
     methods.dedup();
     (calls > 0).then_some(methods)
+}
+
+/// Whether a fixture named `name` in a test file of the change (a `conftest.py`) makes a
+/// stand-in (`return FakeMarketplace()`) or hands one to what it builds (`session=fake_api`).
+pub(crate) fn fixture_of_the_change_stands_in(cx: &Ctx<'_>, name: &str) -> bool {
+    cx.change.functions_named(cx.side, name).any(|(file, f)| {
+        file.is_test && f.mocks.is_some() && f.decorators.iter().any(|d| d.contains("fixture"))
+    })
 }
 
 /// The names test frameworks give their clients: pytest-django's fixtures, Django's
@@ -1039,13 +1075,17 @@ fn receiver_classes<'s>(
                 return None;
             }
             let class = idx.enclosing(test.node, kinds::CLASS_DEFINITION)?;
-            classes = made_in(idx, class, src, |left| {
-                left.kind() == kinds::ATTRIBUTE
-                    && left.field("attribute").map(|a| syntax::text(a, src)) == Some(attribute)
-                    && left
-                        .field("object")
-                        .is_some_and(|o| matches!(syntax::text(o, src), "self" | "cls"))
-            })?;
+            // The class and the base classes the file defines: a `setUp` is most often
+            // inherited from the suite's own base class.
+            for class in lineage(class, idx, src) {
+                classes.extend(made_in(idx, class, src, |left| {
+                    left.kind() == kinds::ATTRIBUTE
+                        && left.field("attribute").map(|a| syntax::text(a, src)) == Some(attribute)
+                        && left
+                            .field("object")
+                            .is_some_and(|o| matches!(syntax::text(o, src), "self" | "cls"))
+                })?);
+            }
         }
         _ => return None,
     }
@@ -1124,10 +1164,23 @@ fn is_parameter(func: Node<'_>, name: &str, src: &str) -> bool {
 
 /// `Class` in `Class(...)` or `module.Class(...)`.
 fn constructed<'s>(value: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let value = if value.kind() == "parenthesized_expression" {
+        crate::python::named_children(value).into_iter().next()?
+    } else {
+        value
+    };
     if value.kind() != kinds::CALL {
         return None;
     }
     let function = value.field("function")?;
+    // A builder's chain (`FakeHTTPClient().timeout().respond(201, {...})`): what its first
+    // call makes.
+    if let Some(object) = function
+        .field("object")
+        .filter(|o| function.kind() == kinds::ATTRIBUTE && o.kind() == kinds::CALL)
+    {
+        return constructed(object, src);
+    }
     if !matches!(function.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE) {
         return None;
     }

@@ -55,12 +55,15 @@ fn check(cx: &mut Ctx<'_>) {
             if user.is_test || user.module == module || !imports_the_name(user, module, name) {
                 continue;
             }
-            if !tested_by(file, &user.module) {
+            if !tested_by(file, &user.module) && !runs_the_command(src, &user.module) {
                 continue;
             }
             // Patched where it is used as well.
             let used_here = format!("{}.{name}", user.module);
-            if targets.iter().any(|(_, t)| *t == used_here) {
+            if targets
+                .iter()
+                .any(|&(c, t)| t == used_here && covers(idx, c, call, src))
+            {
                 continue;
             }
             if !a_client(cx, module, name) {
@@ -73,7 +76,12 @@ fn check(cx: &mut Ctx<'_>) {
     let others: Vec<_> = targets
         .iter()
         .filter_map(|&(call, target)| {
-            another_importer(cx, file, &targets, target).map(|o| (call, target.to_string(), o))
+            let covering: Vec<(Node<'_>, &str)> = targets
+                .iter()
+                .copied()
+                .filter(|&(c, _)| covers(idx, c, call, src))
+                .collect();
+            another_importer(cx, file, &covering, target).map(|o| (call, target.to_string(), o))
         })
         .collect();
     // Both readings in one list: the second also names where the client is defined and which
@@ -107,13 +115,16 @@ fn check(cx: &mut Ctx<'_>) {
 
 /// The test or fixture a patch belongs to; a decorator's patch is its function's.
 fn patching_function(idx: &crate::python::NodeIndex<'_>, call: Node<'_>, src: &str) -> String {
-    idx.enclosing(call, kinds::FUNCTION_DEFINITION)
-        .or_else(|| {
-            idx.enclosing(call, kinds::DECORATED_DEFINITION)
-                .and_then(|d| d.child_by_field_name("definition"))
-        })
+    patching_node(idx, call)
         .map(|f| syntax::function_name(f, src).to_string())
         .unwrap_or_default()
+}
+
+fn patching_node<'t>(idx: &crate::python::NodeIndex<'t>, call: Node<'_>) -> Option<Node<'t>> {
+    idx.enclosing(call, kinds::FUNCTION_DEFINITION).or_else(|| {
+        idx.enclosing(call, kinds::DECORATED_DEFINITION)
+            .and_then(|d| d.child_by_field_name("definition"))
+    })
 }
 
 /// A patch where the name is used (`payments.services.get_client`), while another module of
@@ -148,6 +159,16 @@ fn another_importer(
         if other.is_test || other.module == module || !imports_the_name(other, &defined, name) {
             continue;
         }
+        // Imported for an annotation (`client: GatewayClient`) or an `isinstance`, and handed
+        // the client by its callers: it makes none of its own.
+        let calls_it = other.calls.iter().any(|c| {
+            c.callee
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        });
+        if !calls_it {
+            continue;
+        }
         let used_there = format!("{}.{name}", other.module);
         if targets
             .iter()
@@ -155,7 +176,8 @@ fn another_importer(
         {
             continue;
         }
-        let tester = if tested_by(file, &other.module) {
+        let tester = if tested_by(file, &other.module) || runs_the_command(cx.src(), &other.module)
+        {
             Some(file)
         } else if conftest {
             cx.change.side(Side::New).find(|t| {
@@ -209,6 +231,40 @@ fn resolve(importer: &str, from: &str) -> String {
     } else {
         format!("{}.{rest}", package.join("."))
     }
+}
+
+/// Whether the patch `other` is in force where `patch` is: made by the same test, or by a
+/// fixture, a helper or the module, which may serve every test (a patch in another test does
+/// not).
+fn covers(idx: &crate::python::NodeIndex<'_>, other: Node<'_>, patch: Node<'_>, src: &str) -> bool {
+    let (Some(by), Some(test)) = (patching_node(idx, other), patching_node(idx, patch)) else {
+        // At the module's or a class's level: in force for every test.
+        return true;
+    };
+    if by.id() == test.id() {
+        return true;
+    }
+    let name = syntax::function_name(by, src);
+    let fixture = idx.decorated(by).is_some_and(|d| {
+        syntax::decorators(d)
+            .iter()
+            .any(|dec| syntax::text(*dec, src).contains("fixture"))
+    });
+    // A fixture or `setUp` serves the tests that ask for it; a helper, those that call it.
+    fixture
+        || matches!(name, "setUp" | "setup_method" | "asyncSetUp")
+        || syntax::text(test, src).contains(&format!("{name}("))
+}
+
+/// Whether the test runs `module` as a Django management command
+/// (`call_command("renew_subscriptions")` of `billing.management.commands.renew_subscriptions`).
+fn runs_the_command(src: &str, module: &str) -> bool {
+    let Some((package, command)) = module.rsplit_once('.') else {
+        return false;
+    };
+    package.ends_with(".management.commands")
+        && (src.contains(&format!("call_command(\"{command}\""))
+            || src.contains(&format!("call_command('{command}'")))
 }
 
 /// Whether the test file imports `module` (or something in it, or it from its package).

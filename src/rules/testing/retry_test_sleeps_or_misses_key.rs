@@ -30,6 +30,8 @@ const RETRY_WORDS: &[&str] = &[
     "backs_off",
     "back_off",
     "transient",
+    // `test_poller_rides_out_a_provider_outage`: the attempts go on until it is over.
+    "outage",
 ];
 /// Ways a test stops real waiting: a patched sleep, a fake clock. Not frozen or travelling
 /// time (`freeze_time`, `time_machine`): they patch what time it is, and `time.sleep` under
@@ -108,8 +110,19 @@ fn check(cx: &mut Ctx<'_>) {
                         && test.facts.callees.binary_search(&h.name).is_ok()
                 })
             });
-        let misses_key =
-            keyed.is_some() && !checks_key && !callees.iter().any(|c| key_pinned.contains(&c.name));
+        // A test of riding out an outage (polls that fail until it is over) retries reads,
+        // not the keyed request: only its waiting is read.
+        let outage_only = {
+            let name = test.facts.name.to_ascii_lowercase();
+            name.contains("outage")
+                && !RETRY_WORDS
+                    .iter()
+                    .any(|w| *w != "outage" && name.contains(w))
+        };
+        let misses_key = keyed.is_some()
+            && !checks_key
+            && !outage_only
+            && !callees.iter().any(|c| key_pinned.contains(&c.name));
         let own_sleep = own_sleep(cx, &test).filter(|_| !clock_mocked);
         // Built without the fake sleep it takes: whatever else the test fakes, a clock
         // included, the real sleep runs.
@@ -162,10 +175,47 @@ fn hands_a_sleep(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
 /// and sleeps with it, called with none: the callee (as the test writes it) and the parameter.
 fn sleep_left_to_default(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, String)> {
     let (idx, src) = (cx.index()?, cx.src());
-    idx.within(test.node, kinds::CALL).iter().find_map(|&call| {
-        if syntax::has_dict_splat(call) {
-            return None;
+    // The test itself, the helpers of its file it calls (`make_client(http)`, with the call
+    // that reaches them) and the fixtures of its file it takes (`service(repo, http, clock)`).
+    let mut scopes: Vec<(Node<'_>, Option<Node<'_>>)> = vec![(test.node, None)];
+    for &call in idx.within(test.node, kinds::CALL) {
+        if syntax::receiver(call).is_none()
+            && let Some(helper) = super::function_of_file(idx, src, idx.callee_name(call, src))
+            && helper.id() != test.node.id()
+            && !scopes.iter().any(|(s, _)| s.id() == helper.id())
+        {
+            scopes.push((helper, Some(call)));
         }
+    }
+    for param in super::parameters(test.node, src) {
+        if let Some(fixture) = super::fixture_named(idx, src, &param)
+            && !scopes.iter().any(|(s, _)| s.id() == fixture.id())
+        {
+            scopes.push((fixture, None));
+        }
+    }
+    scopes
+        .into_iter()
+        .find_map(|(scope, via)| left_to_default_in(cx, idx, scope, via, src))
+}
+
+/// `sleep_left_to_default` for the calls of one scope; `via`: the test's call of it, when it is
+/// a helper (what the test passes it counts as passed).
+fn left_to_default_in(
+    cx: &Ctx<'_>,
+    idx: &crate::python::NodeIndex<'_>,
+    scope: Node<'_>,
+    via: Option<Node<'_>>,
+    src: &str,
+) -> Option<(String, String)> {
+    idx.within(scope, kinds::CALL).iter().find_map(|&call| {
+        // `Client(**kwargs)` after `kwargs = dict(base_url=..., http_client=http)`: the
+        // keywords of that dict; any other spread may pass anything.
+        let spread = if syntax::has_dict_splat(call) {
+            Some(spread_keywords(idx, scope, call, src)?)
+        } else {
+            None
+        };
         let name = idx.callee_name(call, src);
         if name.is_empty() {
             return None;
@@ -204,9 +254,49 @@ fn sleep_left_to_default(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, Str
         // `self` takes the first place of a method's parameters.
         let offset = u32::from(def.qualname.contains('.'));
         let passed = syntax::keyword_arg(call, param, src).is_some()
-            || place.is_some_and(|p| p < positional + offset);
+            || place.is_some_and(|p| p < positional + offset)
+            || spread.as_ref().is_some_and(|(keys, updated)| {
+                keys.iter().any(|k| **k == **param)
+                    || *updated && via.is_some_and(|v| syntax::keyword_arg(v, param, src).is_some())
+            })
+            // A helper the test hands a sleep of its own (`make_client(http, sleep=sleep)`).
+            || via.is_some_and(|v| {
+                syntax::keyword_args(v, src)
+                    .iter()
+                    .any(|(k, _)| syntax::names_sleep(k))
+            });
         (sleeps && !passed).then(|| (syntax::callee(call, src).to_string(), param.to_string()))
     })
+}
+
+/// The keywords a `**name` spread of `call` passes, where `scope` binds `name` to `dict(...)`
+/// before it, and whether the scope adds to it (`kwargs.update(overrides)`): `None` for any
+/// other spread.
+fn spread_keywords(
+    idx: &crate::python::NodeIndex<'_>,
+    scope: Node<'_>,
+    call: Node<'_>,
+    src: &str,
+) -> Option<(Vec<String>, bool)> {
+    let args = call.field("arguments")?;
+    let splat = crate::python::named_children(args)
+        .into_iter()
+        .find(|a| a.kind() == kinds::DICTIONARY_SPLAT)?;
+    let name = crate::python::named_children(splat)
+        .into_iter()
+        .next()
+        .filter(|n| n.kind() == kinds::IDENTIFIER)?;
+    let name = syntax::text(name, src);
+    let made = idx.assigned_before(Some(scope), name, call.start_byte(), src)?;
+    if made.kind() != kinds::CALL || syntax::callee(made, src) != "dict" {
+        return None;
+    }
+    let keys = syntax::keyword_args(made, src)
+        .into_iter()
+        .map(|(k, _)| k.to_string())
+        .collect();
+    let updated = syntax::text(scope, src).contains(&format!("{name}.update("));
+    Some((keys, updated))
 }
 
 /// Whether a test is about time running out: its name or body (its code's names among it)
@@ -440,7 +530,11 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     }
     // A name is not enough where nothing in the test fails: `test_refund_claim_outlives_the_
     // retry_window` checks a TTL, `test_sale_sends_timeout_and_parses_result` one answer.
-    if !denied && named && sets_up_a_failure(syntax::text(test.outer, src)) {
+    if !denied
+        && named
+        && (sets_up_a_failure(syntax::text(test.outer, src))
+            || failure_by_constant(idx, syntax::text(test.outer, src), src))
+    {
         return true;
     }
     let assigned = idx
@@ -500,6 +594,27 @@ fn declines_only(text: &str) -> bool {
 /// Whether a test's text arranges something to fail: an exception or an error answer handed to
 /// a fake, a raise, a flaky fixture, a 5xx or 429 status (`status=503`, `Response(503, ...)`;
 /// a bare `500` is as often an amount), a patched sleep (which only a test of waiting needs).
+/// A module constant the test reads that sets up a failure (`psp.queue(*TIMEOUTS)` after
+/// `TIMEOUTS = (httpx.ReadTimeout("1"), httpx.ReadTimeout("2"))`).
+fn failure_by_constant(idx: &crate::python::NodeIndex<'_>, text: &str, src: &str) -> bool {
+    let constants: Vec<&str> = text
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| {
+            w.len() > 2
+                && w.starts_with(|c: char| c.is_ascii_uppercase())
+                && w.bytes().all(|b| !b.is_ascii_lowercase())
+        })
+        .collect();
+    !constants.is_empty()
+        && idx.all(kinds::ASSIGNMENT).iter().any(|a| {
+            idx.enclosing(*a, kinds::FUNCTION_DEFINITION).is_none()
+                && a.field("left")
+                    .is_some_and(|l| constants.contains(&syntax::text(l, src)))
+                && a.field("right")
+                    .is_some_and(|r| sets_up_a_failure(syntax::text(r, src)))
+        })
+}
+
 fn sets_up_a_failure(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
     [

@@ -197,7 +197,9 @@ fn check(cx: &mut Ctx<'_>) {
                         || mocks.spec_a_class_on(cx, &r.path)
                         || mocks.patch_a_class_on(cx, &r.path)
                         || mocks.configured_on(&r.path)
-                        || injected::through_a_mock(cx, &injected, &r, service.verbs());
+                        || injected::through_a_mock(cx, &injected, &r, service.verbs())
+                        || service == Service::Http && client_factory_replaced(cx, &mocks, &r)
+                        || service == Service::Http && serves_its_own(cx, test);
                     let tokens = service.tokens(r.file);
                     // `@mock.patch("requests.post")` over code that posts through a session it
                     // made: the patch is not where the request goes.
@@ -370,6 +372,42 @@ fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) 
     false
 }
 
+/// Whether the test starts a server of its own for the client to talk to (`TestServer(app)`,
+/// `aiohttp_server(app)`, pytest-httpserver's `httpserver`): the requests stay in the process.
+fn serves_its_own(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
+    let text = syntax::text(test.node, cx.src());
+    [
+        "TestServer(",
+        "aiohttp_server",
+        "aiohttp_raw_server",
+        "httpserver",
+    ]
+    .iter()
+    .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
+}
+
+/// Whether the test replaces what a function on the path gets its client from
+/// (`monkeypatch.setattr(jobs, "get_client", lambda: fake_paygate)`): every request of that
+/// client goes to the stand-in.
+fn client_factory_replaced(cx: &Ctx<'_>, mocks: &Mocks<'_>, r: &Reach<'_>) -> bool {
+    r.path.iter().any(|step| {
+        cx.change
+            .functions_named(cx.side, step)
+            .filter(|(file, _)| !file.is_test)
+            .any(|(_, f)| {
+                f.callees.iter().any(|c| {
+                    let words = syntax::name_words(c);
+                    words.iter().any(|w| {
+                        matches!(
+                            w.as_str(),
+                            "client" | "gateway" | "session" | "provider" | "api" | "http"
+                        )
+                    }) && mocks.replace_function(c)
+                })
+            })
+    })
+}
+
 /// Whether a fixture's code (lowercase) names a stand-in for the network.
 fn stands_in_http(code: &str) -> bool {
     // `responses` as a word of its own: `decode_responses=True` is Redis's.
@@ -393,6 +431,30 @@ fn stands_in_http(code: &str) -> bool {
         ]
         .iter()
         .any(|t| code.contains(t))
+        || hands_a_fake_session(code)
+}
+
+/// Whether a fixture hands the client a stand-in for its HTTP session
+/// (`BillingClient(API_URL, KEY, session=fake_paystream)`, `transport=stub_transport`).
+fn hands_a_fake_session(code: &str) -> bool {
+    ["session", "http", "transport", "requester"]
+        .iter()
+        .any(|slot| {
+            memchr::memmem::find_iter(code.as_bytes(), slot.as_bytes()).any(|at| {
+                let before = code[..at].chars().next_back();
+                if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    return false;
+                }
+                let rest = code[at + slot.len()..].trim_start();
+                let Some(value) = rest.strip_prefix('=').filter(|r| !r.starts_with('=')) else {
+                    return false;
+                };
+                let value = value.trim_start();
+                ["fake", "stub", "mock", "dummy"]
+                    .iter()
+                    .any(|w| value.starts_with(w))
+            })
+        })
 }
 
 /// Names whose patching takes the service out of the way: the functions on the path to it, and
