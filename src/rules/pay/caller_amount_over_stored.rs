@@ -343,28 +343,9 @@ fn overridden<'t>(
         matches!(n.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE) && syntax::text(n, src) == param
     };
     match value.kind() {
-        "boolean_operator" => {
-            let (left, right) = (value.field("left")?, value.field("right")?);
-            let op = syntax::text(value, src)
-                [left.end_byte() - value.start_byte()..right.start_byte() - value.start_byte()]
-                .trim();
-            (op == "or" && is_param(left) && stored_amount(right, param, src))
-                .then_some((right, "fallback"))
-        }
-        "conditional_expression" => {
-            let parts = crate::python::named_children(value);
-            let (then, test, otherwise) = (*parts.first()?, *parts.get(1)?, *parts.get(2)?);
-            let tested = syntax::text(test, src);
-            if !syntax::has_word(tested, param) || !tested.contains("None") {
-                return None;
-            }
-            if is_param(then) && stored_amount(otherwise, param, src) {
-                Some((otherwise, "fallback"))
-            } else if is_param(otherwise) && stored_amount(then, param, src) {
-                Some((then, "fallback"))
-            } else {
-                None
-            }
+        kinds::BOOLEAN_OPERATOR | kinds::CONDITIONAL_EXPRESSION => {
+            let (given, stored) = super::fallback(value, src)?;
+            (is_param(given) && stored_amount(stored, param, src)).then_some((stored, "fallback"))
         }
         kinds::IDENTIFIER if is_param(value) => {
             // An amount of the function's own, worked out before the charge and handed to

@@ -272,29 +272,8 @@ fn overridable(
         } else {
             value
         };
-        let (given, stored) = match value.kind() {
-            // `amount_cents or self.amount_cents`
-            kinds::BOOLEAN_OPERATOR
-                if value
-                    .child_by_field_name("operator")
-                    .is_some_and(|o| syntax::text(o, side.src) == "or") =>
-            {
-                (value.field("left")?, value.field("right")?)
-            }
-            // `amount if amount is not None else order.total`
-            kinds::CONDITIONAL_EXPRESSION => {
-                let parts = crate::python::named_children(value);
-                let (body, condition, alternative) =
-                    (*parts.first()?, *parts.get(1)?, *parts.get(2)?);
-                let name = syntax::text(body, side.src);
-                let tested = syntax::text(condition, side.src);
-                if !(tested == name || tested == format!("{name} is not None")) {
-                    return None;
-                }
-                (body, alternative)
-            }
-            _ => return None,
-        };
+        // `amount_cents or self.amount_cents`, `amount if amount is not None else order.total`.
+        let (given, stored) = super::fallback(value, side.src)?;
         let param = syntax::text(given, side.src);
         let is_param = given.kind() == kinds::IDENTIFIER && params.iter().any(|p| p == param);
         if weighed(func, param, side, |_| true) {

@@ -168,6 +168,35 @@ pub(crate) fn builds_a_class(callee: &str) -> bool {
         .is_some_and(|last| last.starts_with(|c: char| c.is_ascii_uppercase()))
 }
 
+/// The two sides of a value that falls back on another when the first is not given: `given or
+/// fallback`, `given if given is not None else fallback` (or `given if given else fallback`),
+/// `fallback if given is None else given`. As `(given, fallback)`.
+pub(crate) fn fallback<'t>(value: Node<'t>, src: &str) -> Option<(Node<'t>, Node<'t>)> {
+    match value.kind() {
+        kinds::BOOLEAN_OPERATOR
+            if value
+                .child_by_field_name("operator")
+                .is_some_and(|o| syntax::text(o, src) == "or") =>
+        {
+            Some((value.field("left")?, value.field("right")?))
+        }
+        kinds::CONDITIONAL_EXPRESSION => {
+            let parts = crate::python::named_children(value);
+            let (then, condition, otherwise) = (*parts.first()?, *parts.get(1)?, *parts.get(2)?);
+            let tested = syntax::text(condition, src);
+            let (then_text, other_text) = (syntax::text(then, src), syntax::text(otherwise, src));
+            if tested == then_text || tested == format!("{then_text} is not None") {
+                Some((then, otherwise))
+            } else if tested == format!("{other_text} is None") {
+                Some((otherwise, then))
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
 /// Whether `func` calls a function of the file (by its name, another than itself) of which
 /// `holds` is true: `self._open_refund(...)` whose body takes the lock.
 pub(crate) fn calls_a_helper_that(
