@@ -855,11 +855,7 @@ fn function_facts(
         if helper {
             for (slot, value) in syntax::keyword_args(*call, src) {
                 let value = syntax::text(value, src).to_ascii_lowercase();
-                if STAND_IN_SLOTS.contains(&slot)
-                    && ["fake", "stub", "mock", "dummy"]
-                        .iter()
-                        .any(|w| value.starts_with(w))
-                {
+                if STAND_IN_SLOTS.contains(&slot) && names_a_stand_in(&value) {
                     mocks.push_str(&format!("{slot}={value}\n"));
                 }
             }
@@ -1001,7 +997,6 @@ pub(crate) fn sets_up(name: &str) -> bool {
     name.starts_with("setup") || name.starts_with("asyncsetup")
 }
 
-/// `fakeredis.FakeRedis()`, `respx.mock(...)`, `patch(...)`: a call that makes a stand-in.
 /// Keyword arguments a client takes its transport or its cache by.
 const STAND_IN_SLOTS: &[&str] = &[
     "session",
@@ -1018,6 +1013,15 @@ const STAND_IN_SLOTS: &[&str] = &[
     "endpoint",
 ];
 
+/// Whether a value handed to a client, lowercased, is a stand-in by its name (`fake_paystream`,
+/// `stub_transport`, `mock_session`).
+pub(crate) fn names_a_stand_in(value: &str) -> bool {
+    ["fake", "stub", "mock", "dummy"]
+        .iter()
+        .any(|w| value.starts_with(w))
+}
+
+/// `fakeredis.FakeRedis()`, `respx.mock(...)`, `patch(...)`: a call that makes a stand-in.
 fn makes_a_stand_in(name: &str) -> bool {
     MOCK_MAKERS.contains(&name) || name.starts_with("Fake")
 }

@@ -232,22 +232,7 @@ fn handed<'t>(
         .iter()
         .position(|a| a.kind() == kinds::DICTIONARY_SPLAT)
     {
-        let spread = crate::python::named_children(arguments[splat])
-            .into_iter()
-            .next()
-            .filter(|n| n.kind() == kinds::IDENTIFIER)
-            .and_then(|name| {
-                let name = syntax::text(name, src);
-                idx.within(scope, kinds::ASSIGNMENT)
-                    .iter()
-                    .filter(|a| a.end_byte() <= call.start_byte())
-                    .filter(|a| {
-                        a.field("left")
-                            .is_some_and(|l| syntax::text(l, src) == name)
-                    })
-                    .find_map(|a| a.field("right"))
-            })
-            .filter(|v| v.kind() == kinds::CALL && syntax::callee(*v, src) == "dict")
+        let spread = super::spread_dict(idx, scope, call, src)
             .and_then(|v| v.field("arguments"))
             .map(crate::python::named_children)
             .unwrap_or_default();

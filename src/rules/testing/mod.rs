@@ -1131,6 +1131,27 @@ fn made_by_fixture<'s>(idx: &NodeIndex<'_>, src: &'s str, name: &str) -> Option<
         .collect()
 }
 
+/// The `dict(...)` call a `**name` argument of `call` spreads, where `scope` binds `name` to
+/// one before the call (`kwargs = dict(base_url=..., http_client=http)`, then
+/// `Client(**kwargs)`); `None` for any other spread.
+fn spread_dict<'t>(
+    idx: &NodeIndex<'t>,
+    scope: Node<'_>,
+    call: Node<'_>,
+    src: &str,
+) -> Option<Node<'t>> {
+    let args = call.field("arguments")?;
+    let splat = crate::python::named_children(args)
+        .into_iter()
+        .find(|a| a.kind() == kinds::DICTIONARY_SPLAT)?;
+    let name = crate::python::named_children(splat)
+        .into_iter()
+        .next()
+        .filter(|n| n.kind() == kinds::IDENTIFIER)?;
+    let made = idx.assigned_before(Some(scope), syntax::text(name, src), call.start_byte(), src)?;
+    (made.kind() == kinds::CALL && syntax::callee(made, src) == "dict").then_some(made)
+}
+
 /// The fixture of the file named `name`.
 /// The names of the file's fixtures.
 fn fixture_names(idx: &NodeIndex<'_>, src: &str) -> Vec<String> {

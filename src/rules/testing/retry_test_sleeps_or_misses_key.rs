@@ -278,19 +278,12 @@ fn spread_keywords(
     call: Node<'_>,
     src: &str,
 ) -> Option<(Vec<String>, bool)> {
-    let args = call.field("arguments")?;
-    let splat = crate::python::named_children(args)
-        .into_iter()
-        .find(|a| a.kind() == kinds::DICTIONARY_SPLAT)?;
-    let name = crate::python::named_children(splat)
-        .into_iter()
-        .next()
-        .filter(|n| n.kind() == kinds::IDENTIFIER)?;
-    let name = syntax::text(name, src);
-    let made = idx.assigned_before(Some(scope), name, call.start_byte(), src)?;
-    if made.kind() != kinds::CALL || syntax::callee(made, src) != "dict" {
-        return None;
-    }
+    let made = super::spread_dict(idx, scope, call, src)?;
+    // The name the dict is bound to (`kwargs`), for its `.update(...)`.
+    let name = made
+        .parent()
+        .and_then(|a| a.field("left"))
+        .map_or("", |l| syntax::text(l, src));
     let keys = syntax::keyword_args(made, src)
         .into_iter()
         .map(|(k, _)| k.to_string())

@@ -449,10 +449,7 @@ fn hands_a_fake_session(code: &str) -> bool {
                 let Some(value) = rest.strip_prefix('=').filter(|r| !r.starts_with('=')) else {
                     return false;
                 };
-                let value = value.trim_start();
-                ["fake", "stub", "mock", "dummy"]
-                    .iter()
-                    .any(|w| value.starts_with(w))
+                crate::rules::facts::names_a_stand_in(value.trim_start())
             })
         })
 }
