@@ -651,11 +651,16 @@ pub fn writes_field(code: &str, field: &str) -> bool {
 pub fn name_words(text: &str) -> Vec<String> {
     let mut spaced = String::with_capacity(text.len() + 8);
     let mut previous_lower = false;
-    for c in text.chars() {
-        if c.is_ascii_uppercase() && previous_lower {
+    let mut previous_upper = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        // `PayUUnavailable`, `HTTPError`: an acronym ends where a capitalised word starts.
+        let next_lower = chars.peek().is_some_and(char::is_ascii_lowercase);
+        if c.is_ascii_uppercase() && (previous_lower || previous_upper && next_lower) {
             spaced.push(' ');
         }
         previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        previous_upper = c.is_ascii_uppercase();
         spaced.push(c);
     }
     spaced

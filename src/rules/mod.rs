@@ -86,6 +86,7 @@ pub static ALL: &[&Rule] = &[
     &idem::event_dedup_skipped::RULE,
     &idem::key_parameter_ignored::RULE,
     &idem::unknown_outcome_new_key::RULE,
+    &idem::resend_window_outlives_key::RULE,
     &pay::charge_amount_source_changed::RULE,
     &pay::success_recorded_before_result::RULE,
     &pay::arguments_swapped::RULE,

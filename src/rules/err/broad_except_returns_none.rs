@@ -69,6 +69,21 @@ fn check(cx: &mut Ctx<'_>) {
             }
             continue;
         }
+        // A lookup whose `None` for "not found" a payment's caller tests: the failure passes
+        // for an answer.
+        let not_found = function
+            .as_ref()
+            .filter(|_| clause.kind() == kinds::EXCEPT_CLAUSE)
+            .and_then(|f| read_as_not_found(cx, f));
+        if let Some((checker, checker_at)) = not_found {
+            cx.report(&RULE, clause)
+                .arg("caught", caught)
+                .arg("function", qualname)
+                .arg("checker", checker)
+                .arg("checker_at", checker_at)
+                .note("not_found");
+            continue;
+        }
         let annotation = syntax::return_annotation(func, src)
             .filter(|a| !syntax::annotation_allows_none(a))
             .map(str::to_string);
@@ -148,6 +163,67 @@ fn check(cx: &mut Ctx<'_>) {
     }
 }
 
+/// The caller that tests the result of a lookup of a payment object (`find_transfer`,
+/// `_find_gateway_refund`) on its way to a payment, where the lookup returns values and `None`
+/// (nothing found): its qualified name and place. A lookup of a customer or a rate is left to
+/// the reading of every `None`.
+fn read_as_not_found(cx: &Ctx<'_>, function: &FunctionFacts) -> Option<(String, String)> {
+    let words = syntax::name_words(&function.name);
+    let lookup = words.first().is_some_and(|w| {
+        matches!(
+            w.as_str(),
+            "find" | "lookup" | "look" | "search" | "get" | "fetch" | "retrieve" | "locate"
+        )
+    });
+    let object = words.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "payment"
+                | "payments"
+                | "charge"
+                | "charges"
+                | "refund"
+                | "refunds"
+                | "transfer"
+                | "transfers"
+                | "payout"
+                | "payouts"
+                | "transaction"
+                | "capture"
+                | "debit"
+                | "intent"
+        )
+    });
+    if !lookup || !object || !function.returns_value || function.none_returns.is_empty() {
+        return None;
+    }
+    cx.change
+        .calls_named(cx.side, &function.name)
+        .find(|(file, call)| {
+            call.checked
+                && !file.is_test
+                && file.function(&call.function).is_some_and(|caller| {
+                    caller.payment
+                        || cx
+                            .change
+                            .reach_surely(
+                                cx.side,
+                                &caller.name,
+                                Some(std::slice::from_ref(&caller.qualname)),
+                                2,
+                                &crate::rules::reach::PAYMENT,
+                            )
+                            .is_some()
+                })
+        })
+        .map(|(file, call)| {
+            (
+                call.function.to_string(),
+                format!("{}:{}", file.path, call.line),
+            )
+        })
+}
+
 /// A broad `except` whose handler returns `False` from a provider call (a function that sends a
 /// request, itself or through its file's helpers), and a caller in the change that drops what
 /// it returns (`client.reverse_redemption(...)` as a statement, then `status = "reversed"`):
@@ -157,34 +233,48 @@ fn false_dropped(cx: &mut Ctx<'_>, clause: Node<'_>, function: &FunctionFacts, c
     let Some(file) = cx.facts else {
         return;
     };
-    // `send_receipt(...) -> bool`: what it tells of is no payment.
+    // `send_receipt(...) -> bool`: what it tells of is no payment, unless it applies the
+    // provider's notification for a webhook (read below).
     let beside = crate::rules::pay::beside_the_money(&function.name);
     let sends = reaches_http_in_file(file, function, 2);
-    if beside {
-        return;
-    }
-    let Some((dropper_file, dropper)) = cx
-        .change
-        .calls_named(cx.side, &function.name)
-        .find(|(f, c)| c.discarded && !f.is_test && *c.function != *function.qualname)
-    else {
-        return;
-    };
     // Or it applies a provider's notification, and the caller that drops its answer is the
     // webhook's endpoint: the provider is told the event was taken and never sends it again.
     let notified = |name: &str| {
         syntax::name_words(name).iter().any(|w| {
             matches!(
                 w.as_str(),
-                "webhook" | "webhooks" | "notification" | "notifications" | "ipn" | "callback"
+                "webhook"
+                    | "webhooks"
+                    | "notification"
+                    | "notifications"
+                    | "notify"
+                    | "ipn"
+                    | "callback"
             )
         })
+    };
+    // An endpoint that keeps the answer only to log it (`changed = await handle(note)`, then
+    // `log.info("applied=%s", changed)`) drops it as surely.
+    let Some((dropper_file, dropper)) =
+        cx.change
+            .calls_named(cx.side, &function.name)
+            .find(|(f, c)| {
+                let logged_only = c.binding.is_some()
+                    && !c.checked
+                    && c.deref_line.is_none()
+                    && notified(&c.function);
+                (c.discarded || logged_only) && !f.is_test && *c.function != *function.qualname
+            })
+    else {
+        return;
     };
     let webhook = !sends && notified(&dropper.function) && {
         let owner = function.qualname.rsplit_once('.').map_or("", |(c, _)| c);
         notified(&function.name) || notified(owner) || notified(&file.module)
     };
-    if !sends && !webhook {
+    // A receipt's mailer in a webhooks module is beside the money; the handler the webhook
+    // applies the notification with (`handle_notification`) is not.
+    if !sends && !webhook || beside && !(webhook && notified(&function.name)) {
         return;
     }
     let payment = |name: &str| cx.vocab.is_payment_operation(name);
@@ -442,10 +532,19 @@ pub(super) fn handler_returns_none(
     let Some(body) = syntax::except_body(clause) else {
         return false;
     };
-    // Falling through only returns `None` if the `try` is the function's last statement.
+    // Falling through only returns `None` if the `try` is the function's last statement, or
+    // is followed only by `return None`.
     let try_stmt = clause.parent();
     let func_body = func.field("body");
-    let last = func_body.and_then(|b| syntax::statements(b).last().copied());
-    try_stmt.zip(last).is_some_and(|(t, l)| t.id() == l.id())
-        && syntax::block_falls_through_unless(body, src, ends)
+    let statements = func_body.map(syntax::statements).unwrap_or_default();
+    let ends_the_function = |t: Node<'_>| match statements.as_slice() {
+        [.., last] if last.id() == t.id() => true,
+        [.., before, last] => {
+            before.id() == t.id()
+                && last.kind() == kinds::RETURN_STATEMENT
+                && syntax::returns_none(*last)
+        }
+        _ => false,
+    };
+    try_stmt.is_some_and(ends_the_function) && syntax::block_falls_through_unless(body, src, ends)
 }

@@ -88,8 +88,14 @@ fn check(cx: &mut Ctx<'_>) {
         };
         // `except OutcomeUnknown: log; return refund`: the step may have worked, and the
         // record is left as it was for the notification or the reconciliation to decide; the
-        // success recorded after the `try` is skipped.
-        if unknown_outcome_only(clause, src) && !syntax::block_falls_through(handler, src) {
+        // success recorded after the `try` is skipped. Not in a provider's webhook, where the
+        // normal answer tells the provider the notification was taken, and nothing is left to
+        // decide it: the provider never sends it again.
+        let inbound = inbound(cx, idx, func);
+        if unknown_outcome_only(clause, src)
+            && !syntax::block_falls_through(handler, src)
+            && inbound != Some(Inbound::Provider)
+        {
             continue;
         }
         // Asked only of the few handlers that swallow: tree-sitter finds a parent from the root.
@@ -122,7 +128,6 @@ fn check(cx: &mut Ctx<'_>) {
         if locals.iter().any(|l| decided_on(after, l)) {
             continue;
         }
-        let inbound = inbound(cx, idx, func);
         if inbound == Some(Inbound::Broker) && skips_the_ack(idx, handler, try_statement, func, src)
         {
             continue;
@@ -153,12 +158,23 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("function", qualname)
             .arg("step", step.0)
             .arg("step_line", step.1.to_string());
+        let caught: Vec<&str> = syntax::except_types(clause)
+            .into_iter()
+            .map(|t| syntax::text(t, src))
+            .collect();
+        // `except MollieUnavailable`, `except httpx.ReadTimeout`: no family, no refusal, but
+        // the provider's silence.
+        let unanswered = !refusal
+            && !syntax::is_broad_except(clause, src)
+            && caught.iter().all(|t| {
+                let last = t.rsplit('.').next().unwrap_or(t);
+                super::timeout_read_as_failure::unavailable(last)
+                    || syntax::contains_lowercase(last, "timeout")
+            });
         if refusal {
-            let caught: Vec<&str> = syntax::except_types(clause)
-                .into_iter()
-                .map(|t| syntax::text(t, src))
-                .collect();
             finding.arg("caught", caught.join(", ")).note("refusal");
+        } else if unanswered {
+            finding.arg("caught", caught.join(", ")).note("unanswered");
         }
         match inbound {
             Some(Inbound::Provider) => finding.note("provider"),

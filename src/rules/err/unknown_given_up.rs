@@ -37,7 +37,36 @@ pub(super) fn given_up<'t>(
     clause: Node<'t>,
     src: &str,
 ) -> Option<GivenUp<'t>> {
-    exhausted(idx, func, clause, src).or_else(|| count_passed(idx, func, facts, try_statement, src))
+    exhausted(idx, func, clause, src)
+        .or_else(|| count_passed(idx, func, facts, try_statement, src))
+        .or_else(|| retries_spent(idx, func, clause, src))
+}
+
+/// A timeout handler that asks for another run until the task's retries are spent, and then
+/// marks the record failed (`if self.request.retries >= self.max_retries: fail_debit(...)`,
+/// before `raise self.retry(exc=exc)`).
+fn retries_spent<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    clause: Node<'t>,
+    src: &str,
+) -> Option<GivenUp<'t>> {
+    let handler = syntax::except_body(clause)?;
+    idx.within(handler, kinds::IF_STATEMENT)
+        .iter()
+        .filter(|i| super::owned_by(**i, func, idx))
+        .find_map(|&test| {
+            let condition = test.field("condition")?;
+            if !tests_a_count(condition, src) {
+                return None;
+            }
+            let mark = first_failure(idx, func, test.field("consequence")?, src)?;
+            Some(GivenUp {
+                mark,
+                because: condition,
+                note: "given_up",
+            })
+        })
 }
 
 /// A retry loop whose timeout handler lets the loop go round again, with no `break`, left on
@@ -193,11 +222,15 @@ pub(super) fn unknown_marked_failed<'t>(
     {
         return None;
     }
-    let unknown = unknown_state(func, src)?;
-    idx.within(func, kinds::IF_STATEMENT)
-        .iter()
-        .filter(|i| super::owned_by(**i, func, idx))
-        .find_map(|&test| {
+    let unknown = unknown_state(func, src).or_else(|| marks_unknown(idx, func, src))?;
+    let ifs = idx.within(func, kinds::IF_STATEMENT);
+    // An `elif` of a chain over the answer (`elif refund.attempts >= MAX: _mark_failed(...)`
+    // before `else: _mark_unknown(...)`) as much as an `if`.
+    ifs.iter()
+        .copied()
+        .chain(ifs.iter().flat_map(|s| syntax::elif_clauses(*s)))
+        .filter(|i| super::owned_by(*i, func, idx))
+        .find_map(|test| {
             let condition = test.field("condition")?;
             let body = test.field("consequence")?;
             if syntax::contains(body, unknown) || !tests_a_count(condition, src) {
@@ -254,6 +287,21 @@ fn unknown_state<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
             Some(named)
         })
         .min_by_key(|n| n.start_byte())
+}
+
+/// A call of `func` named for recording an unknown outcome (`_mark_unknown(refund, ...)`,
+/// `mark_outcome_uncertain(...)`): the state it names.
+fn marks_unknown<'t>(idx: &NodeIndex<'t>, func: Node<'t>, src: &str) -> Option<Node<'t>> {
+    idx.within(func, kinds::CALL).iter().copied().find(|c| {
+        let name = syntax::callee_name(*c, src);
+        let words = syntax::name_words(name);
+        words
+            .iter()
+            .any(|w| w == "mark" || w == "record" || w == "set")
+            && words
+                .iter()
+                .any(|w| matches!(w.as_str(), "unknown" | "uncertain" | "indeterminate"))
+    })
 }
 
 /// `refund.attempts >= MAX_ATTEMPTS`, `payout.retry_count > 5`, `tries == limit`.

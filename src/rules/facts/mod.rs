@@ -854,8 +854,34 @@ fn function_facts(
         // stand-in for its transport, made by another fixture.
         if helper {
             for (slot, value) in syntax::keyword_args(*call, src) {
+                let root = syntax::text(value, src)
+                    .split(['.', '('])
+                    .next()
+                    .unwrap_or_default();
                 let value = syntax::text(value, src).to_ascii_lowercase();
-                if STAND_IN_SLOTS.contains(&slot) && names_a_stand_in(&value) {
+                // `transport=paylane.transport()`, `http=http`: what a fixture of the file that
+                // makes a stand-in (`return FakePayLane()`) hands over.
+                let faked = || {
+                    STAND_IN_SLOTS.contains(&slot)
+                        && idx.functions_named(root, src).any(|f| {
+                            f.id() != func.id()
+                                && idx
+                                    .within(f, kinds::CALL)
+                                    .iter()
+                                    .any(|c| makes_a_stand_in(idx.callee_name(*c, src)))
+                        })
+                };
+                if faked() {
+                    mocks.push_str(&format!("{slot}=fake {value}\n"));
+                    continue;
+                }
+                // `MollieClient(..., sleep=lambda seconds: None)`: a sleep of its own, which the
+                // retry tests it serves do not wait through.
+                let own_sleep = syntax::names_sleep(slot)
+                    && !["time.sleep", "asyncio.sleep", "gevent.sleep", "trio.sleep"]
+                        .iter()
+                        .any(|real| value.contains(real));
+                if STAND_IN_SLOTS.contains(&slot) && names_a_stand_in(&value) || own_sleep {
                     mocks.push_str(&format!("{slot}={value}\n"));
                 }
             }

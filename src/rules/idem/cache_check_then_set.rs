@@ -327,7 +327,13 @@ fn speaks_of_idempotency(
             );
         }
     }
+    // A lock's class written in camel case (`RedisLock.acquire`) names it too.
     texts.iter().any(|t| super::is_idempotency_text(t))
+        || function.is_some_and(|f| {
+            syntax::name_words(&f.qualname)
+                .iter()
+                .any(|w| matches!(w.as_str(), "lock" | "mutex" | "semaphore"))
+        })
 }
 
 /// A comment of the function that says the marker only saves work, the event being applied

@@ -729,7 +729,10 @@ fn claimed_with_a_count<'t>(
     for (read, record, field) in fields {
         if let Some(set) = idx.assigned_before(Some(func), record, value.start_byte(), src) {
             let claim = crate::rules::idem::strip_await(set);
-            if claim.kind() == kinds::CALL && increments(syntax::text(claim, src), field) {
+            if claim.kind() == kinds::CALL
+                && increments(syntax::text(claim, src), field)
+                && !claimed_from_a_fresh_state(syntax::text(claim, src))
+            {
                 return Some((read, claim, field.to_string()));
             }
         }
@@ -739,6 +742,7 @@ fn claimed_with_a_count<'t>(
             c.end_byte() <= value.start_byte()
                 && matches!(syntax::callee_name(*c, src), "update" | "values")
                 && increments(syntax::text(*c, src), field)
+                && !claimed_from_a_fresh_state(syntax::text(*c, src))
                 && !moved_for_a_reason(idx, func, *c, src)
         });
         if let Some(step) = step {
@@ -746,6 +750,62 @@ fn claimed_with_a_count<'t>(
         }
     }
     None
+}
+
+/// States a row is claimed from before any request was sent for this attempt: a claim only
+/// from these moves the count once per attempt, and a lost answer leaves the row in another
+/// state that no such claim takes again (`update(Invoice).where(Invoice.status == "open")`).
+const FRESH_STATES: &[&str] = &[
+    "open",
+    "new",
+    "due",
+    "scheduled",
+    "created",
+    "draft",
+    "unpaid",
+    "awaiting_payment",
+];
+
+/// Whether a claim's condition tests a state, and every state it takes rows from is fresh
+/// (`FRESH_STATES`). A claim that also takes `'unknown'` or `'in_flight'` rows numbers a new
+/// key for a payment the provider may have made.
+fn claimed_from_a_fresh_state(claim: &str) -> bool {
+    let lower = claim.to_ascii_lowercase();
+    let condition = ["where", "filter", "find_one_and_update("]
+        .iter()
+        .filter_map(|w| lower.find(w))
+        .min()
+        .map(|at| {
+            let rest = &lower[at..];
+            let end = ["returning", ".values(", ".update(", " set "]
+                .iter()
+                .filter_map(|w| rest.find(w))
+                .min()
+                .unwrap_or(rest.len());
+            &rest[..end]
+        });
+    let Some(condition) = condition.filter(|c| c.contains("status") || c.contains("state")) else {
+        return false;
+    };
+    // The states named: quoted words and the last part of `Status.OPEN`.
+    let mut named: Vec<&str> = Vec::new();
+    for (i, part) in condition.split(['"', '\'']).enumerate() {
+        if i % 2 == 1 && !part.is_empty() {
+            named.push(part);
+        }
+    }
+    for word in condition.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')) {
+        if let Some((class, state)) = word.rsplit_once('.')
+            && (class.ends_with("status") || class.ends_with("state"))
+        {
+            named.push(state);
+        }
+    }
+    let states: Vec<&str> = named
+        .into_iter()
+        .filter(|w| !matches!(*w, "status" | "state" | "$inc" | "$set" | "id" | "_id"))
+        .collect();
+    !states.is_empty() && states.iter().all(|s| FRESH_STATES.contains(s))
 }
 
 /// A key made by a helper of the file (`idempotency_key=_funding_key(payout)`, which returns
@@ -830,12 +890,13 @@ fn moved_by_a_claim<'t>(
     let step = own.chain(idx.all(kinds::CALL).iter().copied()).find(|c| {
         // `.update(attempts=F("attempts") + 1)`, or a helper of the project handed the step
         // (`_move(payout_id, [PENDING], status=SENDING, attempts=F("attempts") + 1)`).
-        let stepped = matches!(syntax::callee_name(*c, src), "update" | "values")
+        let stepped = (matches!(syntax::callee_name(*c, src), "update" | "values")
             && increments(syntax::text(*c, src), field)
             || syntax::keyword_arg(*c, field, src).is_some_and(|v| {
                 let v = syntax::text(v, src);
                 v.contains(field) && (v.contains("+ 1") || v.contains("+1"))
-            });
+            }))
+            && !claimed_from_a_fresh_state(syntax::text(*c, src));
         // `retry_claimed_at=now`: a new time on every claim.
         let stamps = stamps_time(field)
             && syntax::keyword_arg(*c, field, src).is_some_and(|v| the_time(syntax::text(v, src)));
@@ -1034,4 +1095,30 @@ pub(crate) fn names_read(text: &str) -> impl Iterator<Item = &str> {
                 .next()
                 .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::claimed_from_a_fresh_state;
+
+    #[test]
+    fn a_claim_only_from_states_before_any_request_is_fresh() {
+        assert!(claimed_from_a_fresh_state(
+            r#"update(Invoice).where(Invoice.id == invoice_id, Invoice.status == "open").values(status="charging", attempt_count=Invoice.attempt_count + 1)"#
+        ));
+        assert!(claimed_from_a_fresh_state(
+            "Invoice.objects.filter(pk=pk, status=InvoiceStatus.DUE).update(attempts=F(\"attempts\") + 1)"
+        ));
+        // Rows whose last answer was lost are claimed again: each claim numbers a new key.
+        assert!(!claimed_from_a_fresh_state(
+            r#"sa.update(captures).where(captures.c.id == capture_id, captures.c.status.in_(("pending", "unknown"))).values(status="in_flight", attempts=captures.c.attempts + 1)"#
+        ));
+        assert!(!claimed_from_a_fresh_state(
+            "UPDATE seat_refunds r SET status = 'submitting', attempts = r.attempts + 1 WHERE r.id = $1 AND r.status IN ('pending', 'unknown')"
+        ));
+        // No state in the condition: every run moves the count.
+        assert!(!claimed_from_a_fresh_state(
+            "Refund.objects.filter(pk=refund.pk).update(attempts=F(\"attempts\") + 1)"
+        ));
+    }
 }

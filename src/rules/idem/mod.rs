@@ -13,6 +13,7 @@ pub(crate) mod key_parameter_ignored;
 pub(crate) mod key_params;
 pub(crate) mod key_ttl_unit;
 pub(crate) mod memcache_add_without_reply;
+pub(crate) mod resend_window_outlives_key;
 pub(crate) mod retried_without_key;
 pub(crate) mod unknown_outcome_new_key;
 pub(crate) mod webhook_claimed_before_applied;

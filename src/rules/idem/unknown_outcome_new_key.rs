@@ -74,6 +74,25 @@ fn check(cx: &mut Ctx<'_>) {
         let Some((test, record, tested)) = state_test(condition, src) else {
             continue;
         };
+        // `if attempt.status == UNKNOWN: attempt.idempotency_key = str(uuid4())`: the attempt
+        // itself is given a new key.
+        if tested.iter().any(|t| {
+            let t = t.trim_matches(['"', '\'']);
+            names_unknown(t.rsplit('.').next().unwrap_or(t))
+        }) && let Some(assignment) = rekeyed(idx, consequence, record, src)
+            && let Some(func) = idx.enclosing(stmt, kinds::FUNCTION_DEFINITION)
+        {
+            let function = facts::qualname(func, idx, src);
+            let finding = cx
+                .report(&RULE, assignment)
+                .arg("function", function.clone())
+                .arg("record", record.to_string())
+                .arg("test", syntax::text(test, src).to_string())
+                .arg("assignment", syntax::normalized(assignment, src))
+                .note("rekeyed");
+            finding.function = function;
+            continue;
+        }
         if !sends_again(idx, consequence, record, src) {
             continue;
         }
@@ -148,6 +167,27 @@ fn state_test<'t, 's>(
         .filter(|t| !t.is_empty())
         .collect();
     (!tested.is_empty()).then_some((condition, record, tested))
+}
+
+/// An assignment in `block` of a fresh key to `record`'s key (`attempt.idempotency_key =
+/// str(uuid.uuid4())`).
+fn rekeyed<'t>(idx: &NodeIndex<'t>, block: Node<'t>, record: &str, src: &str) -> Option<Node<'t>> {
+    idx.within(block, kinds::ASSIGNMENT)
+        .iter()
+        .copied()
+        .find(|a| {
+            let (Some(left), Some(right)) = (a.field("left"), a.field("right")) else {
+                return false;
+            };
+            let Some((object, field)) = syntax::text(left, src).rsplit_once('.') else {
+                return false;
+            };
+            object == record
+                && syntax::name_words(field)
+                    .iter()
+                    .any(|w| w == "key" || w == "idempotency")
+                && FRESH.iter().any(|f| syntax::text(right, src).contains(f))
+        })
 }
 
 /// Whether `block` hands `record` to a call: the attempt sent again as it is.

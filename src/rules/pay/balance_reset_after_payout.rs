@@ -39,7 +39,6 @@ pub(super) fn holds_rows(src: &str) -> bool {
         "with_for_update",
         "for_update",
         "FOR UPDATE",
-        "populate_existing",
         "advisory",
         ".lock(",
         "_lock(",

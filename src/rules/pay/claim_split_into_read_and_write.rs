@@ -41,8 +41,12 @@ fn check(cx: &mut Ctx<'_>) {
         .old
         .as_ref()
         .is_some_and(|old| updates(&old.text));
-    // A file that claims or locks rows somewhere has its own way of keeping runs apart.
-    if !old_updates && !updates(src) && !locks(src) {
+    // A file that claims or locks rows somewhere has its own way of keeping runs apart; one
+    // that moves money, or names a claim, may make a claim of its own.
+    let pays_here = cx
+        .facts
+        .is_some_and(|f| f.payment_module || f.functions.iter().any(|f| f.payment));
+    if !old_updates && !updates(src) && !locks(src) && !pays_here && !src.contains("claim") {
         return;
     }
     let changed: Vec<Node<'_>> = idx
@@ -76,12 +80,14 @@ fn check(cx: &mut Ctx<'_>) {
         } else {
             None
         };
+        let mut own = None;
         let (split, sibling) = match lost {
             Some(lost) => (lost, None),
             None => {
-                let Some(split) = split_claim(idx, func, src, &kept)
-                    .filter(|split| !split.names().any(|r| locks_record(func, src, r)))
-                else {
+                let Some(split) = split_claim(idx, func, src, &kept).filter(|split| {
+                    !split.names().any(|r| locks_record(func, src, r))
+                        && !read_under_a_lock(idx, func, split, src)
+                }) else {
                     continue;
                 };
                 // The old version locked these rows here: PAY025 tells of the lock taken away.
@@ -118,28 +124,35 @@ fn check(cx: &mut Ctx<'_>) {
                         let mut other = lock.clone();
                         other.caller =
                             Some((facts::qualname(*caller, idx, src), syntax::lines(*caller).0));
-                        other
+                        Some(other)
                     }
-                    _ => match apart
+                    _ => apart
                         .iter()
                         .find(|a| a.func != func.id() && a.covers(&split))
-                    {
-                        Some(other) => other.clone(),
-                        None => continue,
-                    },
+                        .cloned(),
                 };
-                (split, Some(other))
+                // Nothing else in the file keeps these rows apart: the claim is this
+                // function's own, read when it says it is one or money follows it.
+                if other.is_none() {
+                    let Some(claim) = own_claim(cx, idx, func, &split, &unlocked) else {
+                        continue;
+                    };
+                    own = Some(claim);
+                }
+                (split, other)
             }
         };
         // Money moved between the test and the write is PAY022's to tell. A payment under a
         // key of its own (`idempotency_key=f"capture-{order.pk}"`) is made once by the provider
         // however many runs pass.
+        // An own claim asked the key itself (`own_claim`): a key the record makes is made once.
         if super::state_checked_then_set::speaks_of(cx, idx, func, split.test)
-            || idx.within(func, kinds::CALL).iter().any(|c| {
-                c.start_byte() > split.test.end_byte()
-                    && super::pays(cx, *c, src)
-                    && super::state_checked_then_set::keyed(*c, src)
-            })
+            || own.is_none()
+                && idx.within(func, kinds::CALL).iter().any(|c| {
+                    c.start_byte() > split.test.end_byte()
+                        && super::pays(cx, *c, src)
+                        && super::state_checked_then_set::keyed(*c, src)
+                })
         {
             continue;
         }
@@ -156,7 +169,16 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("write_line", syntax::lines(split.write).0.to_string());
         match sibling {
             None => {
-                if let Some((claim, claim_src)) = split.claim {
+                if let Some(own) = own {
+                    finding.arg("record", split.record.clone()).note(own.note);
+                    if let Some(money) = own.money {
+                        finding
+                            .arg("money", money.shown)
+                            .arg("money_line", money.line.to_string())
+                            .arg("payer", money.payer)
+                            .severity(crate::review::Severity::Blocker);
+                    }
+                } else if let Some((claim, claim_src)) = split.claim {
                     finding
                         .arg("claim", shown(claim, claim_src))
                         .arg("old_line", syntax::lines(claim).0.to_string());
@@ -183,6 +205,183 @@ fn check(cx: &mut Ctx<'_>) {
         }
         finding.function = name;
     }
+}
+
+/// A claim of the function's own, with no old update to compare with and nothing else in the
+/// file keeping its rows apart.
+struct Own {
+    note: &'static str,
+    money: Option<Money>,
+}
+
+/// Money moved after a claim under no key its record makes.
+struct Money {
+    shown: String,
+    line: u32,
+    /// The function it moves in: the claim's own, or a caller's.
+    payer: String,
+}
+
+/// Whether the record of a split was read through a call named for a lock
+/// (`lock_payment(session, id)`, `_locked_wallet(...)`, `get_for_update(...)`).
+fn read_under_a_lock(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    split: &Split<'_, '_>,
+    src: &str,
+) -> bool {
+    idx.assigned_before(Some(func), &split.record, split.test.start_byte(), src)
+        .map(crate::rules::idem::strip_await)
+        .filter(|v| v.kind() == kinds::CALL)
+        .is_some_and(|load| {
+            let name = syntax::callee_name(load, src);
+            name.ends_with("for_update")
+                || syntax::name_words(name)
+                    .iter()
+                    .any(|w| matches!(w.as_str(), "lock" | "locked" | "locking"))
+        })
+}
+
+/// What makes a test and a write the change wrote a claim of their own: money moved after the
+/// write, in the function or in a caller of the file after its call (two runs that both pass
+/// both pay), or a name that says so (`_claim_order`, `claim_due_retry`, `reserve_seat`). A
+/// key made from the record (`idempotency_key=f"capture-{order.id}"`) has the provider pay once.
+fn own_claim(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    split: &Split<'_, '_>,
+    callers: &[Node<'_>],
+) -> Option<Own> {
+    let src = cx.src();
+    let added = |n: Node<'_>| {
+        let (first, last) = syntax::lines(n);
+        cx.touches_added(first, last)
+    };
+    // A claim moves a state or takes an owner; a balance tested and written apart is PAY008's
+    // and PAY028's.
+    let claimed = syntax::name_words(&split.field).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "status"
+                | "state"
+                | "stage"
+                | "phase"
+                | "step"
+                | "claim"
+                | "claimed"
+                | "locked"
+                | "lock"
+                | "lease"
+                | "leased"
+                | "owner"
+                | "worker"
+                | "pending"
+                | "processing"
+        )
+    });
+    if !claimed || !added(split.test) && !added(split.write) {
+        return None;
+    }
+    let name = syntax::function_name(func, src);
+    let money = |within: Node<'_>, after: usize, record: &str| {
+        money_after(cx, idx, within, after, record).map(|call| Money {
+            shown: super::first_line(call, src),
+            line: syntax::lines(call).0,
+            payer: facts::qualname(within, idx, src),
+        })
+    };
+    let paid = money(func, split.write.end_byte(), &split.record).or_else(|| {
+        callers.iter().find_map(|caller| {
+            let call = idx.within(*caller, kinds::CALL).iter().copied().find(|c| {
+                idx.callee_name(*c, src) == name
+                    && crate::rules::idem::owned_by(idx, *c, Some(*caller))
+            })?;
+            // The caller goes on with what the claim hands back (`order = self._claim_order(
+            // ...)`); money it moves after a call it ignores is another matter's.
+            let record = syntax::bound_name(call, src)?;
+            money(*caller, call.end_byte(), record)
+        })
+    });
+    if paid.is_some() {
+        return Some(Own {
+            note: "own_pays",
+            money: paid,
+        });
+    }
+    let named = |f: Node<'_>| {
+        let words = syntax::name_words(syntax::function_name(f, src));
+        let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+        has(&["claim", "claims", "reserve", "acquire", "lease", "lock"])
+            && !has(&["unlock", "release", "is", "has", "locked", "release"])
+    };
+    (named(func) || callers.iter().any(|c| named(*c))).then_some(Own {
+        note: "own_claim",
+        money: None,
+    })
+}
+
+/// The first call of `func` after byte `after` that moves money a second run would move again:
+/// a payment sent without a key, a refund or payout row written, a payment (or a function of
+/// the change that surely makes one) whose key or arguments do not come from `record`.
+fn money_after<'t>(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    after: usize,
+    record: &str,
+) -> Option<Node<'t>> {
+    let src = cx.src();
+    idx.within(func, kinds::CALL).iter().copied().find(|&c| {
+        if c.start_byte() < after || !crate::rules::idem::owned_by(idx, c, Some(func)) {
+            return false;
+        }
+        let callee = idx.callee_name(c, src);
+        let pays = super::pays(cx, c, src)
+            || crate::rules::idem::named_once(cx, callee)
+                && cx
+                    .change
+                    .reach_surely(cx.side, callee, None, 2, &crate::rules::reach::PAYMENT)
+                    .is_some();
+        if pays {
+            return !made_once_by(c, record, src);
+        }
+        super::state_checked_then_set::moves_money(cx, c, src)
+    })
+}
+
+/// Whether a payment's key or reference, or a helper's arguments when it shows neither, come
+/// from the record alone (`idempotency_key=f"capture-{order.id}"`, `invoice_number=debit.
+/// reference`, `charge(order)`): two runs send the same, and the provider takes the second for
+/// a repeat. One numbered by an attempt or made fresh does not.
+fn made_once_by(call: Node<'_>, record: &str, src: &str) -> bool {
+    let from_record = |text: &str| {
+        !record.is_empty()
+            && (syntax::has_word(text, record) || text.contains(&format!("{record}_id")))
+            && !["uuid", "attempt", "token", "now(", "time("]
+                .iter()
+                .any(|w| text.contains(w))
+    };
+    let keys: Vec<Node<'_>> = syntax::keyword_args(call, src)
+        .into_iter()
+        .filter(|(k, _)| {
+            let words = syntax::name_words(k);
+            syntax::contains_lowercase(k, "idempotency")
+                || crate::rules::idem::key_made_per_attempt::dedup_handle(k)
+                || words.iter().any(|w| {
+                    matches!(
+                        w.as_str(),
+                        "key" | "reference" | "ref" | "invoice" | "number" | "dedup"
+                    )
+                })
+        })
+        .map(|(_, v)| v)
+        .collect();
+    if !keys.is_empty() {
+        return keys.iter().any(|v| from_record(syntax::text(*v, src)));
+    }
+    call.child_by_field_name("arguments")
+        .is_some_and(|a| from_record(syntax::text(a, src)))
 }
 
 /// Whether code updates rows: an ORM's `update(`, SQL's `UPDATE `.
@@ -256,12 +455,28 @@ fn candidate_fields(
         .into_iter()
         .flat_map(|(_, condition)| fields_named(idx, condition, src))
         .chain(reads(idx, func, src).into_iter().map(|(_, field)| field))
+        .chain(sql_picked(func, src))
         .filter(|f| !matches!(f.as_str(), "id" | "pk") && !kept.iter().any(|(_, k)| k == f))
         .collect();
     tested.sort();
     tested.dedup();
     tested.retain(|f| write_after(idx, func, src, f, None, 0).is_some());
     tested
+}
+
+/// The words of the conditions of `func`'s SQL selects (`... WHERE status = 'past_due'`): the
+/// fields they pick rows by, among other words.
+fn sql_picked(func: Node<'_>, src: &str) -> Vec<String> {
+    sql_strings(func, src)
+        .into_iter()
+        .map(|s| syntax::text(s, src))
+        .filter(|text| sql_update(text).is_none())
+        .filter_map(|text| {
+            let at = text.to_ascii_uppercase().find("WHERE")?;
+            Some(sql_words(&text[at..]))
+        })
+        .flatten()
+        .collect()
 }
 
 /// A read of a record in the function, a test of one of its fields that turns the run away,
@@ -296,6 +511,47 @@ fn split_claim<'t>(
                     field,
                     record: record.to_string(),
                     tables,
+                    claim: None,
+                });
+            }
+        }
+    }
+    // Rows picked by the field in SQL (`SELECT id FROM invoices WHERE status = 'past_due'`)
+    // and set by an update of the same table whose own condition leaves it out (`UPDATE
+    // invoices SET status = 'collecting' WHERE id = %(id)s`).
+    let strings = sql_strings(func, src);
+    for (i, select) in strings.iter().enumerate() {
+        let text = syntax::text(*select, src);
+        let upper = text.to_ascii_uppercase();
+        if sql_update(text).is_some() || !upper.contains("SELECT ") || holds_rows(text) {
+            continue;
+        }
+        let Some(at) = upper.find("WHERE") else {
+            continue;
+        };
+        let picked = sql_words(&text[at..]);
+        let tables = records_named(text);
+        let Some(table) = tables.first() else {
+            continue;
+        };
+        for update in &strings[i + 1..] {
+            let written = syntax::text(*update, src);
+            let Some((set, tested)) = sql_update(written) else {
+                continue;
+            };
+            if !records_named(written).iter().any(|r| tables.contains(r)) {
+                continue;
+            }
+            if let Some(field) = set
+                .iter()
+                .find(|f| free(f) && picked.contains(f) && !tested.contains(f))
+            {
+                return Some(Split {
+                    test: *select,
+                    write: *update,
+                    field: field.clone(),
+                    record: table.clone(),
+                    tables: tables.clone(),
                     claim: None,
                 });
             }

@@ -248,8 +248,8 @@ pub(crate) fn hands_a_payment(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
     })
 }
 
-/// `resource = _submit(movement, client)`: a call of a function of the file that makes a
-/// payment call itself (the facts say so).
+/// `resource = _submit(movement, client)`: a call of a function of the file, or of the one
+/// function of the change by that name, that makes a payment call itself (the facts say so).
 pub(crate) fn calls_a_paying_helper(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
     let Some(idx) = cx.index() else {
         return false;
@@ -257,6 +257,13 @@ pub(crate) fn calls_a_paying_helper(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> 
     let name = idx.callee_name(call, src);
     cx.facts
         .is_some_and(|file| file.functions.iter().any(|f| f.payment && f.name == name))
+        // `ach.submit_debit(...)`: the one function of the change by that name, in another
+        // module, that pays.
+        || crate::rules::idem::named_once(cx, name)
+            && cx
+                .change
+                .functions_named(cx.side, name)
+                .any(|(file, f)| !file.is_test && f.payment)
 }
 
 /// Whether every function of the change called `name` takes an amount by position

@@ -41,6 +41,11 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(helper) = idx.enclosing(op, kinds::FUNCTION_DEFINITION) else {
             continue;
         };
+        // `charge.amount - charge.refunded_amount - in_flight`: the refunds still open are
+        // taken away too, here or from the name the difference is bound to.
+        if takes_away_more(op, helper, src) {
+            continue;
+        }
         let field = total.rsplit('.').next().unwrap_or(total);
         // A property that works the total out (`def refunded_amount(self): return
         // self.refunds.filter(state__in=(...)).aggregate(...)`) may count refunds in flight.
@@ -93,6 +98,26 @@ fn refunded_total<'s>(op: Node<'_>, src: &'s str) -> Option<&'s str> {
         .iter()
         .any(|w| w == "refunded")
         .then_some(text)
+}
+
+/// Whether more is taken away from the difference: the subtraction is the left side of another
+/// (`... - charge.refunded_amount - (in_flight or ZERO)`), or the name it is bound to is
+/// reduced later in the function (`left -= pending`, `left - pending`).
+fn takes_away_more(op: Node<'_>, func: Node<'_>, src: &str) -> bool {
+    if let Some(parent) = op.parent().filter(|p| p.kind() == kinds::BINARY_OPERATOR)
+        && parent.field("left").is_some_and(|l| l.id() == op.id())
+        && let Some(right) = parent.field("right")
+        && src
+            .get(op.end_byte()..right.start_byte())
+            .is_some_and(|between| between.trim() == "-")
+    {
+        return true;
+    }
+    let Some(name) = syntax::bound_name(op, src) else {
+        return false;
+    };
+    let after = src.get(op.end_byte()..func.end_byte()).unwrap_or_default();
+    after.contains(&format!("{name} -= ")) || after.contains(&format!("{name} - "))
 }
 
 /// The functions of the file that call `helper` by its name (`refundable_balance(session,

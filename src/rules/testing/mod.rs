@@ -962,7 +962,15 @@ fn methods_called(cx: &Ctx<'_>, test: &TestFn<'_>, name: &str) -> Option<Vec<Str
 /// stand-in (`return FakeMarketplace()`) or hands one to what it builds (`session=fake_api`).
 pub(crate) fn fixture_of_the_change_stands_in(cx: &Ctx<'_>, name: &str) -> bool {
     cx.change.functions_named(cx.side, name).any(|(file, f)| {
-        file.is_test && f.mocks.is_some() && f.decorators.iter().any(|d| d.contains("fixture"))
+        file.is_test
+            && f.mocks.as_deref().is_some_and(|m| {
+                // A sleep of its own (`sleep=fake_sleep`) stands in for no service.
+                m.lines().any(|l| {
+                    !l.split_once('=')
+                        .is_some_and(|(k, _)| syntax::names_sleep(k))
+                })
+            })
+            && f.decorators.iter().any(|d| d.contains("fixture"))
     })
 }
 

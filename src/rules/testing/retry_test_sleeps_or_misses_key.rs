@@ -100,7 +100,9 @@ fn check(cx: &mut Ctx<'_>) {
         let keyed = callees
             .iter()
             .find_map(|c| c.reach(cx, DEPTH, &KEYED))
-            .filter(|r| !mocks.spec_a_class_on(cx, &r.path) && !mocks.configured_on(&r.path));
+            .filter(|r| !mocks.spec_a_class_on(cx, &r.path) && !mocks.configured_on(&r.path))
+            // A read retried (`get_payment`) sends no key, whatever its sender can carry.
+            .filter(|r| !r.path.first().is_some_and(|f| named_for_a_read(f)));
         // `assert len(set(_sent_keys(gateway))) == 1`: a helper of the file may read the keys.
         let checks_key = looks_at_key(cx, &test)
             || cx.facts.is_some_and(|f| {
@@ -144,7 +146,11 @@ fn check(cx: &mut Ctx<'_>) {
         if let Some(call) = own_sleep {
             finding.arg("own_sleep", call).note("own_sleep");
         }
-        if let Some((built, param)) = default_sleep {
+        if let Some((built, param, fixture)) = default_sleep {
+            match fixture {
+                Some(fixture) => finding.arg("fixture", fixture),
+                None => finding.arg("direct", "yes"),
+            };
             finding
                 .arg("built", built)
                 .arg("param", param)
@@ -156,6 +162,27 @@ fn check(cx: &mut Ctx<'_>) {
                 .note("key");
         }
     }
+}
+
+/// A function named for reading (`get_payment`, `MollieClient.fetch_status`, `list_refunds`).
+fn named_for_a_read(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    matches!(
+        syntax::name_words(last).first().map(String::as_str),
+        Some(
+            "get"
+                | "fetch"
+                | "retrieve"
+                | "list"
+                | "find"
+                | "lookup"
+                | "load"
+                | "read"
+                | "search"
+                | "poll"
+                | "query"
+        )
+    )
 }
 
 /// Whether the test hands the code a sleep of its own (`submit_batch(..., sleep=fake_sleep)`).
@@ -173,7 +200,10 @@ fn hands_a_sleep(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
 /// A function or class of the change the test calls that takes the sleep it waits with between
 /// attempts (`submit_batch(..., *, sleep: Sleep = asyncio.sleep)`, `LagomClient(..., sleep=...)`)
 /// and sleeps with it, called with none: the callee (as the test writes it) and the parameter.
-fn sleep_left_to_default(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, String)> {
+fn sleep_left_to_default(
+    cx: &Ctx<'_>,
+    test: &TestFn<'_>,
+) -> Option<(String, String, Option<String>)> {
     let (idx, src) = (cx.index()?, cx.src());
     // The test itself, the helpers of its file it calls (`make_client(http)`, with the call
     // that reaches them) and the fixtures of its file it takes (`service(repo, http, clock)`).
@@ -197,6 +227,107 @@ fn sleep_left_to_default(cx: &Ctx<'_>, test: &TestFn<'_>) -> Option<(String, Str
     scopes
         .into_iter()
         .find_map(|(scope, via)| left_to_default_in(cx, idx, scope, via, src))
+        .map(|(built, param)| (built, param, None))
+        .or_else(|| {
+            left_to_default_in_fixtures(cx, test)
+                .map(|(built, param, fixture)| (built, param, Some(fixture)))
+        })
+}
+
+/// `sleep_left_to_default` through the fixtures of the change's other test files (a
+/// `conftest.py`) the test takes, and those they are built from: one that builds what takes a
+/// sleep (`MollieClient("key", http=http)`) and hands it none. Read from their facts: what
+/// they call, and the sleep they hand over (`sleep=...` in `FunctionFacts::mocks`); a sleep
+/// passed by position is taken as passed. The callee, the parameter and the fixture.
+fn left_to_default_in_fixtures(
+    cx: &Ctx<'_>,
+    test: &TestFn<'_>,
+) -> Option<(String, String, String)> {
+    let (idx, src) = (cx.index()?, cx.src());
+    let mut frontier: Vec<String> = super::parameters(test.node, src)
+        .into_iter()
+        .filter(|p| super::fixture_named(idx, src, p).is_none())
+        .collect();
+    let mut seen: Vec<String> = Vec::new();
+    for _ in 0..3 {
+        let mut next = Vec::new();
+        for name in frontier.drain(..) {
+            if seen.contains(&name) {
+                continue;
+            }
+            seen.push(name.clone());
+            let fixtures = cx
+                .change
+                .functions_named(cx.side, &name)
+                .filter(|(file, f)| {
+                    file.is_test
+                        && file.path != cx.path
+                        && f.decorators.iter().any(|d| d.contains("fixture"))
+                });
+            for (_, fixture) in fixtures {
+                let hands = fixture.mocks.as_deref().is_some_and(|m| {
+                    m.lines().any(|l| {
+                        l.split_once('=')
+                            .is_some_and(|(k, _)| syntax::names_sleep(k))
+                    })
+                });
+                if !hands
+                    && let Some(found) = fixture.callees.iter().find_map(|callee| {
+                        let (def, param, _) = takes_a_sleep(cx, callee)?;
+                        // Positional arguments are not in the facts: only a sleep that
+                        // cannot be passed by position is surely left out.
+                        (def.qualname.contains('.') || def.name == "__init__")
+                            .then(|| (callee.clone(), param.to_string(), name.clone()))
+                    })
+                {
+                    return Some(found);
+                }
+                next.extend(fixture.fixture_params.iter().cloned());
+            }
+        }
+        frontier = next;
+    }
+    None
+}
+
+/// The function or class of the change called `name` (`submit_batch`, `LagomClient`, for its
+/// `__init__`) that takes the sleep it waits with between attempts and sleeps with it: its
+/// facts, the parameter and its place.
+fn takes_a_sleep<'c>(
+    cx: &Ctx<'c>,
+    name: &str,
+) -> Option<(&'c crate::rules::facts::FunctionFacts, &'c str, Option<u32>)> {
+    // `submit_batch`, `Client.submit_batch`, `LagomClient.__init__`: what the call names.
+    let named = |qualname: &str, tail: &str| {
+        qualname
+            .strip_suffix(tail)
+            .is_some_and(|head| head.is_empty() || head.ends_with('.'))
+    };
+    let constructor = format!("{name}.__init__");
+    let (file, def) = cx
+        .change
+        .functions_named(cx.side, name)
+        .chain(cx.change.functions_named(cx.side, "__init__"))
+        .find(|(file, f)| {
+            !file.is_test
+                && f.sleep_param.is_some()
+                && (named(&f.qualname, name) || named(&f.qualname, &constructor))
+        })?;
+    let (param, place) = def.sleep_param.as_deref()?;
+    // The constructor stores the sleep; a method of its class waits with it
+    // (`await self._sleep(delay)`).
+    let waits = |f: &crate::rules::facts::FunctionFacts| {
+        f.sleeps || f.callees.iter().any(|c| syntax::names_sleep(c))
+    };
+    let sleeps = if def.name == "__init__" {
+        let class = def.qualname.strip_suffix("__init__")?;
+        file.functions
+            .iter()
+            .any(|m| waits(m) && m.qualname.starts_with(class))
+    } else {
+        waits(def)
+    };
+    sleeps.then_some((def, &**param, *place))
 }
 
 /// `sleep_left_to_default` for the calls of one scope; `via`: the test's call of it, when it is
@@ -220,43 +351,14 @@ fn left_to_default_in(
         if name.is_empty() {
             return None;
         }
-        // `submit_batch`, `Client.submit_batch`, `LagomClient.__init__`: what the call names.
-        let named = |qualname: &str, tail: &str| {
-            qualname
-                .strip_suffix(tail)
-                .is_some_and(|head| head.is_empty() || head.ends_with('.'))
-        };
-        let constructor = format!("{name}.__init__");
-        let (file, def) = cx
-            .change
-            .functions_named(cx.side, name)
-            .chain(cx.change.functions_named(cx.side, "__init__"))
-            .find(|(file, f)| {
-                !file.is_test
-                    && f.sleep_param.is_some()
-                    && (named(&f.qualname, name) || named(&f.qualname, &constructor))
-            })?;
-        let (param, place) = def.sleep_param.as_deref()?;
-        // The constructor stores the sleep; a method of its class waits with it
-        // (`await self._sleep(delay)`).
-        let waits = |f: &crate::rules::facts::FunctionFacts| {
-            f.sleeps || f.callees.iter().any(|c| syntax::names_sleep(c))
-        };
-        let sleeps = if def.name == "__init__" {
-            let class = def.qualname.strip_suffix("__init__")?;
-            file.functions
-                .iter()
-                .any(|m| waits(m) && m.qualname.starts_with(class))
-        } else {
-            waits(def)
-        };
+        let (def, param, place) = takes_a_sleep(cx, name)?;
         let positional = syntax::positional_args(call).len() as u32;
         // `self` takes the first place of a method's parameters.
         let offset = u32::from(def.qualname.contains('.'));
         let passed = syntax::keyword_arg(call, param, src).is_some()
             || place.is_some_and(|p| p < positional + offset)
             || spread.as_ref().is_some_and(|(keys, updated)| {
-                keys.iter().any(|k| **k == **param)
+                keys.iter().any(|k| **k == *param)
                     || *updated && via.is_some_and(|v| syntax::keyword_arg(v, param, src).is_some())
             })
             // A helper the test hands a sleep of its own (`make_client(http, sleep=sleep)`).
@@ -265,7 +367,7 @@ fn left_to_default_in(
                     .iter()
                     .any(|(k, _)| syntax::names_sleep(k))
             });
-        (sleeps && !passed).then(|| (syntax::callee(call, src).to_string(), param.to_string()))
+        (!passed).then(|| (syntax::callee(call, src).to_string(), param.to_string()))
     })
 }
 
@@ -627,6 +729,13 @@ fn sets_up_a_failure(text: &str) -> bool {
         "status_code=429",
         "response(5",
         "response(429",
+        // Failures a fake is scripted with by name (`script = ["timeout_before", "conflict"]`).
+        "timeout_before",
+        "timeout_after",
+        "conflict",
+        "server_error",
+        "connect_error",
+        "connection_error",
     ]
     .iter()
     .any(|w| lower.contains(w))
