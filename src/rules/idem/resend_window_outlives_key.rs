@@ -22,13 +22,15 @@ pub(crate) static RULE: Rule = Rule {
 };
 
 /// Every finding is a constant named for a window of retries, in code that sends payments
-/// again under stored keys.
+/// again under stored keys. The facts are asked before the text is searched.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.mentions(&["WINDOW", "_AGE", "DEADLINE", "HORIZON", "GIVE_UP"])
         && (s.facts.payment_module
-            || s.facts.functions.iter().any(|f| f.payment)
-            || s.mentions(&["idempotency", "Idempotency", "IDEMPOTENCY"]))
+            || s.facts
+                .functions
+                .iter()
+                .any(|f| f.payment || f.mentions_idempotency))
+        && s.mentions(&["WINDOW", "_AGE", "DEADLINE", "HORIZON", "GIVE_UP"])
 }
 
 fn check(cx: &mut Ctx<'_>) {

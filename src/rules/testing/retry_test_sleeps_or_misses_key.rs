@@ -579,6 +579,9 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
         "never_retr",
         "without_retr",
         "dont_retr",
+        "doesnt_retr",
+        "wont_retr",
+        "isnt_retr",
     ]
     .iter()
     .any(|w| name.contains(w));
