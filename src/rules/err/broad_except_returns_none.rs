@@ -163,37 +163,19 @@ fn check(cx: &mut Ctx<'_>) {
     }
 }
 
-/// The caller that tests the result of a lookup of a payment object (`find_transfer`,
-/// `_find_gateway_refund`) on its way to a payment, where the lookup returns values and `None`
-/// (nothing found): its qualified name and place. A lookup of a customer or a rate is left to
-/// the reading of every `None`.
+/// The caller that tests the result of a lookup of a payment or a payment's record
+/// (`find_transfer`, `_find_gateway_refund`, by the vocabulary) on its way to a payment, where
+/// the lookup returns values and `None` (nothing found): its qualified name and place. A lookup
+/// of a customer or a rate is left to the reading of every `None`.
 fn read_as_not_found(cx: &Ctx<'_>, function: &FunctionFacts) -> Option<(String, String)> {
-    let words = syntax::name_words(&function.name);
-    let lookup = words.first().is_some_and(|w| {
+    let name = &function.name;
+    let lookup = syntax::name_words(name).first().is_some_and(|w| {
         matches!(
             w.as_str(),
             "find" | "lookup" | "look" | "search" | "get" | "fetch" | "retrieve" | "locate"
         )
     });
-    let object = words.iter().any(|w| {
-        matches!(
-            w.as_str(),
-            "payment"
-                | "payments"
-                | "charge"
-                | "charges"
-                | "refund"
-                | "refunds"
-                | "transfer"
-                | "transfers"
-                | "payout"
-                | "payouts"
-                | "transaction"
-                | "capture"
-                | "debit"
-                | "intent"
-        )
-    });
+    let object = cx.vocab.is_payment_operation(name) || cx.vocab.is_entity(name);
     if !lookup || !object || !function.returns_value || function.none_returns.is_empty() {
         return None;
     }

@@ -313,7 +313,7 @@ fn own_claim(
         let words = syntax::name_words(syntax::function_name(f, src));
         let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
         has(&["claim", "claims", "reserve", "acquire", "lease", "lock"])
-            && !has(&["unlock", "release", "is", "has", "locked", "release"])
+            && !has(&["unlock", "release", "is", "has", "locked"])
     };
     (named(func) || callers.iter().any(|c| named(*c))).then_some(Own {
         note: "own_claim",

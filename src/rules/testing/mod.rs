@@ -12,7 +12,7 @@ use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::Ctx;
-use crate::rules::facts::FunctionFacts;
+use crate::rules::facts::{FileFacts, FunctionFacts};
 use crate::rules::reach::{Reach, Trait};
 use crate::source::Side;
 
@@ -734,10 +734,23 @@ fn live_cache(fixture: &str) -> bool {
 /// from `idempotency` from `redis`, which makes a `FakeRedis` (fixtures of the change's test
 /// files, a `conftest.py` or the test's own; a few levels).
 fn fixture_mocks(cx: &Ctx<'_>, params: &[String]) -> Vec<String> {
+    change_fixtures(cx, params, 4)
+        .into_iter()
+        .filter_map(|(_, fixture)| fixture.mocks.as_deref().map(str::to_string))
+        .collect()
+}
+
+/// The fixtures of the change's test files (a `conftest.py`, the test's own) named by
+/// `params`, and those they are built from, `levels` deep, nearest first, with their files.
+pub(super) fn change_fixtures<'c>(
+    cx: &Ctx<'c>,
+    params: &[String],
+    levels: usize,
+) -> Vec<(&'c FileFacts, &'c FunctionFacts)> {
     let mut out = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
     let mut frontier: Vec<&str> = params.iter().map(String::as_str).collect();
-    for _ in 0..4 {
+    for _ in 0..levels {
         let mut next = Vec::new();
         for name in frontier.drain(..) {
             if seen.contains(&name) {
@@ -750,9 +763,9 @@ fn fixture_mocks(cx: &Ctx<'_>, params: &[String]) -> Vec<String> {
                 .filter(|(file, f)| {
                     file.is_test && f.decorators.iter().any(|d| d.contains("fixture"))
                 });
-            for (_, fixture) in fixtures {
-                out.extend(fixture.mocks.as_deref().map(str::to_string));
+            for (file, fixture) in fixtures {
                 next.extend(fixture.fixture_params.iter().map(String::as_str));
+                out.push((file, fixture));
             }
         }
         frontier = next;

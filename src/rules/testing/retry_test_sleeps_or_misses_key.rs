@@ -237,57 +237,39 @@ fn sleep_left_to_default(
 /// `sleep_left_to_default` through the fixtures of the change's other test files (a
 /// `conftest.py`) the test takes, and those they are built from: one that builds what takes a
 /// sleep (`MollieClient("key", http=http)`) and hands it none. Read from their facts: what
-/// they call, and the sleep they hand over (`sleep=...` in `FunctionFacts::mocks`); a sleep
-/// passed by position is taken as passed. The callee, the parameter and the fixture.
+/// they call, and the sleep they hand over (`sleep=...` in `FunctionFacts::mocks`); positional
+/// arguments are not in the facts, so only a keyword-only sleep is surely left out. The callee,
+/// the parameter and the fixture.
 fn left_to_default_in_fixtures(
     cx: &Ctx<'_>,
     test: &TestFn<'_>,
 ) -> Option<(String, String, String)> {
     let (idx, src) = (cx.index()?, cx.src());
-    let mut frontier: Vec<String> = super::parameters(test.node, src)
+    // The test file's own fixtures are read from their code by `left_to_default_in`.
+    let params: Vec<String> = super::parameters(test.node, src)
         .into_iter()
         .filter(|p| super::fixture_named(idx, src, p).is_none())
         .collect();
-    let mut seen: Vec<String> = Vec::new();
-    for _ in 0..3 {
-        let mut next = Vec::new();
-        for name in frontier.drain(..) {
-            if seen.contains(&name) {
-                continue;
+    super::change_fixtures(cx, &params, 3)
+        .into_iter()
+        .filter(|(file, _)| file.path != cx.path)
+        .find_map(|(_, fixture)| {
+            let hands = fixture.mocks.as_deref().is_some_and(|m| {
+                m.lines().any(|l| {
+                    l.split_once('=')
+                        .is_some_and(|(k, _)| syntax::names_sleep(k))
+                })
+            });
+            if hands {
+                return None;
             }
-            seen.push(name.clone());
-            let fixtures = cx
-                .change
-                .functions_named(cx.side, &name)
-                .filter(|(file, f)| {
-                    file.is_test
-                        && file.path != cx.path
-                        && f.decorators.iter().any(|d| d.contains("fixture"))
-                });
-            for (_, fixture) in fixtures {
-                let hands = fixture.mocks.as_deref().is_some_and(|m| {
-                    m.lines().any(|l| {
-                        l.split_once('=')
-                            .is_some_and(|(k, _)| syntax::names_sleep(k))
-                    })
-                });
-                if !hands
-                    && let Some(found) = fixture.callees.iter().find_map(|callee| {
-                        let (def, param, _) = takes_a_sleep(cx, callee)?;
-                        // Positional arguments are not in the facts: only a sleep that
-                        // cannot be passed by position is surely left out.
-                        (def.qualname.contains('.') || def.name == "__init__")
-                            .then(|| (callee.clone(), param.to_string(), name.clone()))
-                    })
-                {
-                    return Some(found);
-                }
-                next.extend(fixture.fixture_params.iter().cloned());
-            }
-        }
-        frontier = next;
-    }
-    None
+            fixture.callees.iter().find_map(|callee| {
+                let (_, param, place) = takes_a_sleep(cx, callee)?;
+                place
+                    .is_none()
+                    .then(|| (callee.clone(), param.to_string(), fixture.name.clone()))
+            })
+        })
 }
 
 /// The function or class of the change called `name` (`submit_batch`, `LagomClient`, for its
