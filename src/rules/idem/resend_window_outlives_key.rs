@@ -208,14 +208,17 @@ fn span_of_text(name: &str, value: &str) -> Option<f64> {
     span(idx, text, name, assignment.field("right")?)
 }
 
-/// Seconds per unit of a constant by its name's last words; `None` for a count, not a time.
+/// Seconds per unit of a constant by its name's last words (PAY017's units, and days and the
+/// short forms a lifetime is written with); `None` for a count, not a time.
 fn unit(name: &str) -> Option<f64> {
+    if let Some((seconds, _)) = crate::rules::pay::time_units_mixed::unit_of(name) {
+        return Some(seconds);
+    }
     let words = syntax::name_words(name);
     let last = words.last().map(String::as_str).unwrap_or_default();
     Some(match last {
-        "ms" | "millis" | "milliseconds" => 0.001,
-        "minutes" | "minute" | "mins" | "min" => 60.0,
-        "hours" | "hour" | "hrs" | "h" => 3600.0,
+        "min" => 60.0,
+        "h" => 3600.0,
         "days" | "day" | "d" => 86400.0,
         "count" | "attempts" | "retries" | "times" | "max" => return None,
         _ => 1.0,

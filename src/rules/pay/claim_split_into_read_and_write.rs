@@ -235,10 +235,11 @@ fn read_under_a_lock(
         .filter(|v| v.kind() == kinds::CALL)
         .is_some_and(|load| {
             let name = syntax::callee_name(load, src);
-            name.ends_with("for_update")
+            super::state_checked_then_set::takes_lock(load, src)
+                || name.ends_with("for_update")
                 || syntax::name_words(name)
                     .iter()
-                    .any(|w| matches!(w.as_str(), "lock" | "locked" | "locking"))
+                    .any(|w| w == "locked" || w == "locking")
         })
 }
 

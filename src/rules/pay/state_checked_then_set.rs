@@ -164,7 +164,7 @@ fn stale_read<'t>(
 }
 
 /// A call that takes a lock: `wait_lock(...)`, `pg_advisory_xact_lock(...)`, `redis.lock(...)`.
-fn takes_lock(call: Node<'_>, src: &str) -> bool {
+pub(super) fn takes_lock(call: Node<'_>, src: &str) -> bool {
     let name = syntax::callee_name(call, src);
     let words = syntax::name_words(name);
     words.iter().any(|w| w == "lock" || w == "advisory")

@@ -52,7 +52,7 @@ fn units_named(text: &str) -> usize {
 }
 
 /// A unit, in seconds.
-fn unit_of(name: &str) -> Option<(f64, &'static str)> {
+pub(crate) fn unit_of(name: &str) -> Option<(f64, &'static str)> {
     let words = syntax::name_words(name);
     let last = words.last()?;
     Some(match last.as_str() {
