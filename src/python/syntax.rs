@@ -719,10 +719,24 @@ pub fn runs_argument(name: &str) -> Option<usize> {
 
 /// Whether code (not its comments) names an idempotency key (`IDEMPOTENCY_WORDS`).
 pub fn code_names_idempotency(code: &str) -> bool {
-    IDEMPOTENCY_WORDS
-        .iter()
-        .any(|w| code_contains_lowercase(code, w))
-        || names_a_brand_request_id(code)
+    IDEMPOTENCY_WORDS.iter().any(|w| {
+        code_contains_lowercase(code, w) && (*w != "idempot" || names_more_than_a_property(code))
+    }) || names_a_brand_request_id(code)
+}
+
+/// Whether `idempot...` in code names more than the property of a request: not only
+/// `idempotent=False` handed to a sender, `is_idempotent(method)`, `IDEMPOTENT_METHODS`, which
+/// say whether a request may be sent again and carry no key. `idempotent_key` is a key.
+fn names_more_than_a_property(code: &str) -> bool {
+    let lower = code.to_ascii_lowercase();
+    lower.match_indices("idempot").any(|(at, _)| {
+        let rest = &lower[at + "idempot".len()..];
+        let Some(after) = rest.strip_prefix("ent") else {
+            return true;
+        };
+        let after = after.trim_start_matches(['_', '-']);
+        ["key", "id", "token"].iter().any(|k| after.starts_with(k)) || after.starts_with("ly")
+    })
 }
 
 /// A provider's own request-id header, which it deduplicates requests on, as PayPal does

@@ -86,6 +86,10 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(locals) = only_logs(handler, src) else {
             continue;
         };
+        // `return await self._defer(refund, exc.code)`: the failure is handed on to be kept.
+        if hands_on_the_error(clause, handler, src) {
+            continue;
+        }
         // `except OutcomeUnknown: log; return refund`: the step may have worked, and the
         // record is left as it was for the notification or the reconciliation to decide; the
         // success recorded after the `try` is skipped. Not in a provider's webhook, where the
@@ -137,6 +141,11 @@ fn check(cx: &mut Ctx<'_>) {
         if inbound.is_none() && keeps_a_failure(handler, src) {
             continue;
         }
+        // A task run apart whose last word this is: nothing goes on after it as if the step had
+        // worked, and the step keeps its own state for whoever runs it next.
+        if inbound.is_none() && after.trim().is_empty() && detached(idx, func, src) {
+            continue;
+        }
         let Some((step, pays)) = step_of(cx, idx, func, body, inbound.is_some()) else {
             marker_moved_on(cx, idx, clause, try_statement, body);
             continue;
@@ -185,6 +194,41 @@ fn check(cx: &mut Ctx<'_>) {
             finding.severity(Severity::Important);
         }
     }
+}
+
+/// Whether the file only ever hands `func` to a spawner of a background task
+/// (`app.add_task(_capture_now(...))`, `asyncio.create_task(...)`, FastAPI's
+/// `background_tasks.add_task(send_receipt, ...)`) and never calls it to go on with what it did.
+fn detached(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
+    let name = syntax::function_name(func, src);
+    let spawner = |call: Node<'_>| {
+        matches!(
+            syntax::callee_name(call, src),
+            "add_task"
+                | "create_task"
+                | "ensure_future"
+                | "spawn"
+                | "start_soon"
+                | "run_coroutine_threadsafe"
+        )
+    };
+    let mut spawned = false;
+    for &call in idx.all(kinds::CALL) {
+        if spawner(call) {
+            spawned |= syntax::positional_args(call).iter().any(|a| {
+                (a.kind() == kinds::IDENTIFIER && syntax::text(*a, src) == name)
+                    || (a.kind() == kinds::CALL && syntax::callee_name(*a, src) == name)
+            });
+        } else if syntax::callee_name(call, src) == name
+            && !call
+                .parent()
+                .and_then(|list| list.parent())
+                .is_some_and(spawner)
+        {
+            return false;
+        }
+    }
+    spawned
 }
 
 /// Whether a consumer's handler `continue`s past the acknowledgement that follows its `try`
@@ -314,6 +358,29 @@ fn only_logs<'s>(handler: Node<'_>, src: &'s str) -> Option<Vec<&'s str>> {
             _ => false,
         });
     all.then_some(locals)
+}
+
+/// Whether a handler returns what a call makes of the error it caught
+/// (`return await self._defer(refund, exc.code)`, `return self._park(payment, str(error))`): the
+/// failure is recorded where the call goes, not dropped.
+fn hands_on_the_error(clause: Node<'_>, handler: Node<'_>, src: &str) -> bool {
+    let Some(alias) = syntax::except_alias(clause, src) else {
+        return false;
+    };
+    syntax::statements(handler).iter().any(|s| {
+        s.kind() == kinds::RETURN_STATEMENT
+            && s.named_child(0)
+                .map(crate::rules::idem::strip_await)
+                .is_some_and(|v| {
+                    let callee = syntax::callee(v, src).to_ascii_lowercase();
+                    v.kind() == kinds::CALL
+                        && !logs(syntax::callee(v, src))
+                        // An answer to whoever called is not where a failure is kept.
+                        && !["response", "json", "render"].iter().any(|w| callee.contains(w))
+                        && v.field("arguments")
+                            .is_some_and(|a| syntax::has_word(syntax::text(a, src), alias))
+                })
+    })
 }
 
 /// Whether a handler keeps the failure in a local (`capture_status = "failed"`).

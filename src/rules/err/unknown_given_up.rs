@@ -69,6 +69,25 @@ fn retries_spent<'t>(
         })
 }
 
+/// Whether a handler that returns or raises for some errors sends the retryable ones round the
+/// loop again (`if exc.retryable: last_error = exc; continue`, `if isinstance(exc,
+/// GatewayTimeout): continue`): for those, the loop runs out as it would with no `return`.
+fn goes_round_when_retryable(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str) -> bool {
+    idx.within(handler, kinds::IF_STATEMENT).iter().any(|test| {
+        let (Some(condition), Some(body)) = (test.field("condition"), test.field("consequence"))
+        else {
+            return false;
+        };
+        let condition = syntax::text(condition, src).to_ascii_lowercase();
+        ["retr", "timeout", "unavailable", "transient", "unknown"]
+            .iter()
+            .any(|w| condition.contains(w))
+            && syntax::statements(body)
+                .last()
+                .is_some_and(|s| s.kind() == kinds::CONTINUE_STATEMENT)
+    })
+}
+
 /// A retry loop whose timeout handler lets the loop go round again, with no `break`, left on
 /// success by a `return`: the statements after it run only when every attempt timed out. The
 /// first of them that marks the record failed.
@@ -79,8 +98,9 @@ fn exhausted<'t>(
     src: &str,
 ) -> Option<GivenUp<'t>> {
     let handler = syntax::except_body(clause)?;
-    if !idx.within(handler, kinds::RETURN_STATEMENT).is_empty()
-        || !idx.within(handler, kinds::RAISE_STATEMENT).is_empty()
+    if (!idx.within(handler, kinds::RETURN_STATEMENT).is_empty()
+        || !idx.within(handler, kinds::RAISE_STATEMENT).is_empty())
+        && !goes_round_when_retryable(idx, handler, src)
     {
         return None;
     }

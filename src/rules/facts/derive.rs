@@ -604,6 +604,14 @@ fn merge(
         let moved = |line: u32| (i64::from(line) + shift).clamp(0, i64::from(u32::MAX)) as u32;
         while f < new_facts.functions.len() && new_lines.at(new_facts.functions[f].lines.0) < b {
             let mut func = new_facts.functions[f].clone();
+            // A step of the function's own code moves with it; one of a module constant it
+            // reads keeps the constant's line.
+            let (first, last) = func.lines;
+            for (_, line) in func.steps.iter_mut() {
+                if (first..=last).contains(line) {
+                    *line = moved(*line);
+                }
+            }
             func.lines = (moved(func.lines.0), moved(func.lines.1));
             for line in &mut func.none_returns {
                 *line = moved(*line);

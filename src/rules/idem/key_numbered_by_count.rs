@@ -96,6 +96,11 @@ fn check(cx: &mut Ctx<'_>) {
                         claimed_in_another_module(cx, idx, func, site.value, src).map(
                             |(counter, claim, field)| (counter, claim, field, "claimed_elsewhere"),
                         )
+                    })
+                    .or_else(|| {
+                        stored_key_numbered(site.value, src)
+                            .filter(|(_, _, field)| stepped_but_on_a_refusal(cx, field))
+                            .map(|(counter, key, field)| (counter, key, field, "stored"))
                     });
                 if let Some((counter, at, field, how)) = advanced
                     && !reported.contains(&at.id())
@@ -113,7 +118,9 @@ fn check(cx: &mut Ctx<'_>) {
                         .arg("field", field)
                         .note(how)
                         .severity(Severity::Blocker);
-                    if how == "claimed_elsewhere" {
+                    if how == "stored" {
+                        finding.arg("stored", syntax::normalized(at, src));
+                    } else if how == "claimed_elsewhere" {
                         finding
                             .arg("claim", syntax::callee(at, src).to_string())
                             .arg("place", place);
@@ -510,12 +517,13 @@ fn saved_stamp<'t>(
 
 /// The fields a function's text moves on by one, each with its line (`first` is the text's):
 /// `submit_attempts = p.submit_attempts + 1`, `attempts=Movement.attempts + 1`,
-/// `attempts=F("attempts") + 1`. A field set to itself plus one, counted or not.
+/// `attempts=F("attempts") + 1`, `dispute.accept_attempts += 1`. A field set to itself plus one,
+/// counted or not.
 pub(crate) fn stepped_fields(text: &str, first: u32) -> crate::rules::facts::Steps {
     // Asked of every function by the facts pass: most have no `+`, and the finders are built
     // once.
-    static STEPS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 2]> =
-        std::sync::LazyLock::new(|| ["+ 1", "+1"].map(memchr::memmem::Finder::new));
+    static STEPS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 3]> =
+        std::sync::LazyLock::new(|| ["+ 1", "+1", "+= 1"].map(memchr::memmem::Finder::new));
     let mut out: Vec<(Box<str>, u32)> = Vec::new();
     if memchr::memchr(b'+', text.as_bytes()).is_none() {
         return out.into();
@@ -539,10 +547,13 @@ pub(crate) fn stepped_fields(text: &str, first: u32) -> crate::rules::facts::Ste
         // Set to itself: `field = ...field + 1` or `field=...` earlier on the line.
         let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
         let line = &text[line_start..at];
-        let assigned = [format!("{field} ="), format!("{field}=")].iter().any(|a| {
-            line.find(a.as_str())
-                .is_some_and(|i| i + field.len() < line.len() - field.len())
-        });
+        // `dispute.accept_attempts += 1`.
+        let augmented = text[at..].starts_with("+=");
+        let assigned = augmented
+            || [format!("{field} ="), format!("{field}=")].iter().any(|a| {
+                line.find(a.as_str())
+                    .is_some_and(|i| i + field.len() < line.len() - field.len())
+            });
         if assigned && !out.iter().any(|(f, _)| **f == *field) {
             let number = first + text[..at].matches('\n').count() as u32;
             out.push((field.into(), number));
@@ -617,6 +628,54 @@ fn claimed_in_another_module<'t>(
             stepped_at(cx, syntax::callee_name(claim, src), field)?;
             Some((read, claim, field.to_string()))
         })
+}
+
+/// The record's stored key numbered by the record's own count of attempts
+/// (`f"{refund.idempotency_key}-{refund.attempts}"`, `f"{dispute.accept_request_id}-{dispute.
+/// accept_attempts}"`): a key is stored so that every attempt sends it unchanged, and the count
+/// it is numbered by is the one thing that differs between two attempts. The count read, the
+/// stored key read, and the count's field.
+fn stored_key_numbered<'t>(value: Node<'t>, src: &str) -> Option<(Node<'t>, Node<'t>, String)> {
+    let reads = syntax::descendants(value, &[kinds::ATTRIBUTE, kinds::SUBSCRIPT]);
+    let field_of = |read: Node<'t>| {
+        let (record, field) = object_and_field(read, src)?;
+        (record.kind() == kinds::IDENTIFIER).then(|| (syntax::text(record, src), field))
+    };
+    reads.iter().find_map(|&count| {
+        let (record, field) = field_of(count)?;
+        if !counts_attempts(field) {
+            return None;
+        }
+        let stored = reads.iter().copied().find(|&key| {
+            field_of(key).is_some_and(|(r, f)| {
+                r == record && f != field && {
+                    let words = syntax::name_words(f);
+                    super::key_made_per_attempt::names_idempotency_key(f)
+                        || words.iter().any(|w| w == "key")
+                        || words.ends_with(&["request".to_string(), "id".to_string()])
+                }
+            })
+        })?;
+        Some((count, stored, field.to_string()))
+    })
+}
+
+/// Whether a function of the change moves `field` on by one (a claim's SQL, `dispute.
+/// accept_attempts += 1` in a job that sends again), other than one named for a refusal
+/// (`reopen_after_decline`): a count moved only once the provider said no numbers a new payment,
+/// not a second send of the same one.
+fn stepped_but_on_a_refusal(cx: &Ctx<'_>, field: &str) -> bool {
+    cx.change.side(cx.side).any(|file| {
+        file.functions.iter().any(|f| {
+            f.steps.iter().any(|(stepped, _)| **stepped == *field)
+                && !syntax::name_words(&f.name).iter().any(|w| {
+                    matches!(
+                        w.as_str(),
+                        "decline" | "declined" | "refusal" | "refused" | "rejected" | "reject"
+                    )
+                })
+        })
+    })
 }
 
 /// Where a function of the change named `name` moves `field` on by one: `path:line`.

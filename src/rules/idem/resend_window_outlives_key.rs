@@ -30,7 +30,9 @@ fn gate(s: &Scan<'_>) -> bool {
                 .functions
                 .iter()
                 .any(|f| f.payment || f.mentions_idempotency))
-        && s.mentions(&["WINDOW", "_AGE", "DEADLINE", "HORIZON", "GIVE_UP"])
+        && s.mentions(&[
+            "WINDOW", "_AGE", "DEADLINE", "HORIZON", "GIVE_UP", "DELAYS", "SCHEDULE", "BACKOFFS",
+        ])
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -43,14 +45,20 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         };
         let name = syntax::text(left, src);
-        if left.kind() != kinds::IDENTIFIER || !names_a_window(name) {
+        let schedule = names_a_schedule(name);
+        if left.kind() != kinds::IDENTIFIER || !(names_a_window(name) || schedule) {
             continue;
         }
         let (first, last) = syntax::lines(assignment);
         if !cx.touches_added(first, last) {
             continue;
         }
-        let Some(window) = span(idx, src, name, right) else {
+        let window = if schedule {
+            summed(idx, src, name, right)
+        } else {
+            span(idx, src, name, right)
+        };
+        let Some(window) = window else {
             continue;
         };
         let Some(kept) = key_lifetime(cx, idx, src).filter(|k| k.seconds < window) else {
@@ -67,6 +75,9 @@ fn check(cx: &mut Ctx<'_>) {
             Some(path) => finding.arg("key_path", path).note("imported"),
             None => finding.note("here"),
         };
+        if schedule {
+            finding.note("schedule");
+        }
         // One window per file is the whole story.
         return;
     }
@@ -96,6 +107,44 @@ fn names_a_window(name: &str) -> bool {
         ])
 }
 
+/// A name for the delays between the sends of a payment whose answer was lost, under its key:
+/// `TIMEOUT_RETRY_DELAYS`, `RESEND_SCHEDULE`, `UNKNOWN_OUTCOME_BACKOFFS`. The last attempt goes
+/// out their sum after the first. Not a dunning schedule (`RETRY_SCHEDULE` of days between
+/// charges after a decline), where each attempt is a new payment under a new key.
+fn names_a_schedule(name: &str) -> bool {
+    let words = syntax::name_words(name);
+    let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+    has(&[
+        "timeout",
+        "timeouts",
+        "resend",
+        "resends",
+        "resubmit",
+        "unknown",
+        "unanswered",
+        "unconfirmed",
+    ]) && has(&["delays", "schedule", "backoffs", "countdowns", "intervals"])
+}
+
+/// The sum of a literal list or tuple of delays, each in the unit the name gives (seconds when
+/// it gives none) or a `timedelta(...)`.
+fn summed(idx: &NodeIndex<'_>, src: &str, name: &str, value: Node<'_>) -> Option<f64> {
+    if !matches!(value.kind(), kinds::TUPLE | kinds::LIST) {
+        return None;
+    }
+    let delays: Vec<Node<'_>> = crate::python::named_children(value)
+        .into_iter()
+        .filter(|n| n.kind() != kinds::COMMENT)
+        .collect();
+    if delays.len() < 2 {
+        return None;
+    }
+    delays
+        .into_iter()
+        .map(|d| span(idx, src, name, d))
+        .sum::<Option<f64>>()
+}
+
 /// A name for how long a key is kept: `IDEMPOTENCY_KEY_TTL`, `KEY_RETENTION_HOURS`,
 /// `IDEMPOTENCY_EXPIRY`. Not a lock's, which is meant to be short.
 fn names_a_key_lifetime(name: &str) -> bool {
@@ -114,7 +163,18 @@ fn names_a_key_lifetime(name: &str) -> bool {
             "memory",
             "remembered",
         ])
-        && !has(&["lock", "mutex"])
+        // A queue's or a notice's dedup (`ENQUEUE_DEDUP_TTL`) is not the provider's key.
+        && !has(&[
+            "lock",
+            "mutex",
+            "enqueue",
+            "queue",
+            "queued",
+            "task",
+            "email",
+            "notice",
+            "notification",
+        ])
 }
 
 /// A key's lifetime found for the file: its line, and the path of the module it is in when not

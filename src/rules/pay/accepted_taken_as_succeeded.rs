@@ -271,16 +271,15 @@ fn states_class(name: &str) -> bool {
 
 /// Whether the value is compared rather than written (`if refund.status == RefundStatus.
 /// SUCCEEDED:`, `status in (RefundStatus.SUCCEEDED, ...)`), or looked up by (`{RefundStatus.
-/// COMPLETED: 201}.get(refund.status, 202)`, a table keyed by states).
+/// COMPLETED: 201}.get(refund.status, 202)`, a table keyed by states), or is a state moved from
+/// (`from_statuses=SENT | {PayoutStatus.PAID}`: a set of states is a condition, not a write).
 fn compared(value: Node<'_>) -> bool {
     let mut node = value;
     while let Some(parent) = node.parent() {
         match parent.kind() {
-            kinds::COMPARISON_OPERATOR => return true,
+            kinds::COMPARISON_OPERATOR | kinds::SET => return true,
             kinds::PAIR => return parent.field("key").is_some_and(|k| k.id() == node.id()),
-            kinds::TUPLE | kinds::LIST | kinds::SET | kinds::PARENTHESIZED_EXPRESSION => {
-                node = parent
-            }
+            kinds::TUPLE | kinds::LIST | kinds::PARENTHESIZED_EXPRESSION => node = parent,
             _ => return false,
         }
     }

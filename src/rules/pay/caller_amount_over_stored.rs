@@ -28,7 +28,7 @@ fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
         && s.mentions(&["_minor", "_cents", "amount"])
         && s.mentions(&[
-            "charge", "capture", "authori", "checkout", "pay", "Pay", "order", "plan",
+            "charge", "capture", "authori", "checkout", "pay", "Pay", "order", "plan", "debit",
         ])
 }
 
@@ -116,6 +116,7 @@ fn charges(name: &str) -> bool {
                 | "invoice"
                 | "change"
                 | "renew"
+                | "debit"
         )
     })
 }
@@ -350,7 +351,7 @@ fn overridden<'t>(
         kinds::IDENTIFIER if is_param(value) => {
             // An amount of the function's own, worked out before the charge and handed to
             // nothing that charges or records it.
-            let stored = idx
+            let unused = idx
                 .within(func, kinds::ASSIGNMENT)
                 .iter()
                 .copied()
@@ -376,11 +377,57 @@ fn overridden<'t>(
                                         && !syntax::callee(*c, src).contains("log")
                                 })
                         })
-                })?;
-            Some((stored.field("left")?, "unused"))
+                });
+            match unused {
+                Some(stored) => Some((stored.field("left")?, "unused")),
+                None => unchecked_field(idx, func, param, sink, src).map(|f| (f, "unchecked")),
+            }
         }
         _ => None,
     }
+}
+
+/// The record's own field of the caller's amount's name (`order.amount_minor` beside the
+/// parameter `amount_minor`), where the function loads the record itself before the charge
+/// (`order = session.get(Order, order_id)`), not from the caller's amount, and never compares
+/// the two: the caller's amount is charged with the order's in hand, unasked. A comparison of
+/// any kind (`amount > order.amount` of a partial payment) leaves it alone.
+fn unchecked_field<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    param: &str,
+    sink: Node<'t>,
+    src: &str,
+) -> Option<Node<'t>> {
+    let params = crate::rules::pay::parameters(func, src);
+    let field = idx
+        .within(func, kinds::ATTRIBUTE)
+        .iter()
+        .copied()
+        .find(|a| {
+            let (Some(object), Some(attr)) = (a.field("object"), a.field("attribute")) else {
+                return false;
+            };
+            let record = syntax::text(object, src);
+            object.kind() == kinds::IDENTIFIER
+                && syntax::text(attr, src) == param
+                && !params.iter().any(|p| p == record)
+                && idx
+                    .assigned_before(Some(func), record, a.start_byte(), src)
+                    .is_some_and(|load| {
+                        load.end_byte() <= sink.start_byte()
+                            && !syntax::has_word(syntax::text(load, src), param)
+                    })
+        })?;
+    let field_text = syntax::text(field, src);
+    let compared = idx
+        .within(func, kinds::COMPARISON_OPERATOR)
+        .iter()
+        .any(|c| {
+            let text = syntax::text(*c, src);
+            text.contains(field_text) && syntax::has_word(&text.replace(field_text, ""), param)
+        });
+    (!compared).then_some(field)
 }
 
 /// Whether `node` reads an amount the function holds, not the caller's: an amount field of a

@@ -9,6 +9,7 @@
 use tree_sitter::Node;
 
 use crate::python::{Fields, kinds, syntax};
+use crate::review::Severity;
 use crate::rules::{Check, Ctx, Gate, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
@@ -79,13 +80,51 @@ fn check(cx: &mut Ctx<'_>) {
         if !text.contains("currency") || EXPONENT_AWARE.iter().any(|w| text.contains(w)) {
             continue;
         }
-        cx.report(&RULE, division)
+        let finding = cx
+            .report(&RULE, division)
             .arg("expr", syntax::normalized(division, src))
             .arg(
                 "amount",
                 syntax::text(crate::rules::pay::unwrap_conversion(left, src), src).to_string(),
             );
+        // `f"{cents / 100:.2f} {currency}"` in `_format_amount`: the customer reads the wrong
+        // figure, and nothing is charged from it.
+        if shown_only(division, func, src) {
+            finding.severity(Severity::Nit);
+            finding.note("shown");
+        }
     }
+}
+
+/// Whether the division only makes text to show: an f-string that says more than the figure
+/// (`f"{cents / 100:.2f} {currency}"`, `f"Paid {amount_minor / 100}"`; a provider's field takes
+/// the figure alone, `"value": f"{amount_minor / 100:.2f}"`), or a function named for showing
+/// (`display_price`, `render_total`).
+fn shown_only(division: Node<'_>, func: Node<'_>, src: &str) -> bool {
+    let mut node = division;
+    while let Some(parent) = node.parent() {
+        if parent.kind() == "interpolation" {
+            let Some(string) = parent.parent().filter(|s| s.kind() == kinds::STRING) else {
+                return false;
+            };
+            let text = syntax::text(string, src);
+            let figure = syntax::text(parent, src);
+            let rest = text
+                .replacen(figure, "", 1)
+                .trim_start_matches(|c: char| c.is_ascii_alphabetic())
+                .trim_matches(|c| c == '"' || c == '\'')
+                .trim()
+                .to_string();
+            return !rest.is_empty();
+        }
+        if parent.id() == func.id() {
+            break;
+        }
+        node = parent;
+    }
+    syntax::name_words(syntax::function_name(func, src))
+        .iter()
+        .any(|w| matches!(w.as_str(), "display" | "render" | "humanize" | "pretty"))
 }
 
 /// Amounts in the currency's unit turned into minor units by a hundred: `int(total * 100)`,

@@ -149,6 +149,11 @@ fn class(word: &str) -> Option<Class> {
         | "error" | "errored" | "voided" | "void" | "expired" | "denied" | "abandoned"
         | "reversed" | "revoked" => Some(Class::Failed),
         w if w.starts_with("awaiting_") || w.starts_with("waiting_") => Some(Class::InFlight),
+        // A word run together from camel case, lower case now: Authorize.net's
+        // `capturedPendingSettlement`, `authorizedPendingCapture`, `FDSPendingReview`.
+        w if w.contains("pending") || w.contains("processing") => Some(Class::InFlight),
+        // `settledSuccessfully`.
+        w if w.starts_with("settled") || w.starts_with("succeeded") => Some(Class::Settled),
         // `soft_declined`, `hard_declined`, `authorization_failed`.
         w if ["_declined", "_failed", "_rejected", "_refused"]
             .iter()
@@ -529,9 +534,15 @@ fn records_paid<'t>(
         let credited = lower
             .strip_prefix("credit_")
             .is_some_and(|noun| matches!(noun, "bill" | "invoice" | "order" | "booking"));
-        // `mark_payment(conn, payment_id, "authorised", ref)`: a settled status handed to a
-        // call that records it.
-        let marked = (lower.starts_with("mark") || lower.starts_with("record"))
+        // `mark_payment(conn, payment_id, "authorised", ref)`, `_transition(session, debit,
+        // ("submitted",), "settled")`, `_set_order_status(session, id, ..., "paid")`: a settled
+        // status handed to a call that records it or moves the record to it.
+        let marked = (lower.starts_with("mark")
+            || lower.starts_with("record")
+            || lower.starts_with("move")
+            || lower.contains("transition")
+            || lower.ends_with("_status")
+            || lower.ends_with("_state"))
             && syntax::positional_args(**c)
                 .into_iter()
                 .any(|a| success_value(a, src) && a.kind() == kinds::STRING);

@@ -451,12 +451,15 @@ pub fn through_a_mock(cx: &Ctx<'_>, injected: &[Injected], r: &Reach<'_>, verbs:
         |file: &FileFacts, f: &FunctionFacts, carried: &[&str], called: &dyn Fn(&str) -> bool| {
             let mut held = held_in(injected, f);
             held.extend(carried.iter().copied());
-            // `body.get("title")` of a local the module does not import: a dict's read, not a
-            // request.
+            // `body.get("title")`, `resp.headers.get("Retry-After")` of a local the module does
+            // not import: a dict's read, not a request.
             let a_dicts_get = |c: &crate::rules::facts::CallSite| {
                 c.name() == "get"
                     && c.receiver().is_some_and(|r| {
-                        !r.contains('.') && !held.contains(&r) && file.import_target(r).is_none()
+                        let root = r.split('.').next().unwrap_or(r);
+                        !matches!(root, "self" | "cls")
+                            && !held.contains(&r)
+                            && file.import_target(root).is_none()
                     })
             };
             let mut calls = file

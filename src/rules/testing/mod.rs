@@ -740,6 +740,31 @@ fn fixture_mocks(cx: &Ctx<'_>, params: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// Whether a fixture the test is handed, or one it is built from, makes a fake of the tests' own
+/// (`return FakeSquare()`) that defines a function on `path` (`refund_payment` of `refund →
+/// submit → refund_payment → _call`): the code the fixtures build calls the fake there, not the
+/// client under it (`service(db, square, clock)` handing `square` on by position).
+pub fn fixture_fake_on(cx: &Ctx<'_>, test: &TestFn<'_>, path: &[String]) -> bool {
+    let params = parameters(test.node, cx.src());
+    let fakes: Vec<&str> = change_fixtures(cx, &params, 4)
+        .into_iter()
+        .filter_map(|(_, fixture)| fixture.mocks.as_deref())
+        .flat_map(|m| m.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+        .filter(|w| ["fake", "stub", "dummy"].iter().any(|p| w.starts_with(p)))
+        .collect();
+    !fakes.is_empty()
+        && path.iter().any(|name| {
+            let last = name.rsplit('.').next().unwrap_or(name);
+            cx.change.functions_named(cx.side, last).any(|(file, f)| {
+                file.is_test
+                    && f.qualname
+                        .rsplit_once('.')
+                        .map(|(class, _)| class.rsplit('.').next().unwrap_or(class))
+                        .is_some_and(|class| fakes.iter().any(|w| class.eq_ignore_ascii_case(w)))
+            })
+        })
+}
+
 /// The fixtures of the change's test files (a `conftest.py`, the test's own) named by
 /// `params`, and those they are built from, `levels` deep, nearest first, with their files.
 pub(super) fn change_fixtures<'c>(

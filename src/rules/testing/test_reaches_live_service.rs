@@ -197,6 +197,7 @@ fn check(cx: &mut Ctx<'_>) {
                         || mocks.spec_a_class_on(cx, &r.path)
                         || mocks.patch_a_class_on(cx, &r.path)
                         || mocks.configured_on(&r.path)
+                        || super::fixture_fake_on(cx, test, &r.path)
                         || injected::through_a_mock(cx, &injected, &r, service.verbs())
                         || service == Service::Http && client_factory_replaced(cx, &mocks, &r)
                         || service == Service::Http && serves_its_own(cx, test);
