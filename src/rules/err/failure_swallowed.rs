@@ -371,12 +371,13 @@ fn hands_on_the_error(clause: Node<'_>, handler: Node<'_>, src: &str) -> bool {
         s.kind() == kinds::RETURN_STATEMENT
             && s.named_child(0)
                 .map(crate::rules::idem::strip_await)
+                .filter(|v| v.kind() == kinds::CALL)
                 .is_some_and(|v| {
-                    let callee = syntax::callee(v, src).to_ascii_lowercase();
-                    v.kind() == kinds::CALL
-                        && !logs(syntax::callee(v, src))
+                    let callee = syntax::callee(v, src);
+                    let lower = callee.to_ascii_lowercase();
+                    !logs(callee)
                         // An answer to whoever called is not where a failure is kept.
-                        && !["response", "json", "render"].iter().any(|w| callee.contains(w))
+                        && !["response", "json", "render"].iter().any(|w| lower.contains(w))
                         && v.field("arguments")
                             .is_some_and(|a| syntax::has_word(syntax::text(a, src), alias))
                 })

@@ -1022,14 +1022,18 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
 /// such a function to a runner (`run_in_worker(billing.record_rejected, ...)`).
 fn names_refusal(call: Node<'_>, src: &str) -> bool {
     let callee = syntax::handed_callee(call, src).unwrap_or_else(|| syntax::callee(call, src));
-    syntax::name_words(callee.rsplit('.').next().unwrap_or(callee))
-        .iter()
-        .any(|w| {
-            matches!(
-                w.as_str(),
-                "decline" | "declined" | "reject" | "rejected" | "refused"
-            )
-        })
+    named_for_a_refusal(callee.rsplit('.').next().unwrap_or(callee))
+}
+
+/// A name that says the provider refused: `PaymentDeclined`, `record_rejected`,
+/// `reopen_after_decline`.
+pub(crate) fn named_for_a_refusal(name: &str) -> bool {
+    syntax::name_words(name).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "decline" | "declined" | "reject" | "rejected" | "refused" | "refusal"
+        )
+    })
 }
 
 /// Words in a handler that say the outcome is kept as unknown, or found out: a pending state,

@@ -668,12 +668,7 @@ fn stepped_but_on_a_refusal(cx: &Ctx<'_>, field: &str) -> bool {
     cx.change.side(cx.side).any(|file| {
         file.functions.iter().any(|f| {
             f.steps.iter().any(|(stepped, _)| **stepped == *field)
-                && !syntax::name_words(&f.name).iter().any(|w| {
-                    matches!(
-                        w.as_str(),
-                        "decline" | "declined" | "refusal" | "refused" | "rejected" | "reject"
-                    )
-                })
+                && !crate::rules::err::timeout_read_as_failure::named_for_a_refusal(&f.name)
         })
     })
 }

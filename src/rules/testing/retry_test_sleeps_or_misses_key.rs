@@ -373,7 +373,7 @@ fn splats_its_own_keywords(idx: &crate::python::NodeIndex<'_>, call: Node<'_>, s
     let own = func.field("parameters").and_then(|params| {
         crate::python::named_children(params)
             .into_iter()
-            .find(|p| p.kind() == "dictionary_splat_pattern")
+            .find(|p| p.kind() == kinds::DICTIONARY_SPLAT_PATTERN)
             .and_then(|p| p.named_child(0))
             .map(|name| syntax::text(name, src))
     });
