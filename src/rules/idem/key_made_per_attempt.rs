@@ -139,11 +139,7 @@ fn gate(s: &Scan<'_>) -> bool {
 
 /// `Idempotency-Key`, `idempotency_key=`, `IDEMPOTENCY_HEADER`: the same test as
 /// `mentions_idempotency`'s.
-pub(crate) fn names_idempotency_key(text: &str) -> bool {
-    names_key(text)
-}
-
-fn names_key(text: &str) -> bool {
+pub(crate) fn names_key(text: &str) -> bool {
     syntax::IDEMPOTENCY_WORDS
         .iter()
         .any(|w| syntax::contains_lowercase(text, w))

@@ -650,7 +650,7 @@ fn stored_key_numbered<'t>(value: Node<'t>, src: &str) -> Option<(Node<'t>, Node
             field_of(key).is_some_and(|(r, f)| {
                 r == record && f != field && {
                     let words = syntax::name_words(f);
-                    super::key_made_per_attempt::names_idempotency_key(f)
+                    super::key_made_per_attempt::names_key(f)
                         || words.iter().any(|w| w == "key")
                         || words.ends_with(&["request".to_string(), "id".to_string()])
                 }

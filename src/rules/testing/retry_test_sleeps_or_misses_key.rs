@@ -370,20 +370,16 @@ fn splats_its_own_keywords(idx: &crate::python::NodeIndex<'_>, call: Node<'_>, s
     let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
         return false;
     };
-    let own = func.field("parameters").and_then(|params| {
-        crate::python::named_children(params)
+    // The name under the first child of `kind` in `list`: `kwargs` of `**kwargs`.
+    let splatted = |list: Option<Node<'_>>, kind: &str| {
+        crate::python::named_children(list?)
             .into_iter()
-            .find(|p| p.kind() == kinds::DICTIONARY_SPLAT_PATTERN)
-            .and_then(|p| p.named_child(0))
+            .find(|n| n.kind() == kind)
+            .and_then(|n| n.named_child(0))
             .map(|name| syntax::text(name, src))
-    });
-    let spread = call.field("arguments").and_then(|args| {
-        crate::python::named_children(args)
-            .into_iter()
-            .find(|a| a.kind() == kinds::DICTIONARY_SPLAT)
-            .and_then(|a| a.named_child(0))
-            .map(|name| syntax::text(name, src))
-    });
+    };
+    let own = splatted(func.field("parameters"), kinds::DICTIONARY_SPLAT_PATTERN);
+    let spread = splatted(call.field("arguments"), kinds::DICTIONARY_SPLAT);
     own.is_some() && own == spread
 }
 
