@@ -395,7 +395,12 @@ fn falls_through(stmt: Node<'_>, src: &str, ends: &mut dyn FnMut(TailCall<'_>) -
         kinds::TRY_STATEMENT => {
             let parts = super::named_children(stmt);
             let part = |kind: &str| parts.iter().find(|p| p.kind() == kind).copied();
-            if part(kinds::FINALLY_CLAUSE).is_some_and(|f| !clause_falls_through(f, src, ends)) {
+            // A `finally:` ending in a call (`self._release(id)`) hands the path back to the
+            // `try`'s own `return` or `raise`: only a `return`, a `raise` or an exit of its own
+            // ends it there.
+            if part(kinds::FINALLY_CLAUSE)
+                .is_some_and(|f| !clause_falls_through(f, src, &mut |_| false))
+            {
                 return false;
             }
             let mut any = block(stmt.child_by_field_name("body"), ends)
@@ -550,6 +555,25 @@ pub fn defaulted_parameter<'t>(func: Node<'t>, name: &str, src: &str) -> Option<
             kinds::DEFAULT_PARAMETER | kinds::TYPED_DEFAULT_PARAMETER
         ) && p.field("name").is_some_and(|n| text(n, src) == name)
     })
+}
+
+/// The names of a function's keyword-only parameters (`*, attempt: int`, or after `*args`).
+pub fn keyword_only_parameters<'s>(func: Node<'_>, src: &'s str) -> Vec<&'s str> {
+    let Some(params) = func.field("parameters") else {
+        return Vec::new();
+    };
+    crate::python::named_children(params)
+        .into_iter()
+        .skip_while(|p| {
+            !matches!(
+                p.kind(),
+                kinds::KEYWORD_SEPARATOR | kinds::LIST_SPLAT_PATTERN
+            )
+        })
+        .skip(1)
+        .map(|p| parameter_name(p, src))
+        .filter(|n| !n.is_empty())
+        .collect()
 }
 
 /// A parameter's name: `kv` in `kv`, `kv: Redis`, `kv=None` or `kv: Redis = None`; `args` in

@@ -7,6 +7,7 @@ pub mod coroutine_tested_unawaited;
 pub mod error_contract_changed;
 pub mod failure_no_longer_raised;
 pub mod failure_swallowed;
+pub mod lookup_failure_read_as_empty;
 pub mod retries_exhausted_return_none;
 pub mod timeout_read_as_failure;
 pub mod traceback_lost;

@@ -81,6 +81,9 @@ pub struct FunctionFacts {
     /// Its parameters that can be passed by position, comma-separated, `self`/`cls` left out
     /// (`idempotency_key,request_id`): what a call's arguments are bound to.
     pub params: Box<str>,
+    /// Its keyword-only parameters, comma-separated (`client` of `def submit(payout, *,
+    /// client=None)`): a caller hands these on by name only.
+    pub keyword_only: Box<str>,
     /// [test family] For an `__init__`: the attributes it sets from its own parameters, as
     /// `(attribute, parameter)` (`self.gateway = gateway`, `self._http = client or Client()`): a
     /// test that hands the constructor a mock there makes the methods' `self.gateway` that mock.
@@ -789,6 +792,7 @@ fn function_facts(
         params: crate::rules::pay::positional_parameters(func, src)
             .join(",")
             .into(),
+        keyword_only: syntax::keyword_only_parameters(func, src).join(",").into(),
         name,
         ..FunctionFacts::default()
     };

@@ -1122,7 +1122,13 @@ fn made_in<'t>(
     }
     if let Some(call) = fresh_call(value, idx, src) {
         let kept = stable_fallback(idx, attempt, call, value, key_name(site, src), src);
-        return (inside(value) && !kept).then_some((value, call));
+        // `if payout.customer_transaction_id is None: payout.customer_transaction_id =
+        // str(uuid4())`, the key made where it is kept: made on the first attempt only.
+        let once = site.kind() == kinds::ASSIGNMENT
+            && site.field("left").is_some_and(|l| {
+                only_when_none_is_kept(idx, site, attempt.body, syntax::text(l, src), src)
+            });
+        return (inside(value) && !kept && !once).then_some((value, call));
     }
     let assignments = idx.within(attempt.func, kinds::ASSIGNMENT);
     for name in identifiers(syntax::text(value, src)) {
@@ -1207,7 +1213,7 @@ fn counters<'s>(idx: &NodeIndex<'_>, attempt: &Attempt<'_>, src: &'s str) -> Vec
             out.extend(
                 crate::rules::pay::positional_parameters(attempt.func, src)
                     .into_iter()
-                    .chain(keyword_only(attempt.func, src))
+                    .chain(syntax::keyword_only_parameters(attempt.func, src))
                     .filter(|p| {
                         matches!(
                             *p,
@@ -1461,25 +1467,6 @@ fn identifiers(text: &str) -> impl Iterator<Item = &str> {
                 .next()
                 .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         })
-}
-
-/// The names of a function's keyword-only parameters (`*, attempt: int`).
-fn keyword_only<'s>(func: Node<'_>, src: &'s str) -> Vec<&'s str> {
-    let Some(params) = func.field("parameters") else {
-        return Vec::new();
-    };
-    crate::python::named_children(params)
-        .into_iter()
-        .skip_while(|p| {
-            !matches!(
-                p.kind(),
-                kinds::KEYWORD_SEPARATOR | kinds::LIST_SPLAT_PATTERN
-            )
-        })
-        .skip(1)
-        .map(|p| syntax::parameter_name(p, src))
-        .filter(|n| !n.is_empty())
-        .collect()
 }
 
 /// A claim in SQL that moves a row's count of attempts on and writes it a new key at once

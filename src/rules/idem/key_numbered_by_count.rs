@@ -745,7 +745,7 @@ fn object_and_field<'t, 's>(read: Node<'t>, src: &'s str) -> Option<(Node<'t>, &
 
 /// A field that holds when its record was last written: `updated_at`, `modified`,
 /// `last_modified`.
-fn last_written(field: &str) -> bool {
+pub(crate) fn last_written(field: &str) -> bool {
     matches!(
         field,
         "updated_at"
@@ -785,7 +785,7 @@ fn claimed_with_a_count<'t>(
             let claim = crate::rules::idem::strip_await(set);
             if claim.kind() == kinds::CALL
                 && increments(syntax::text(claim, src), field)
-                && !claimed_from_a_fresh_state(syntax::text(claim, src))
+                && !claim_from_a_fresh_state(claim, src)
             {
                 return Some((read, claim, field.to_string()));
             }
@@ -796,7 +796,7 @@ fn claimed_with_a_count<'t>(
             c.end_byte() <= value.start_byte()
                 && matches!(syntax::callee_name(*c, src), "update" | "values")
                 && increments(syntax::text(*c, src), field)
-                && !claimed_from_a_fresh_state(syntax::text(*c, src))
+                && !claim_from_a_fresh_state(*c, src)
                 && !moved_for_a_reason(idx, func, *c, src)
         });
         if let Some(step) = step {
@@ -819,6 +819,68 @@ const FRESH_STATES: &[&str] = &[
     "unpaid",
     "awaiting_payment",
 ];
+
+/// Whether a claim takes rows only from fresh states: by its condition
+/// (`claimed_from_a_fresh_state`), or, for a helper of the project, by the states it is handed
+/// to move from (`_transition(dispute, (DisputeStatus.OPEN,), DisputeStatus.CONTESTING,
+/// contest_attempts=Dispute.contest_attempts + 1)`, `from_statuses=("open",)`).
+fn claim_from_a_fresh_state(claim: Node<'_>, src: &str) -> bool {
+    if claimed_from_a_fresh_state(syntax::text(claim, src)) {
+        return true;
+    }
+    if claim.kind() != kinds::CALL {
+        return false;
+    }
+    let from_keyword = syntax::keyword_args(claim, src)
+        .into_iter()
+        .find(|(name, _)| {
+            let words = syntax::name_words(name);
+            words
+                .first()
+                .is_some_and(|w| w == "from" || w == "expected")
+                || words
+                    .last()
+                    .is_some_and(|w| w == "statuses" || w == "states")
+        })
+        .map(|(_, value)| value);
+    let from = from_keyword.or_else(|| {
+        syntax::positional_args(claim).into_iter().find(|a| {
+            matches!(a.kind(), kinds::TUPLE | kinds::LIST | kinds::SET)
+                && crate::python::named_children(*a)
+                    .first()
+                    .is_some_and(|s| state_named(*s, src).is_some())
+        })
+    });
+    let Some(from) = from.filter(|f| matches!(f.kind(), kinds::TUPLE | kinds::LIST | kinds::SET))
+    else {
+        return false;
+    };
+    let states = crate::python::named_children(from);
+    !states.is_empty()
+        && states.iter().all(|s| {
+            state_named(*s, src)
+                .is_some_and(|state| FRESH_STATES.contains(&state.to_ascii_lowercase().as_str()))
+        })
+}
+
+/// The state a value names: `"open"`, or the last part of `DisputeStatus.OPEN`.
+fn state_named<'s>(value: Node<'_>, src: &'s str) -> Option<&'s str> {
+    match value.kind() {
+        kinds::STRING => syntax::string_value(value, src),
+        kinds::ATTRIBUTE => {
+            let class = value.field("object").map(|o| syntax::text(o, src))?;
+            let class = class
+                .rsplit('.')
+                .next()
+                .unwrap_or(class)
+                .to_ascii_lowercase();
+            (class.ends_with("status") || class.ends_with("state"))
+                .then(|| value.field("attribute").map(|a| syntax::text(a, src)))
+                .flatten()
+        }
+        _ => None,
+    }
+}
 
 /// Whether a claim's condition tests a state, and every state it takes rows from is fresh
 /// (`FRESH_STATES`). A claim that also takes `'unknown'` or `'in_flight'` rows numbers a new
@@ -950,7 +1012,7 @@ fn moved_by_a_claim<'t>(
                 let v = syntax::text(v, src);
                 v.contains(field) && (v.contains("+ 1") || v.contains("+1"))
             }))
-            && !claimed_from_a_fresh_state(syntax::text(*c, src));
+            && !claim_from_a_fresh_state(*c, src);
         // `retry_claimed_at=now`: a new time on every claim.
         let stamps = stamps_time(field)
             && syntax::keyword_arg(*c, field, src).is_some_and(|v| the_time(syntax::text(v, src)));
@@ -1008,7 +1070,7 @@ fn resumed_without_a_step(idx: &NodeIndex<'_>, step: Node<'_>, field: &str, src:
 }
 
 /// A field that holds a time: `claimed_at`, `retry_claimed_at`, `lease_time`.
-fn stamps_time(field: &str) -> bool {
+pub(crate) fn stamps_time(field: &str) -> bool {
     let words = syntax::name_words(field);
     words.last().is_some_and(|w| w == "at")
         || words
@@ -1017,7 +1079,7 @@ fn stamps_time(field: &str) -> bool {
 }
 
 /// `now`, `utcnow()`, `datetime.now(UTC)`, `func.now()`, `timezone.now()`, `time.time()`.
-fn the_time(value: &str) -> bool {
+pub(crate) fn the_time(value: &str) -> bool {
     value == "now"
         || value.ends_with("_now")
         || value.contains("now(")

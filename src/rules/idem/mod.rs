@@ -18,6 +18,7 @@ pub(crate) mod retried_without_key;
 pub(crate) mod unknown_outcome_new_key;
 pub(crate) mod webhook_claimed_before_applied;
 pub(crate) mod webhook_marker_expires;
+pub(crate) mod window_from_last_send;
 
 use std::collections::BTreeSet;
 

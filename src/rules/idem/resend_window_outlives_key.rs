@@ -86,7 +86,7 @@ fn check(cx: &mut Ctx<'_>) {
 /// A name for how long payments are sent again: `RETRY_WINDOW`, `SUBMIT_WINDOW`,
 /// `MAX_RESEND_AGE`. Not a delay between attempts (`RETRY_BACKOFF`), nor a window of something
 /// else (`REFUND_WINDOW`, how long after a sale a refund may be asked for).
-fn names_a_window(name: &str) -> bool {
+pub(crate) fn names_a_window(name: &str) -> bool {
     let words = syntax::name_words(name);
     let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
     has(&[
@@ -147,7 +147,7 @@ fn summed(idx: &NodeIndex<'_>, src: &str, name: &str, value: Node<'_>) -> Option
 
 /// A name for how long a key is kept: `IDEMPOTENCY_KEY_TTL`, `KEY_RETENTION_HOURS`,
 /// `IDEMPOTENCY_EXPIRY`. Not a lock's, which is meant to be short.
-fn names_a_key_lifetime(name: &str) -> bool {
+pub(crate) fn names_a_key_lifetime(name: &str) -> bool {
     let words = syntax::name_words(name);
     let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
     has(&["idempotency", "idempotent", "key", "keys", "dedup"])

@@ -56,6 +56,7 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         };
         if ttl >= REDELIVERY_SECONDS
+            || written_again_with_a_lifetime(cx, idx, func, call, &key)
             || !marks_once(cx, idx, call, func)
             || released(cx, idx, call, &key, false)
             || recorded_durably(syntax::text(func, src))
@@ -72,6 +73,25 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("ttl", span(ttl))
             .arg("view", view);
     }
+}
+
+/// Whether the view writes the same key again after the claim, with a lifetime of its own
+/// (`cache.add(key, IN_FLIGHT, timeout=300)` while the event is applied, then `cache.set(key,
+/// DONE, timeout=WEBHOOK_SEEN_TTL)`): the first lifetime is the claim's while in flight, and the
+/// marker's is the later write's, read on its own.
+fn written_again_with_a_lifetime(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    func: tree_sitter::Node<'_>,
+    claim: tree_sitter::Node<'_>,
+    key: &str,
+) -> bool {
+    idx.within(func, kinds::CALL).iter().any(|&c| {
+        let method = cx.callee_name(c);
+        c.start_byte() > claim.end_byte()
+            && lifetime_arg(c, method, cx.src()).is_some()
+            && delivery_key(cx, c, method).is_some_and(|k| k == key)
+    })
 }
 
 /// The key a cache write's `method` call writes, when it names a delivered event: resolved

@@ -513,7 +513,12 @@ pub fn through_a_mock(cx: &Ctx<'_>, injected: &[Injected], r: &Reach<'_>, verbs:
             .functions_named(cx.side, to)
             .filter(|(file, _)| !file.is_test)
             .collect();
-        let takes = |f: &FunctionFacts, name: &str| f.params.split(',').any(|p| p == name);
+        let takes = |f: &FunctionFacts, name: &str| {
+            f.params
+                .split(',')
+                .chain(f.keyword_only.split(','))
+                .any(|p| p == name)
+        };
         if callees.is_empty() {
             carried.clear();
             continue;

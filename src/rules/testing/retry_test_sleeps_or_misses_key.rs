@@ -50,6 +50,7 @@ fn check(cx: &mut Ctx<'_>) {
     if !cx.facts.is_some_and(|f| f.is_test) {
         return;
     }
+    fake_sleep_that_sleeps(cx);
     let file_mocks = FileMocks::of(cx);
     let tests = tests_of(cx);
     // One retry test that pins the key across attempts covers the others that call the same
@@ -66,14 +67,22 @@ fn check(cx: &mut Ctx<'_>) {
             callees
         })
         .map(|c| c.name)
+        .chain(pinned_in_other_files(cx))
         .collect();
     let clock_tokens: Vec<String> = CLOCK_MOCKS.iter().map(|s| s.to_string()).collect();
+    // A fake clock the code is handed does not make the test's own `time.sleep(1.5)` free: only
+    // a patched sleep does.
+    let sleep_tokens: Vec<String> = CLOCK_MOCKS
+        .iter()
+        .filter(|s| **s != "clock")
+        .map(|s| s.to_string())
+        .collect();
     for test in tests {
         if !is_retry_test(cx, &test) {
             // A test of a time limit (a lease, a claim's expiry) that sleeps through it.
             if waits_out_a_limit(cx, &test)
                 && let Some(call) = own_sleep(cx, &test)
-                && !Mocks::of(cx, &test, &file_mocks).cover(&clock_tokens)
+                && !Mocks::of(cx, &test, &file_mocks).cover(&sleep_tokens)
             {
                 let finding = cx
                     .report(&RULE, test.outer)
@@ -124,9 +133,21 @@ fn check(cx: &mut Ctx<'_>) {
                     .iter()
                     .any(|w| *w != "outage" && name.contains(w))
         };
+        // `test_reconcile_adopts_payment_created_before_timeout`: a test of the read that settles
+        // an unknown outcome, whose timeouts only set the outcome up.
+        let of_a_reconciliation = {
+            let words = syntax::name_words(&test.facts.name);
+            words.get(1).is_some_and(|w| {
+                matches!(
+                    w.as_str(),
+                    "reconcile" | "reconciles" | "reconciliation" | "reconciler" | "reconciling"
+                )
+            })
+        };
         let misses_key = keyed.is_some()
             && !checks_key
             && !outage_only
+            && !of_a_reconciliation
             && !callees.iter().any(|c| key_pinned.contains(&c.name));
         let own_sleep = own_sleep(cx, &test).filter(|_| !clock_mocked);
         // Built without the fake sleep it takes: whatever else the test fakes, a clock
@@ -167,6 +188,87 @@ fn check(cx: &mut Ctx<'_>) {
     }
 }
 
+/// A stand-in for the sleep, in a test file, that also sleeps for real (`async def
+/// recording_sleep(seconds): delays.append(seconds); await asyncio.sleep(seconds)`, a
+/// `RecordingSleep.__call__` that awaits `asyncio.sleep(seconds)`): every test handed it waits
+/// through the real backoff, while it reads as faked. A real sleep of a fixed span
+/// (`asyncio.sleep(0)`, which lets the loop run) is left alone.
+fn fake_sleep_that_sleeps(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    let mut found = Vec::new();
+    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        let name = syntax::function_name(func, src);
+        let class = idx
+            .enclosing(func, kinds::CLASS_DEFINITION)
+            .and_then(|c| c.field("name"))
+            .map(|n| syntax::text(n, src).to_ascii_lowercase());
+        let stands_in = if name.starts_with("test") {
+            false
+        } else if let Some(class) = &class {
+            class.contains("sleep") && matches!(name, "__call__" | "sleep" | "__await__")
+        } else {
+            syntax::names_sleep(name)
+        };
+        if !stands_in {
+            continue;
+        }
+        let params = crate::rules::pay::positional_parameters(func, src);
+        let real = idx.within(func, kinds::CALL).iter().copied().find(|&call| {
+            let callee = syntax::callee(call, src);
+            matches!(
+                callee,
+                "asyncio.sleep" | "time.sleep" | "trio.sleep" | "anyio.sleep" | "gevent.sleep"
+            ) && idx
+                .enclosing(call, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| f.id() == func.id())
+                && syntax::positional_args(call).first().is_some_and(|a| {
+                    a.kind() == kinds::IDENTIFIER
+                        && params.iter().any(|p| *p == syntax::text(*a, src))
+                })
+        });
+        let Some(real) = real else {
+            continue;
+        };
+        let (first, last) = syntax::lines(real);
+        if cx.touches_added(first, last) {
+            found.push((func, real));
+        }
+    }
+    for (func, real) in found {
+        let qualname = crate::rules::facts::qualname(func, idx, src);
+        cx.report(&RULE, real)
+            .arg("fake", qualname)
+            .arg("real", syntax::normalized(real, src))
+            .note("fake_sleeps");
+    }
+}
+
+/// What the retry tests of the change's other test files pin the key of, by their names and
+/// their facts: a test named for a retry and for the key (`test_retry_after_lost_answer_
+/// reuses_key_and_pays_once`), or one named for a retry that names an idempotency key. The
+/// worker's test of which transfers are due need not check again the key the service's test
+/// pins.
+fn pinned_in_other_files(cx: &Ctx<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    for file in cx.change.side(cx.side) {
+        if !file.is_test || file.path == cx.path {
+            continue;
+        }
+        for f in &file.functions {
+            let words = crate::python::syntax::name_words(&f.name);
+            let retry = words.first().is_some_and(|w| w == "test")
+                && RETRY_WORDS.iter().any(|r| f.name.contains(r));
+            let keyed = words.iter().any(|w| w == "key" || w == "keys") || f.mentions_idempotency;
+            if retry && keyed {
+                out.extend(f.callees.iter().cloned());
+            }
+        }
+    }
+    out
+}
+
 /// A function named for reading (`get_payment`, `MollieClient.fetch_status`, `list_refunds`).
 fn named_for_a_read(name: &str) -> bool {
     let last = name.rsplit('.').next().unwrap_or(name);
@@ -193,11 +295,27 @@ fn hands_a_sleep(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return false;
     };
-    idx.within(test.node, kinds::CALL).iter().any(|&call| {
-        syntax::keyword_args(call, src)
-            .iter()
-            .any(|(name, _)| syntax::names_sleep(name))
-    })
+    let hands = |scope: Node<'_>| {
+        idx.within(scope, kinds::CALL).iter().any(|&call| {
+            syntax::keyword_args(call, src)
+                .iter()
+                .any(|(name, _)| syntax::names_sleep(name))
+        })
+    };
+    // Or a helper of the file that builds the client with one (`make_client(session)` setting
+    // `kwargs.setdefault("sleep", lambda seconds: None)`).
+    hands(test.node)
+        || idx.within(test.node, kinds::CALL).iter().any(|&call| {
+            syntax::receiver(call).is_none()
+                && super::function_of_file(idx, src, idx.callee_name(call, src))
+                    .filter(|helper| helper.id() != test.node.id())
+                    .is_some_and(|helper| {
+                        hands(helper)
+                            || ["sleep", "sleeper", "sleep_fn"]
+                                .iter()
+                                .any(|p| sets_the_keyword(syntax::text(helper, src), p))
+                    })
+        })
 }
 
 /// A function or class of the change the test calls that takes the sleep it waits with between
@@ -315,6 +433,25 @@ fn takes_a_sleep<'c>(
     sleeps.then_some((def, &**param, *place))
 }
 
+/// Whether the call is made under `pytest.raises` (or `assertRaises`): built to be refused
+/// (`MollieClient(http, max_attempts=0)`), it never gets to wait.
+fn expected_to_raise(
+    idx: &crate::python::NodeIndex<'_>,
+    scope: Node<'_>,
+    call: Node<'_>,
+    src: &str,
+) -> bool {
+    idx.within(scope, kinds::WITH_STATEMENT)
+        .iter()
+        .any(|&with| {
+            let clause = syntax::with_clause(with, src);
+            (clause.contains("raises(") || clause.contains("assertRaises"))
+                && with
+                    .field("body")
+                    .is_some_and(|b| syntax::contains(b, call))
+        })
+}
+
 /// `sleep_left_to_default` for the calls of one scope; `via`: the test's call of it, when it is
 /// a helper (what the test passes it counts as passed).
 fn left_to_default_in(
@@ -341,7 +478,7 @@ fn left_to_default_in(
             None
         };
         let name = idx.callee_name(call, src);
-        if name.is_empty() {
+        if name.is_empty() || expected_to_raise(idx, scope, call, src) {
             return None;
         }
         let (def, param, place) = takes_a_sleep(cx, name)?;
@@ -354,6 +491,8 @@ fn left_to_default_in(
                 keys.iter().any(|k| **k == *param)
                     || *updated && via.is_some_and(|v| syntax::keyword_arg(v, param, src).is_some())
             })
+            // `kwargs.setdefault("sleep", lambda seconds: None)` in the helper before the spread.
+            || spread.is_some() && sets_the_keyword(syntax::text(scope, src), param)
             // A helper the test hands a sleep of its own (`make_client(http, sleep=sleep)`).
             || via.is_some_and(|v| {
                 syntax::keyword_args(v, src)
@@ -361,6 +500,15 @@ fn left_to_default_in(
                     .any(|(k, _)| syntax::names_sleep(k))
             });
         (!passed).then(|| (syntax::callee(call, src).to_string(), param.to_string()))
+    })
+}
+
+/// Whether code sets a keyword into the dict it spreads: `kwargs.setdefault("sleep", ...)`,
+/// `kwargs["sleep"] = ...`.
+fn sets_the_keyword(code: &str, param: &str) -> bool {
+    ['"', '\''].iter().any(|q| {
+        code.contains(&format!(".setdefault({q}{param}{q}"))
+            || code.contains(&format!("[{q}{param}{q}] ="))
     })
 }
 

@@ -1,0 +1,265 @@
+//! ERR010 lookup-failure-read-as-empty: a broad `except` around a read of money already moved
+//! (the chargebacks of a payment, the amount captured, the usage a provider recorded) whose
+//! handler only logs and gives an empty answer: `return []`, `return 0`, `landed = 0`. An
+//! outage, a 5xx or a bad body then reads as "nothing there", and the code goes on to do what it
+//! does when nothing was there: capture again, refund what the bank already took back, send the
+//! usage a second time.
+//!
+//! ERR001 reads the same swallowing when it gives `None` or `False`. A lookup whose empty answer
+//! decides nothing (a handler that returns early, an answer never read) is left alone, and so is
+//! a read of something that is not money moved (a customer's saved cards, a list of plans).
+use tree_sitter::Node;
+
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "ERR010",
+    doc: include_str!("../../../rules/err/ERR010.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// Every finding is an `except` whose handler gives an empty value, in code, not a test.
+fn gate(s: &Scan<'_>) -> bool {
+    !s.facts.is_test
+        && s.index()
+            .all(kinds::EXCEPT_CLAUSE)
+            .iter()
+            .any(|&c| empty_answer(c, s.src()).is_some())
+}
+
+/// What the handler makes of the failure.
+enum Answer<'t> {
+    /// `return []`: the function's answer.
+    Returned(Node<'t>),
+    /// `landed = 0`: a local the function goes on with.
+    Assigned { name: &'t str, value: Node<'t> },
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let Some((idx, src)) = cx.code() else {
+        return;
+    };
+    for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
+        let Some(answer) = empty_answer(clause, src) else {
+            continue;
+        };
+        let (first, last) = syntax::lines(clause);
+        if !cx.touches_added(first, last) || !catches_failures(clause, src) {
+            continue;
+        }
+        let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        let Some(try_statement) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT)
+        else {
+            continue;
+        };
+        let Some(body) = try_statement.field("body") else {
+            continue;
+        };
+        let Some(lookup) = lookup_in(idx, body, src) else {
+            continue;
+        };
+        let name = syntax::function_name(func, src);
+        let (value, read) = match answer {
+            Answer::Returned(value) => (value, returns_otherwise(idx, func, clause, src)),
+            Answer::Assigned { name, value } => (value, read_after(try_statement, func, name, src)),
+        };
+        if !read {
+            continue;
+        }
+        let callee = syntax::callee_name(lookup, src);
+        let answered = match answer {
+            Answer::Assigned { name, .. } => name,
+            Answer::Returned(_) => "",
+        };
+        // The read names money moved (`list_chargebacks`), or the function or the local does
+        // (`_already_captured` over `fetch_payment`) on the payment path.
+        let qualname = facts::qualname(func, idx, src);
+        let function = cx.facts.and_then(|f| f.function(&qualname));
+        if !(names_money_moved(callee)
+            || [name, answered].iter().any(|n| names_money_moved(n))
+                && cx.on_payment_path(function))
+        {
+            continue;
+        }
+        let caught = syntax::except_types(clause)
+            .first()
+            .map_or("`except:`".to_string(), |t| {
+                format!("`except {}`", syntax::text(*t, src))
+            });
+        let finding = cx
+            .report(&RULE, clause)
+            .arg("caught", caught)
+            .arg("function", qualname)
+            .arg("lookup", syntax::normalized(lookup, src))
+            .arg("empty", syntax::text(value, src).to_string());
+        match answer {
+            Answer::Returned(_) => finding.note("returned"),
+            Answer::Assigned { name, .. } => finding.arg("local", name).note("assigned"),
+        };
+    }
+}
+
+/// Everything, or a client's whole family of errors with its timeouts.
+fn catches_failures(clause: Node<'_>, src: &str) -> bool {
+    syntax::is_broad_except(clause, src)
+        || super::timeout_read_as_failure::catches_timeout(clause, src).is_some()
+}
+
+/// The handler's empty answer, when the rest of it only logs.
+fn empty_answer<'t>(clause: Node<'t>, src: &'t str) -> Option<Answer<'t>> {
+    let body = syntax::except_body(clause)?;
+    let statements = syntax::statements(body);
+    let (last, before) = statements.split_last()?;
+    let logs = before.iter().all(|s| {
+        s.kind() == kinds::PASS_STATEMENT
+            || syntax::tail_call(*s)
+                .is_some_and(|t| facts::only_records(syntax::callee(t.call, src)))
+    });
+    if !logs {
+        return None;
+    }
+    match last.kind() {
+        kinds::RETURN_STATEMENT => syntax::return_value(*last)
+            .filter(|v| empty(*v, src))
+            .map(Answer::Returned),
+        kinds::EXPRESSION_STATEMENT => {
+            let assignment = last
+                .named_child(0)
+                .filter(|a| a.kind() == kinds::ASSIGNMENT)?;
+            let left = assignment
+                .field("left")
+                .filter(|l| l.kind() == kinds::IDENTIFIER)?;
+            let value = assignment.field("right").filter(|v| empty(*v, src))?;
+            Some(Answer::Assigned {
+                name: syntax::text(left, src),
+                value,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// `[]`, `{}`, `()`, `set()`, `list()`, `0`, `0.0`, `Decimal(0)`, `Decimal("0")`.
+fn empty(value: Node<'_>, src: &str) -> bool {
+    let text: String = syntax::text(value, src)
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    matches!(
+        text.as_str(),
+        "[]" | "{}"
+            | "()"
+            | "set()"
+            | "list()"
+            | "dict()"
+            | "tuple()"
+            | "0"
+            | "0.0"
+            | "Decimal(0)"
+            | "Decimal(\"0\")"
+            | "Decimal('0')"
+    )
+}
+
+/// The read the `try` guards: a method called on a client, a repository or a provider whose name
+/// says it reads (`list_chargebacks`, `fetch_payment`, `usage_total`).
+fn lookup_in<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &str) -> Option<Node<'t>> {
+    idx.within(body, kinds::CALL).iter().copied().find(|&call| {
+        let name = syntax::callee_name(call, src);
+        let words = syntax::name_words(name);
+        let reads = words.first().is_some_and(|w| {
+            matches!(
+                w.as_str(),
+                "list"
+                    | "fetch"
+                    | "get"
+                    | "retrieve"
+                    | "find"
+                    | "search"
+                    | "query"
+                    | "lookup"
+                    | "load"
+                    | "read"
+            )
+        }) || words
+            .iter()
+            .any(|w| matches!(w.as_str(), "total" | "totals" | "summary" | "sum"));
+        reads && syntax::receiver(call).is_some() && !facts::only_records(syntax::callee(call, src))
+    })
+}
+
+/// Whether the function gives another answer where the lookup worked: a `return` with a value,
+/// outside the handler.
+fn returns_otherwise(idx: &NodeIndex<'_>, func: Node<'_>, clause: Node<'_>, src: &str) -> bool {
+    idx.within(func, kinds::RETURN_STATEMENT).iter().any(|r| {
+        !syntax::contains(clause, *r)
+            && idx
+                .enclosing(*r, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| f.id() == func.id())
+            && syntax::return_value(*r).is_some_and(|v| !empty(v, src) && v.kind() != kinds::NONE)
+    })
+}
+
+/// Whether the local is read after the `try`, where the code decides on it.
+fn read_after(try_statement: Node<'_>, func: Node<'_>, name: &str, src: &str) -> bool {
+    src.get(try_statement.end_byte()..func.end_byte())
+        .is_some_and(|after| syntax::has_word(after, name))
+}
+
+/// A name for money already moved, or for a record of it: `list_chargebacks`,
+/// `_already_captured`, `usage_total`, `landed`, `refunds`.
+fn names_money_moved(name: &str) -> bool {
+    let words = syntax::name_words(name);
+    // `list_payment_methods`: the means to pay, not a payment.
+    if words.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "method" | "methods" | "card" | "cards" | "plan" | "plans"
+        )
+    }) {
+        return false;
+    }
+    words.iter().any(|w| {
+        let w = w.as_str();
+        [
+            "charge", "capture", "refund", "payment", "payout", "transfer", "dispute", "settle",
+        ]
+        .iter()
+        .any(|stem| w.starts_with(stem))
+            || matches!(
+                w,
+                "captured" | "paid" | "landed" | "usage" | "balance" | "transactions" | "debits"
+            )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_of_money_moved_are_told_from_other_reads() {
+        for moved in [
+            "list_chargebacks",
+            "_already_captured",
+            "usage_total",
+            "landed",
+            "refunds",
+        ] {
+            assert!(names_money_moved(moved), "{moved}");
+        }
+        for other in [
+            "list_plans",
+            "get_customer",
+            "saved_cards",
+            "fetch_rates",
+            "list_payment_methods",
+        ] {
+            assert!(!names_money_moved(other), "{other}");
+        }
+    }
+}
