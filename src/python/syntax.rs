@@ -125,6 +125,24 @@ pub fn names_sleep(name: &str) -> bool {
     name.trim_start_matches('_') == "sleep" || name.ends_with("_sleep")
 }
 
+/// Whether a name (a path, a function's, a class's) is of code that takes a provider's
+/// notifications: `webhooks.py`, `handle_notification`, `AdyenNotificationView`, `paypal_ipn`.
+pub fn names_a_notification(name: &str) -> bool {
+    name_words(name).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "webhook"
+                | "webhooks"
+                | "notification"
+                | "notifications"
+                | "notify"
+                | "ipn"
+                | "callback"
+                | "callbacks"
+        )
+    })
+}
+
 /// The object a method is called on: `redis_client` in `redis_client.get(k)`.
 pub fn receiver(call: Node<'_>) -> Option<Node<'_>> {
     let function = call.field("function")?;

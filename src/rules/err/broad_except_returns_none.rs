@@ -42,11 +42,7 @@ fn check(cx: &mut Ctx<'_>) {
                 .unwrap_or_default();
             let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
             let on_path = cx.on_payment_path(function.as_ref());
-            let caught = syntax::except_types(clause)
-                .first()
-                .map_or("`except:`".to_string(), |t| {
-                    format!("`except {}`", syntax::text(*t, src))
-                });
+            let caught = super::caught(clause, src);
             let finding = cx
                 .report(&RULE, clause)
                 .arg("caught", caught)
@@ -218,23 +214,30 @@ fn false_dropped(cx: &mut Ctx<'_>, clause: Node<'_>, function: &FunctionFacts, c
     // `send_receipt(...) -> bool`: what it tells of is no payment, unless it applies the
     // provider's notification for a webhook (read below).
     let beside = crate::rules::pay::beside_the_money(&function.name);
-    let sends = reaches_http_in_file(file, function, 2);
+    // Or it hands the provider's client a request (`self.gateway.add_text_evidence(...)`), the
+    // client living in another module.
+    let calls_a_provider = file.calls.iter().any(|c| {
+        *c.function == *function.qualname
+            && c.receiver().is_some_and(|r| {
+                let last = r.rsplit('.').next().unwrap_or(r).trim_start_matches('_');
+                let last = last.to_ascii_lowercase();
+                [
+                    "gateway",
+                    "client",
+                    "provider",
+                    "processor",
+                    "psp",
+                    "acquirer",
+                ]
+                .iter()
+                .any(|w| last.contains(w))
+            })
+    });
+    let sends_http = reaches_http_in_file(file, function, 2);
+    let sends = sends_http || function.payment || calls_a_provider;
     // Or it applies a provider's notification, and the caller that drops its answer is the
     // webhook's endpoint: the provider is told the event was taken and never sends it again.
-    let notified = |name: &str| {
-        syntax::name_words(name).iter().any(|w| {
-            matches!(
-                w.as_str(),
-                "webhook"
-                    | "webhooks"
-                    | "notification"
-                    | "notifications"
-                    | "notify"
-                    | "ipn"
-                    | "callback"
-            )
-        })
-    };
+    let notified = syntax::names_a_notification;
     // An endpoint that keeps the answer only to log it (`changed = await handle(note)`, then
     // `log.info("applied=%s", changed)`) drops it as surely.
     let Some((dropper_file, dropper)) =
@@ -250,7 +253,9 @@ fn false_dropped(cx: &mut Ctx<'_>, clause: Node<'_>, function: &FunctionFacts, c
     else {
         return;
     };
-    let webhook = !sends && notified(&dropper.function) && {
+    // Read as before the provider's client counted: a handler of the notification may well ask
+    // the client about it.
+    let webhook = !sends_http && notified(&dropper.function) && {
         let owner = function.qualname.rsplit_once('.').map_or("", |(c, _)| c);
         notified(&function.name) || notified(owner) || notified(&file.module)
     };
@@ -407,11 +412,7 @@ fn swallowers<'t>(
     let mut out = Vec::new();
     for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
         if let Some(func) = swallowing_except(clause, idx, src) {
-            let caught = syntax::except_types(clause)
-                .first()
-                .map_or("`except:`".to_string(), |t| {
-                    format!("`except {}`", syntax::text(*t, src))
-                });
+            let caught = super::caught(clause, src);
             out.push((clause, func, caught));
         }
     }

@@ -85,21 +85,28 @@ fn check(cx: &mut Ctx<'_>) {
         {
             continue;
         }
-        let caught = syntax::except_types(clause)
-            .first()
-            .map_or("`except:`".to_string(), |t| {
-                format!("`except {}`", syntax::text(*t, src))
-            });
+        let caught = super::caught(clause, src);
         let finding = cx
             .report(&RULE, clause)
             .arg("caught", caught)
             .arg("function", qualname)
-            .arg("lookup", syntax::normalized(lookup, src))
+            .arg("lookup", shown(lookup, src))
             .arg("empty", syntax::text(value, src).to_string());
         match answer {
             Answer::Returned(_) => finding.note("returned"),
             Answer::Assigned { name, .. } => finding.arg("local", name).note("assigned"),
         };
+    }
+}
+
+/// The call as the message shows it: whole when short, by its callee when its arguments run
+/// long (`session.get(...)`).
+fn shown(call: Node<'_>, src: &str) -> String {
+    let whole = syntax::normalized(call, src);
+    if whole.len() <= 60 {
+        whole
+    } else {
+        format!("{}(...)", syntax::callee(call, src))
     }
 }
 
@@ -111,6 +118,14 @@ fn catches_failures(clause: Node<'_>, src: &str) -> bool {
 
 /// The handler's empty answer, when the rest of it only logs.
 fn empty_answer<'t>(clause: Node<'t>, src: &'t str) -> Option<Answer<'t>> {
+    // The handler ends in the empty value, as written: the text is asked before the tree.
+    let text = syntax::text(clause, src).trim_end();
+    if !["[]", "{}", "()", "0", "0.0", "(0)", "\"0\")", "'0')"]
+        .iter()
+        .any(|e| text.ends_with(e))
+    {
+        return None;
+    }
     let body = syntax::except_body(clause)?;
     let statements = syntax::statements(body);
     let (last, before) = statements.split_last()?;

@@ -21,6 +21,16 @@ use crate::review::Finding;
 use crate::rules::Ctx;
 use crate::rules::facts::FunctionFacts;
 
+/// What an `except` clause catches, as a message says it: `` `except Exception` ``, or
+/// `` `except:` `` for a bare one.
+fn caught(clause: Node<'_>, src: &str) -> String {
+    syntax::except_types(clause)
+        .first()
+        .map_or("`except:`".to_string(), |t| {
+            format!("`except {}`", syntax::text(*t, src))
+        })
+}
+
 /// Whether `node` belongs to `func` itself, not to a function nested in it.
 pub(crate) fn owned_by(node: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>) -> bool {
     idx.enclosing(node, kinds::FUNCTION_DEFINITION)

@@ -242,7 +242,9 @@ pub(super) fn unknown_marked_failed<'t>(
     {
         return None;
     }
-    let unknown = unknown_state(func, src).or_else(|| marks_unknown(idx, func, src))?;
+    let unknown = unknown_state(func, src)
+        .or_else(|| marks_unknown(idx, func, src))
+        .or_else(|| named_for_the_unknown(func, src))?;
     let ifs = idx.within(func, kinds::IF_STATEMENT);
     // An `elif` of a chain over the answer (`elif refund.attempts >= MAX: _mark_failed(...)`
     // before `else: _mark_unknown(...)`) as much as an `if`.
@@ -307,6 +309,21 @@ fn unknown_state<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
             Some(named)
         })
         .min_by_key(|n| n.start_byte())
+}
+
+/// The name of a function that handles an unknown outcome (`_transfer_unknown(transfer, exc)`,
+/// `on_refund_outcome_uncertain`): what it is handed is an attempt whose answer did not come.
+/// Not one of something else unknown (`drop_unknown_currency_payouts`).
+fn named_for_the_unknown<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let name = func.field("name")?;
+    let words = syntax::name_words(syntax::text(name, src));
+    let unknown = |w: &str| matches!(w, "unknown" | "uncertain" | "indeterminate" | "unanswered");
+    let last = words.last().is_some_and(|w| unknown(w));
+    let of_the_outcome = words.iter().any(|w| unknown(w))
+        && words
+            .iter()
+            .any(|w| matches!(w.as_str(), "outcome" | "result" | "answer"));
+    (last || of_the_outcome).then_some(name)
 }
 
 /// A call of `func` named for recording an unknown outcome (`_mark_unknown(refund, ...)`,

@@ -792,7 +792,12 @@ fn function_facts(
         params: crate::rules::pay::positional_parameters(func, src)
             .join(",")
             .into(),
-        keyword_only: syntax::keyword_only_parameters(func, src).join(",").into(),
+        // Most functions take none: the parameters' text is searched for a `*` first.
+        keyword_only: func
+            .field("parameters")
+            .filter(|p| syntax::text(*p, src).contains('*'))
+            .map(|_| syntax::keyword_only_parameters(func, src).join(",").into())
+            .unwrap_or_default(),
         name,
         ..FunctionFacts::default()
     };

@@ -148,6 +148,7 @@ pub(crate) fn names_key(text: &str) -> bool {
 fn check(cx: &mut Ctx<'_>) {
     key_replaced_by_the_claim(cx);
     request_key_or_random(cx);
+    resent_from_a_handler(cx);
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
@@ -217,6 +218,102 @@ fn check(cx: &mut Ctx<'_>) {
             };
             report_elsewhere(cx, &attempt, call, elsewhere);
         }
+    }
+}
+
+/// A request sent under a key (`self._request("POST", ..., idempotency_key=idempotency_key)`)
+/// and, when it fails, sent again from the handler under a new one (`except
+/// IdempotentCreationConflict: return self.create_payment(..., idempotency_key=uuid4().hex)`):
+/// the first request may have gone through (a conflict says one is in flight or done, a
+/// timeout says nothing), and the provider takes the second for a new payment.
+fn resent_from_a_handler(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    let mut found = Vec::new();
+    for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
+        let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        // A key made on the spot in the handler, by its text first.
+        let text = syntax::text(clause, src);
+        if !(names_fresh(text) || text.contains("time")) {
+            continue;
+        }
+        let (Some(handler), Some(body)) = (
+            syntax::except_body(clause),
+            clause
+                .parent()
+                .filter(|t| t.kind() == kinds::TRY_STATEMENT)
+                .and_then(|t| t.field("body")),
+        ) else {
+            continue;
+        };
+        fn keyed<'t, 's>(call: Node<'t>, src: &'s str) -> Option<(&'s str, Node<'t>)> {
+            syntax::keyword_args(call, src)
+                .into_iter()
+                .find(|(name, _)| names_key(name))
+        }
+        let sent: Vec<&str> = idx
+            .within(body, kinds::CALL)
+            .iter()
+            .filter(|c| keyed(**c, src).is_some())
+            .map(|c| syntax::callee_name(*c, src))
+            .collect();
+        // Or the function takes the key it sends (`async def send_refund(..., idempotency_key)`)
+        // and calls itself again from the handler.
+        let takes_a_key = crate::rules::pay::parameters(func, src)
+            .iter()
+            .any(|p| names_key(p));
+        if sent.is_empty() && !takes_a_key {
+            continue;
+        }
+        let own_name = syntax::function_name(func, src);
+        for &call in idx.within(handler, kinds::CALL) {
+            let name = syntax::callee_name(call, src);
+            if !(sent.contains(&name) || name == own_name)
+                || idx
+                    .enclosing(call, kinds::FUNCTION_DEFINITION)
+                    .is_none_or(|f| f.id() != func.id())
+            {
+                continue;
+            }
+            let Some((key, value)) = keyed(call, src) else {
+                continue;
+            };
+            let fresh = fresh_call(value, idx, src).filter(|c| c.kind() == kinds::CALL);
+            let Some(fresh) = fresh else {
+                continue;
+            };
+            let (first, last) = syntax::lines(value);
+            if cx.touches_added(first, last) {
+                found.push((clause, func, call, key.to_string(), value, fresh));
+            }
+        }
+    }
+    for (clause, func, call, key, value, fresh) in found {
+        let caught = syntax::except_types(clause)
+            .iter()
+            .map(|t| syntax::text(*t, src))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let qualname = facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, value)
+            .arg("key", key)
+            .arg("made", syntax::normalized(fresh, src))
+            .arg("function", qualname.clone())
+            .arg("resent", syntax::callee(call, src).to_string())
+            .arg(
+                "caught",
+                if caught.is_empty() {
+                    "everything".to_string()
+                } else {
+                    caught
+                },
+            )
+            .note("resent");
+        finding.function = qualname;
     }
 }
 

@@ -24,15 +24,21 @@ pub(crate) static RULE: Rule = Rule {
 /// Every finding is a constant named for a window of retries, in code that sends payments
 /// again under stored keys. The facts are asked before the text is searched.
 fn gate(s: &Scan<'_>) -> bool {
+    pays_under_keys(s)
+        && s.mentions(&[
+            "WINDOW", "_AGE", "DEADLINE", "HORIZON", "GIVE_UP", "DELAYS", "SCHEDULE", "BACKOFFS",
+        ])
+}
+
+/// Code, not a test, that pays or names an idempotency key: where payments are sent again under
+/// stored keys.
+pub(crate) fn pays_under_keys(s: &Scan<'_>) -> bool {
     !s.facts.is_test
         && (s.facts.payment_module
             || s.facts
                 .functions
                 .iter()
                 .any(|f| f.payment || f.mentions_idempotency))
-        && s.mentions(&[
-            "WINDOW", "_AGE", "DEADLINE", "HORIZON", "GIVE_UP", "DELAYS", "SCHEDULE", "BACKOFFS",
-        ])
 }
 
 fn check(cx: &mut Ctx<'_>) {

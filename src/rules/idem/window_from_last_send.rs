@@ -26,29 +26,19 @@ pub(crate) static RULE: Rule = Rule {
 /// Every finding compares with a window of resends or a key's lifetime, in code that sends
 /// payments or names an idempotency key.
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test
-        && (s.facts.payment_module
-            || s.facts
-                .functions
-                .iter()
-                .any(|f| f.payment || f.mentions_idempotency))
+    super::resend_window_outlives_key::pays_under_keys(s)
         && s.mentions(&[
-            "window",
             "WINDOW",
-            "_age",
-            "_AGE",
-            "deadline",
-            "DEADLINE",
-            "horizon",
-            "HORIZON",
+            "window",
             "TTL",
             "ttl",
+            "_AGE",
+            "_age",
+            "DEADLINE",
+            "deadline",
             "RETENTION",
-            "retention",
             "EXPIRY",
-            "expiry",
             "LIFETIME",
-            "lifetime",
         ])
 }
 

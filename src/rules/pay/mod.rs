@@ -36,6 +36,7 @@ pub mod split_parts_miss_the_total;
 pub mod state_checked_then_set;
 pub mod success_recorded_before_result;
 pub mod task_queued_before_commit;
+pub mod text_flag_read_with_bool;
 pub mod time_from_client;
 pub mod time_units_mixed;
 pub mod unsettled_status_taken_as_paid;

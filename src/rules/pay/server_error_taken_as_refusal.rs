@@ -73,7 +73,9 @@ fn check(cx: &mut Ctx<'_>) {
         if takes_the_range(syntax::text(func, src)) {
             continue;
         }
-        let Some(refusal) = refusal_after(idx, func, stmt, src) else {
+        // The refusal is what the other statuses reach: the branch's `else:` as much as what
+        // follows the statement.
+        let Some(refusal) = refusal_after(idx, func, body, src) else {
             continue;
         };
         // Then the refusal must take every other status (`if resp.status_code != 200: raise
@@ -286,13 +288,22 @@ fn or_terms<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
 }
 
 /// The error of an unknown outcome the branch raises (`WiseUnavailable`), by name, or builds
-/// and returns for its caller to raise (`return ProviderUnavailable(message, ...)`).
+/// and returns for its caller to raise (`return ProviderUnavailable(message, ...)`), or keeps
+/// for the retry loop to raise once its attempts run out (`error = OutcomeUnknown(...)`).
 fn raised_unknown<'s>(idx: &NodeIndex<'_>, body: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let kept = || {
+        idx.within(body, kinds::ASSIGNMENT).iter().find_map(|a| {
+            let value = a.field("right").filter(|v| v.kind() == kinds::CALL)?;
+            let callee = syntax::callee(value, src);
+            Some(callee.rsplit('.').next().unwrap_or(callee)).filter(|name| names_the_unknown(name))
+        })
+    };
     idx.within(body, kinds::RAISE_STATEMENT)
         .iter()
         .chain(idx.within(body, kinds::RETURN_STATEMENT))
         .find_map(|r| raised_name(*r, src))
         .filter(|name| names_the_unknown(name))
+        .or_else(kept)
 }
 
 /// An error named for an answer that did not come: `Unavailable`, `OutcomeUnknown`, or a
@@ -336,8 +347,9 @@ fn takes_the_range(text: &str) -> bool {
     .any(|w| compact.contains(w))
 }
 
-/// What answers the other errors after the `if`: a raise of an error that is not of an unknown
-/// outcome (`raise WiseError(...)`), or `raise_for_status()`.
+/// What answers the other errors after the branch (its `else:`, or what follows the `if`): a
+/// raise of an error that is not of an unknown outcome (`raise WiseError(...)`), or
+/// `raise_for_status()`.
 fn refusal_after(
     idx: &NodeIndex<'_>,
     func: Node<'_>,
