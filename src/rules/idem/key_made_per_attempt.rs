@@ -249,15 +249,10 @@ fn resent_from_a_handler(cx: &mut Ctx<'_>) {
         ) else {
             continue;
         };
-        fn keyed<'t, 's>(call: Node<'t>, src: &'s str) -> Option<(&'s str, Node<'t>)> {
-            syntax::keyword_args(call, src)
-                .into_iter()
-                .find(|(name, _)| names_key(name))
-        }
         let sent: Vec<&str> = idx
             .within(body, kinds::CALL)
             .iter()
-            .filter(|c| keyed(**c, src).is_some())
+            .filter(|c| key_argument(**c, src).is_some())
             .map(|c| syntax::callee_name(*c, src))
             .collect();
         // Or the function takes the key it sends (`async def send_refund(..., idempotency_key)`)
@@ -278,7 +273,7 @@ fn resent_from_a_handler(cx: &mut Ctx<'_>) {
             {
                 continue;
             }
-            let Some((key, value)) = keyed(call, src) else {
+            let Some((key, value)) = key_argument(call, src) else {
                 continue;
             };
             let fresh = fresh_call(value, idx, src).filter(|c| c.kind() == kinds::CALL);
@@ -315,6 +310,13 @@ fn resent_from_a_handler(cx: &mut Ctx<'_>) {
             .note("resent");
         finding.function = qualname;
     }
+}
+
+/// The keyword argument a call hands its idempotency key by (`idempotency_key=...`), by its name.
+fn key_argument<'t, 's>(call: Node<'t>, src: &'s str) -> Option<(&'s str, Node<'t>)> {
+    syntax::keyword_args(call, src)
+        .into_iter()
+        .find(|(name, _)| names_key(name))
 }
 
 /// Keys made anew in a function that a task of the repository runs and runs again after a

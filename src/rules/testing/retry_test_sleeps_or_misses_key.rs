@@ -257,7 +257,7 @@ fn pinned_in_other_files(cx: &Ctx<'_>) -> Vec<String> {
             continue;
         }
         for f in &file.functions {
-            let words = crate::python::syntax::name_words(&f.name);
+            let words = syntax::name_words(&f.name);
             let retry = words.first().is_some_and(|w| w == "test")
                 && RETRY_WORDS.iter().any(|r| f.name.contains(r));
             let keyed = words.iter().any(|w| w == "key" || w == "keys") || f.mentions_idempotency;
