@@ -63,18 +63,18 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         };
         let name = syntax::function_name(func, src);
-        let (value, read) = match answer {
-            Answer::Returned(value) => (value, returns_otherwise(idx, func, clause, src)),
-            Answer::Assigned { name, value } => (value, read_after(try_statement, func, name, src)),
+        // The empty value, the local it is kept in (none when returned), and whether the code
+        // goes on with it.
+        let (value, answered, read) = match answer {
+            Answer::Returned(value) => (value, "", returns_otherwise(idx, func, clause, src)),
+            Answer::Assigned { name, value } => {
+                (value, name, read_after(try_statement, func, name, src))
+            }
         };
         if !read {
             continue;
         }
         let callee = syntax::callee_name(lookup, src);
-        let answered = match answer {
-            Answer::Assigned { name, .. } => name,
-            Answer::Returned(_) => "",
-        };
         // The read names money moved (`list_chargebacks`), or the function or the local does
         // (`_already_captured` over `fetch_payment`) on the payment path.
         let qualname = facts::qualname(func, idx, src);
@@ -92,10 +92,11 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("function", qualname)
             .arg("lookup", shown(lookup, src))
             .arg("empty", syntax::text(value, src).to_string());
-        match answer {
-            Answer::Returned(_) => finding.note("returned"),
-            Answer::Assigned { name, .. } => finding.arg("local", name).note("assigned"),
-        };
+        if answered.is_empty() {
+            finding.note("returned");
+        } else {
+            finding.arg("local", answered).note("assigned");
+        }
     }
 }
 
