@@ -131,6 +131,7 @@ pub static ALL: &[&Rule] = &[
     &pay::claim_split_into_read_and_write::RULE,
     &pay::caller_amount_over_stored::RULE,
     &pay::text_flag_read_with_bool::RULE,
+    &pay::answer_dropped_then_done::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

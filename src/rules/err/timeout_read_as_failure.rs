@@ -368,6 +368,7 @@ fn check(cx: &mut Ctx<'_>) {
             },
             None => {
                 if caught == Caught::Named {
+                    raised_as_definite(cx, idx, clause, handler);
                     gave_up(cx, idx, clause, &mut given_up);
                 }
                 continue;
@@ -694,6 +695,25 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
     let Some(try_statement) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT) else {
         return;
     };
+    // `except asyncio.TimeoutError: raise CheckoutRequestError(504, ...)`: a timeout named and
+    // raised as the error the module raises for a provider's refusal elsewhere
+    // (`raise CheckoutRequestError(resp.status, ...)`). Not one named for a payment still
+    // under way (`RefundPending`), nor a subclass of the unknown.
+    let named = catches_timeout(clause, src) == Some(Caught::Named);
+    if named
+        && (syntax::name_words(raised).iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "pending" | "processing" | "progress" | "flight" | "unconfirmed" | "unsettled"
+            )
+        }) || !idx
+            .all(kinds::RAISE_STATEMENT)
+            .iter()
+            .any(|r| !syntax::contains(clause, *r) && raised_class(*r, src) == Some(raised))
+            || subclass_of_the_unknown(idx, raised, src))
+    {
+        return;
+    }
     let earlier = crate::python::named_children(try_statement)
         .into_iter()
         .take_while(|c| c.id() != clause.id())
@@ -719,8 +739,8 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
         .into_iter()
         .find(|c| c.kind() == kinds::EXCEPT_CLAUSE)
         .is_some_and(|c| c.id() == clause.id());
-    let earlier = earlier.or_else(|| {
-        if !first_clause {
+    let earlier = earlier.filter(|_| !named).or_else(|| {
+        if !first_clause && !named {
             return None;
         }
         let func = idx.enclosing(clause, kinds::FUNCTION_DEFINITION)?;
@@ -742,14 +762,23 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
     let Some(body) = try_statement.field("body") else {
         return;
     };
-    let Some(request) = idx
+    let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
+        return;
+    };
+    let request = idx
         .within(body, kinds::CALL)
         .iter()
         .find(|c| facts::http_by_name(&syntax::call_text(**c, src)))
+        .map(|request| {
+            (
+                syntax::callee(*request, src).to_string(),
+                syntax::lines(*request).0,
+            )
+        });
+    // A named timeout also of the client's own sender (`await self._post_refund(...)`).
+    let Some((step, step_line)) =
+        request.or_else(|| named.then(|| paying_step(cx, idx, func, body)).flatten())
     else {
-        return;
-    };
-    let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
         return;
     };
     let caught: Vec<&str> = syntax::except_types(clause)
@@ -760,8 +789,8 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
     let finding = cx
         .report(&RULE, clause)
         .arg("function", function.clone())
-        .arg("step", syntax::callee(*request, src).to_string())
-        .arg("step_line", syntax::lines(*request).0.to_string())
+        .arg("step", step)
+        .arg("step_line", step_line.to_string())
         .arg("connection", connection)
         .arg("unknown", unknown.to_string())
         .arg("caught", caught.join(", "))
@@ -769,6 +798,21 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
         .note(note)
         .severity(Severity::Important);
     finding.function = function;
+}
+
+/// A class of the module built on an error of an unknown outcome: `class
+/// CheckoutTimedOut(CheckoutUnavailable)`. Callers that catch the unknown catch it too.
+fn subclass_of_the_unknown(idx: &NodeIndex<'_>, class: &str, src: &str) -> bool {
+    idx.all(kinds::CLASS_DEFINITION).iter().any(|c| {
+        c.field("name")
+            .is_some_and(|n| syntax::text(n, src) == class)
+            && c.field("superclasses").is_some_and(|bases| {
+                crate::python::named_children(bases).into_iter().any(|b| {
+                    let base = syntax::text(b, src);
+                    unavailable(base.rsplit('.').next().unwrap_or(base))
+                })
+            })
+    })
 }
 
 /// The error a handler raises, by its class's last name: `raise PaystackError(...) from exc`.

@@ -198,6 +198,7 @@ pub fn derive_old(
         imports: new_facts.imports.clone(),
         memory_caches,
         cache_clients,
+        serialises_writers: super::serialises_writers(parsed.text()),
         functions: Vec::new(),
         calls: Vec::new(),
     };

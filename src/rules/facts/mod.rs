@@ -109,6 +109,10 @@ pub struct FunctionFacts {
     /// `verify_payment`): the line of its first `return` when every value it returns is the
     /// provider's answer as it came (`return self._request("POST", ...)`), not a yes or a no.
     pub returns_answer: Option<u32>,
+    /// [pay family] The key of an outcome every value it returns carries, taken from what it
+    /// was answered (`return FundingResult(status=data["status"], ...)`): a caller that drops
+    /// the answer cannot know whether the operation succeeded.
+    pub returns_outcome: Option<Box<str>>,
     /// [test family] A parameter with a default that is the sleep it waits with
     /// (`sleep: Sleep = asyncio.sleep`), and its place among the positional ones (`None`:
     /// keyword-only). A test that calls it without one waits for real.
@@ -241,6 +245,10 @@ pub struct FileFacts {
     /// Names the file binds to a cache client it makes, whatever they say (`r =
     /// redis.Redis(...)`). One entry per binding, sorted.
     pub cache_clients: Vec<String>,
+    /// The file begins transactions by taking the database's write lock (`BEGIN IMMEDIATE`,
+    /// `BEGIN EXCLUSIVE`): SQLite's way to serialise writers, under which a figure checked and
+    /// then written in one transaction cannot be read by another writer between the two.
+    pub serialises_writers: bool,
     pub functions: Vec<FunctionFacts>,
     pub calls: Vec<CallSite>,
 }
@@ -457,10 +465,23 @@ pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
         imports,
         memory_caches,
         cache_clients,
+        serialises_writers: serialises_writers(src),
         functions: Vec::new(),
         calls: Vec::new(),
     };
     gather_code(file, file_facts, vocab)
+}
+
+/// `FileFacts::serialises_writers` of a file's text.
+pub(crate) fn serialises_writers(src: &str) -> bool {
+    [
+        "BEGIN IMMEDIATE",
+        "BEGIN EXCLUSIVE",
+        "begin immediate",
+        "begin exclusive",
+    ]
+    .iter()
+    .any(|w| memchr::memmem::find(src.as_bytes(), w.as_bytes()).is_some())
 }
 
 /// The functions and calls of `file`, into `facts`, whose file-level part (path, imports) is
@@ -801,6 +822,8 @@ fn function_facts(
         name,
         ..FunctionFacts::default()
     };
+    // `None`: no value returned yet; `Some(None)`: values without one key of an outcome.
+    let mut outcome: Option<Option<&str>> = None;
     for ret in idx
         .within(func, kinds::RETURN_STATEMENT)
         .iter()
@@ -810,6 +833,15 @@ fn function_facts(
             facts.none_returns.push(syntax::lines(*ret).0);
         } else {
             facts.returns_value = true;
+            if !file.is_test && outcome != Some(None) {
+                let key = syntax::return_value(*ret)
+                    .and_then(|v| crate::rules::pay::answer_dropped_then_done::outcome_key(v, src));
+                outcome = Some(match (outcome, key) {
+                    (None, key) => key,
+                    (Some(Some(known)), Some(key)) if known == key => Some(key),
+                    _ => None,
+                });
+            }
             if facts.returns_fresh.is_none()
                 && crate::rules::idem::key_made_per_attempt::gives_fresh(*ret, idx, src)
             {
@@ -817,6 +849,7 @@ fn function_facts(
             }
         }
     }
+    facts.returns_outcome = outcome.flatten().map(Into::into);
     facts.raises = idx.within(func, kinds::RAISE_STATEMENT).iter().any(own);
     let mut caught = Vec::new();
     for clause in idx
@@ -896,7 +929,8 @@ fn function_facts(
             }
         }
         match classify(&parts, file, vocab) {
-            Target::Http => facts.http = true,
+            Target::Http if !a_sessions_key(*call, &parts, src) => facts.http = true,
+            Target::Http => {}
             Target::Cache => facts.cache = true,
             Target::Payment => facts.payment = true,
             Target::Sleep => facts.sleeps = true,
@@ -1793,6 +1827,26 @@ fn web_or_db_session(receiver: &str, file: &FileFacts) -> bool {
             "quart",
         ])
         && !imports(&["requests", "httpx", "aiohttp", "urllib3", "aiohttp_retry"])
+}
+
+/// `session.get("client_reference_id")`: a key read of a session that is a dictionary (a
+/// Stripe Checkout Session, a web session), not a request: an HTTP session's `get` takes a
+/// URL, which no bare name is.
+fn a_sessions_key(call: Node<'_>, parts: &syntax::CallText<'_>, src: &str) -> bool {
+    parts.name == "get"
+        && parts
+            .receiver
+            .is_some_and(|r| last_name(r).to_ascii_lowercase().contains("session"))
+        && call
+            .field("arguments")
+            .and_then(|a| a.named_child(0))
+            .and_then(|first| syntax::string_value(first, src))
+            .is_some_and(|key| {
+                !key.is_empty()
+                    && key
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            })
 }
 
 /// `r` for `r = call(...)` or `r = await call(...)`: `syntax::bound_name`, found through the

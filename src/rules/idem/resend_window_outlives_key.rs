@@ -159,6 +159,8 @@ pub(crate) fn names_a_key_lifetime(name: &str) -> bool {
     has(&["idempotency", "idempotent", "key", "keys", "dedup"])
         && has(&[
             "ttl",
+            // `IDEMPOTENCY_WINDOW`, `settings.idempotency_window_hours`.
+            "window",
             "retention",
             "retained",
             "lifetime",

@@ -171,6 +171,9 @@ fn keys_left_out(
         let Some((key_param, inner)) = optional_key(idx, attempt, src) else {
             continue;
         };
+        if retries_only_keyed(idx, helper, key_param, src) {
+            continue;
+        }
         let Some(After::Caught(caught)) = retried_after(idx, attempt, inner, src) else {
             continue;
         };
@@ -553,7 +556,7 @@ fn unkeyed_helper_post(
     let key_param = pay::parameters(helper, src)
         .into_iter()
         .find(|p| crate::rules::idem::is_idempotency_text(p) && !p.contains("lock"))?;
-    if passed(&key_param).is_some() {
+    if passed(&key_param).is_some() || retries_only_keyed(idx, helper, &key_param, src) {
         return None;
     }
     let money = pay::passes_money(call, src, cx.vocab)
@@ -565,6 +568,24 @@ fn unkeyed_helper_post(
         verb: syntax::text(verb, src).to_string(),
         key_param,
     })
+}
+
+/// `attempts = self.max_attempts if idempotency_key else 1`: the helper sends a request with
+/// no key once, and retries only the keyed ones.
+fn retries_only_keyed(idx: &NodeIndex<'_>, helper: Node<'_>, key_param: &str, src: &str) -> bool {
+    idx.within(helper, kinds::CONDITIONAL_EXPRESSION)
+        .iter()
+        .any(|c| {
+            let parts = crate::python::named_children(*c);
+            let [yes, test, no] = parts.as_slice() else {
+                return false;
+            };
+            let names_key = syntax::text(*test, src)
+                .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+                .any(|w| w == key_param);
+            let once = |n: Node<'_>| syntax::text(n, src) == "1";
+            names_key && (once(*no) || once(*yes))
+        })
 }
 
 /// How a request is known to be a POST.
@@ -619,7 +640,9 @@ fn sends_post<'t>(
     idx.all(kinds::CALL)
         .iter()
         .copied()
-        .filter(|c| idx.callee_name(*c, src) == name && !is_request(*c))
+        .filter(|c| {
+            idx.callee_name(*c, src) == name && !is_request(*c) && sent_again_unkeyed(idx, *c, src)
+        })
         .find(|c| passed(*c).and_then(|a| http::method_of(a, src)) == Some("post"))
         .and_then(|caller| {
             Some(Post::FromCaller {
@@ -628,6 +651,45 @@ fn sends_post<'t>(
                 verb: syntax::text(passed(caller)?, src).to_string(),
             })
         })
+}
+
+/// Whether a caller's POST through the request helper is one its retry sends again with
+/// nothing to tell the attempts apart: not one that turns the retry off (`retry=False`,
+/// `max_attempts=1`), nor one whose body carries the provider's own key of the request
+/// (Wise's `customerTransactionId`, PayPal's `sender_batch_id`), nor a quote, which moves
+/// nothing.
+fn sent_again_unkeyed(idx: &NodeIndex<'_>, caller: Node<'_>, src: &str) -> bool {
+    let retry_off = syntax::keyword_args(caller, src).into_iter().any(|(k, v)| {
+        let v = syntax::text(v, src);
+        k.contains("retr") && matches!(v, "False" | "0" | "None")
+            || k.contains("attempts") && v == "1"
+    });
+    let args = caller
+        .field("arguments")
+        .map(|a| syntax::text(a, src))
+        .unwrap_or_default();
+    let flat: String = args
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    let keyed = crate::rules::idem::is_idempotency_text(args)
+        || [
+            "customertransactionid",
+            "clienttransactionid",
+            "senderbatchid",
+            "uniquereference",
+        ]
+        .iter()
+        .any(|k| flat.contains(k));
+    let quote = idx
+        .enclosing(caller, kinds::FUNCTION_DEFINITION)
+        .is_some_and(|f| {
+            syntax::name_words(syntax::function_name(f, src))
+                .iter()
+                .any(|w| matches!(w.as_str(), "quote" | "quotes" | "estimate" | "preview"))
+        });
+    !(retry_off || keyed || quote)
 }
 
 /// The name of the function's own `**options` when the request passes it on (`**options` and

@@ -54,7 +54,7 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(window) = window_in(comparison, src) else {
             continue;
         };
-        let Some(stamp) = stamp_in(comparison, window, src) else {
+        let Some(stamp) = stamp_in(idx, comparison, window, src) else {
             continue;
         };
         let Some(field) = stamp.field("attribute").map(|a| syntax::text(a, src)) else {
@@ -120,9 +120,30 @@ fn window_in<'t>(comparison: Node<'t>, src: &str) -> Option<Node<'t>> {
 /// The record's stamp the span is measured from: the right side of `now - stamp` (or the first
 /// of `stamp or created_at` there), a stamp moved on by the window (`stamp + WINDOW < now`), or
 /// one held against the window's start (`stamp < now - WINDOW`).
-fn stamp_in<'t>(comparison: Node<'t>, window: Node<'t>, src: &str) -> Option<Node<'t>> {
+fn stamp_in<'t>(
+    idx: &NodeIndex<'t>,
+    comparison: Node<'t>,
+    window: Node<'t>,
+    src: &str,
+) -> Option<Node<'t>> {
+    // `started = shipment.last_attempt_at or now` before `now - started < KEY_RETRY_WINDOW`:
+    // the stamp a local was given.
+    let func = idx.enclosing(comparison, kinds::FUNCTION_DEFINITION);
+    let through_local = |node: Node<'t>| match node.kind() {
+        kinds::IDENTIFIER => func
+            .and_then(|f| {
+                idx.assigned_before(
+                    Some(f),
+                    syntax::text(node, src),
+                    comparison.start_byte(),
+                    src,
+                )
+            })
+            .and_then(preferred),
+        _ => Some(node),
+    };
     let stamp = |candidate: Node<'t>| {
-        preferred(candidate).filter(|s| {
+        preferred(candidate).and_then(through_local).filter(|s| {
             s.kind() == kinds::ATTRIBUTE
                 && s.field("attribute").is_some_and(|a| {
                     let field = syntax::text(a, src);

@@ -63,7 +63,10 @@ fn check(cx: &mut Ctx<'_>) {
             || super::calls_a_helper_that(idx, func, src, |h| {
                 locks_exclusively(syntax::text(h, src))
             })
-            || locked_by_a_caller(idx, func, src)
+            || locked_by_a_caller(idx, func, src, locks_exclusively)
+            || cx.change.side(cx.side).any(|f| f.serialises_writers)
+                && (in_a_transaction(func_text)
+                    || locked_by_a_caller(idx, func, src, in_a_transaction))
         {
             continue;
         }
@@ -256,8 +259,23 @@ fn settled_by_the_database(text: &str) -> bool {
         || syntax::contains_lowercase(text, "serializable")
 }
 
-/// Whether a function of the file that calls `func` takes a lock.
-fn locked_by_a_caller(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
+/// `with self.repo.transaction():`, `with db.transaction() as conn:`: a transaction of the
+/// code's own, which takes the write lock where the change begins them so
+/// (`FileFacts::serialises_writers`).
+fn in_a_transaction(text: &str) -> bool {
+    text.lines().any(|line| {
+        let line = line.trim_start();
+        line.starts_with("with ") && line.contains("transaction(")
+    })
+}
+
+/// Whether a function of the file that calls `func` takes a lock, as `locks` reads its text.
+fn locked_by_a_caller(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    src: &str,
+    locks: fn(&str) -> bool,
+) -> bool {
     let name = syntax::function_name(func, src);
     idx.all(kinds::FUNCTION_DEFINITION).iter().any(|&caller| {
         caller.id() != func.id()
@@ -265,6 +283,6 @@ fn locked_by_a_caller(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
                 .within(caller, kinds::CALL)
                 .iter()
                 .any(|c| idx.callee_name(*c, src) == name)
-            && locks_exclusively(syntax::text(caller, src))
+            && locks(syntax::text(caller, src))
     })
 }

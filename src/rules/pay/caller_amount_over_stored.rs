@@ -230,6 +230,14 @@ fn charged_from_the_caller<'t, 'p>(
         .filter(|c| own(c) && sink(c))
     {
         for value in amount_arguments(idx, func, call, src) {
+            if let Some(found) = kept_when_different(idx, func, value, params, src) {
+                return Some(Charged {
+                    sink: call,
+                    param: found.0,
+                    stored: found.1,
+                    note: "kept",
+                });
+            }
             // Through a local: `amount_due = ... if quoted is None else quoted`, then
             // `amount_cents=amount_due`.
             let value = match value.kind() {
@@ -264,6 +272,48 @@ fn charged_from_the_caller<'t, 'p>(
         }
     }
     None
+}
+
+/// `amount = self._proration(...)`, then `if quoted_amount != amount: ... amount =
+/// quoted_amount`, and `amount` charged: where the caller's amount is not the one worked out,
+/// the caller's is kept. The parameter and the local's first value.
+fn kept_when_different<'t, 'p>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    value: Node<'t>,
+    params: &'p [String],
+    src: &str,
+) -> Option<(&'p str, Node<'t>)> {
+    if value.kind() != kinds::IDENTIFIER {
+        return None;
+    }
+    let local = syntax::text(value, src);
+    if params.iter().any(|p| p == local) {
+        return None;
+    }
+    let given = idx.assigned_before(Some(func), local, value.start_byte(), src)?;
+    let param = params
+        .iter()
+        .find(|p| given.kind() == kinds::IDENTIFIER && syntax::text(given, src) == p.as_str())?;
+    let assignment = given.parent().filter(|a| a.kind() == kinds::ASSIGNMENT)?;
+    let branch = idx.enclosing(assignment, kinds::IF_STATEMENT)?;
+    let condition = branch.field("condition")?;
+    let test = syntax::text(condition, src);
+    let compared =
+        test.contains("!=") && syntax::has_word(test, param) && syntax::has_word(test, local);
+    let in_its_body = branch
+        .field("consequence")
+        .is_some_and(|body| syntax::contains(body, assignment));
+    if !(compared && in_its_body) {
+        return None;
+    }
+    // The amount worked out before the test, not the caller's.
+    let worked_out = idx.assigned_before(Some(func), local, branch.start_byte(), src)?;
+    (matches!(
+        worked_out.kind(),
+        kinds::CALL | kinds::ATTRIBUTE | kinds::SUBSCRIPT | kinds::BINARY_OPERATOR
+    ) && !syntax::has_word(syntax::text(worked_out, src), param))
+    .then_some((param.as_str(), worked_out))
 }
 
 /// The values `call` takes for money: keyword arguments named for it (`amount_cents=...`), and

@@ -3,6 +3,7 @@
 pub mod accepted_taken_as_succeeded;
 pub mod amount_in_float;
 pub mod amount_of_another_record;
+pub mod answer_dropped_then_done;
 pub mod arguments_swapped;
 pub mod balance_checked_unlocked;
 pub mod balance_reset_after_payout;

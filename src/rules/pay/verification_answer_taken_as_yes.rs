@@ -20,7 +20,8 @@ pub(crate) static RULE: Rule = Rule {
 
 /// Every finding calls a function named for a verification.
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test && calls_a_verification(s)
+    !s.facts.is_test
+        && (calls_a_verification(s) || s.facts.functions.iter().any(|f| verifies(&f.name)))
 }
 
 /// Whether a function of the file calls one named for a verification, or for an HMAC check
@@ -70,6 +71,80 @@ pub(crate) fn verifies(name: &str) -> bool {
         )
     });
     asks && of
+}
+
+/// A verification that says yes when the request succeeds (`return status == 200`), with the
+/// provider's answer in hand and unread (`status, body = await self._call(...)`): PayPal's
+/// `verify-webhook-signature` answers 200 with `"verification_status": "FAILURE"`, and a
+/// forged delivery passes.
+fn said_by_the_status(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        if !verifies(syntax::function_name(func, src)) {
+            continue;
+        }
+        let own = |n: &Node<'_>| {
+            idx.enclosing(*n, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| f.id() == func.id())
+        };
+        let returns: Vec<Node<'_>> = idx
+            .within(func, kinds::RETURN_STATEMENT)
+            .iter()
+            .copied()
+            .filter(|r| own(r))
+            .filter_map(syntax::return_value)
+            .filter(|v| v.kind() != kinds::NONE && v.kind() != kinds::FALSE)
+            .collect();
+        let status_only = |v: &Node<'_>| {
+            let text = syntax::text(*v, src);
+            v.kind() == kinds::COMPARISON_OPERATOR
+                && text.contains("status")
+                && (text.contains("== 200") || text.contains("200 <=") || text.contains("in (200"))
+        };
+        if returns.is_empty() || !returns.iter().all(status_only) {
+            continue;
+        }
+        // The answer's body, bound beside the status and read by no `return`.
+        let body = idx
+            .within(func, kinds::ASSIGNMENT)
+            .iter()
+            .filter(|a| own(a))
+            // Bound from what was called (`status, body = await self._call(...)`), not the
+            // request's own payload.
+            .filter(|a| {
+                a.field("right")
+                    .is_some_and(|r| matches!(r.kind(), kinds::CALL | kinds::AWAIT))
+            })
+            .filter_map(|a| a.field("left"))
+            .flat_map(|left| syntax::descendants(left, &[kinds::IDENTIFIER]))
+            .map(|n| syntax::text(n, src))
+            .find(|name| {
+                syntax::name_words(name).iter().any(|w| {
+                    matches!(
+                        w.as_str(),
+                        "body" | "data" | "payload" | "json" | "answer" | "result"
+                    )
+                })
+            });
+        let Some(body) = body else {
+            continue;
+        };
+        if returns
+            .iter()
+            .any(|v| syntax::has_word(syntax::text(*v, src), body))
+        {
+            continue;
+        }
+        let Some(&ret) = returns.first() else {
+            continue;
+        };
+        let at = format!("{}:{}", cx.path, syntax::lines(func).0);
+        cx.report(&RULE, ret)
+            .arg("test", syntax::normalized(ret, src))
+            .arg("callee", syntax::function_name(func, src).to_string())
+            .arg("at", at)
+            .arg("body", body.to_string())
+            .note("status");
+    }
 }
 
 /// Calls whose result is a provider's answer as it came: the decoded body (`resp.json()`,
@@ -138,6 +213,7 @@ fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
+    said_by_the_status(cx, idx, src);
     let mut reported: Vec<usize> = Vec::new();
     for &call in idx.all(kinds::CALL) {
         let name = idx.callee_name(call, src);

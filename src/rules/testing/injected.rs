@@ -447,30 +447,37 @@ pub fn through_a_mock(cx: &Ctx<'_>, injected: &[Injected], r: &Reach<'_>, verbs:
     if injected.is_empty() {
         return false;
     }
-    let all_on_held =
-        |file: &FileFacts, f: &FunctionFacts, carried: &[&str], called: &dyn Fn(&str) -> bool| {
-            let mut held = held_in(injected, f);
-            held.extend(carried.iter().copied());
-            // `body.get("title")`, `resp.headers.get("Retry-After")` of a local the module does
-            // not import: a dict's read, not a request.
-            let a_dicts_get = |c: &crate::rules::facts::CallSite| {
-                c.name() == "get"
-                    && c.receiver().is_some_and(|r| {
-                        let root = r.split('.').next().unwrap_or(r);
-                        !matches!(root, "self" | "cls")
-                            && !held.contains(&r)
-                            && file.import_target(root).is_none()
-                    })
-            };
-            let mut calls = file
-                .calls
-                .iter()
-                .filter(|c| *c.function == *f.qualname && called(c.name()) && !a_dicts_get(c))
-                .peekable();
-            !held.is_empty()
-                && calls.peek().is_some()
-                && calls.all(|c| c.receiver().is_some_and(|r| held.contains(&r)))
+    let all_on_held = |file: &FileFacts,
+                       f: &FunctionFacts,
+                       carried: &[&str],
+                       called: &dyn Fn(&str) -> bool| {
+        let mut held = held_in(injected, f);
+        held.extend(carried.iter().copied());
+        // `body.get("title")`, `resp.headers.get("Retry-After")` of a local the module does
+        // not import: a dict's read, not a request.
+        let a_dicts_get = |c: &crate::rules::facts::CallSite| {
+            c.name() == "get"
+                && c.receiver().is_some_and(|r| {
+                    let root = r.split('.').next().unwrap_or(r);
+                    !matches!(root, "self" | "cls")
+                        && !held.contains(&r)
+                        && file.import_target(root).is_none()
+                })
         };
+        let mut calls = file
+            .calls
+            .iter()
+            .filter(|c| *c.function == *f.qualname && called(c.name()) && !a_dicts_get(c))
+            .peekable();
+        // `self.http`, the property over `self._http` the constructor stored the mock in
+        // (made lazily when none was handed in): Python's usual way to a client.
+        let holds = |r: &str| {
+            held.contains(&r)
+                || r.strip_prefix("self.")
+                    .is_some_and(|name| held.iter().any(|h| h.strip_prefix("self._") == Some(name)))
+        };
+        !held.is_empty() && calls.peek().is_some() && calls.all(|c| c.receiver().is_some_and(holds))
+    };
     let mut carried: Vec<&str> = Vec::new();
     for step in r.path.windows(2) {
         let (from, to) = (&step[0], &step[1]);

@@ -746,23 +746,33 @@ fn fixture_mocks(cx: &Ctx<'_>, params: &[String]) -> Vec<String> {
 /// client under it (`service(db, square, clock)` handing `square` on by position).
 pub fn fixture_fake_on(cx: &Ctx<'_>, test: &TestFn<'_>, path: &[String]) -> bool {
     let params = parameters(test.node, cx.src());
-    let fakes: Vec<&str> = change_fixtures(cx, &params, 4)
+    let fakes = fixture_fakes(cx, &params);
+    !fakes.is_empty()
+        && path.iter().any(|name| {
+            let last = name.rsplit('.').next().unwrap_or(name);
+            cx.change
+                .functions_named(cx.side, last)
+                .any(|(file, f)| file.is_test && of_a_fake(f, &fakes))
+        })
+}
+
+/// The fakes of the tests' own the fixtures named by `params` make (`return FakeKlarna()`),
+/// lowercased.
+fn fixture_fakes<'c>(cx: &Ctx<'c>, params: &[String]) -> Vec<&'c str> {
+    change_fixtures(cx, params, 4)
         .into_iter()
         .filter_map(|(_, fixture)| fixture.mocks.as_deref())
         .flat_map(|m| m.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
         .filter(|w| ["fake", "stub", "dummy"].iter().any(|p| w.starts_with(p)))
-        .collect();
-    !fakes.is_empty()
-        && path.iter().any(|name| {
-            let last = name.rsplit('.').next().unwrap_or(name);
-            cx.change.functions_named(cx.side, last).any(|(file, f)| {
-                file.is_test
-                    && f.qualname
-                        .rsplit_once('.')
-                        .map(|(class, _)| class.rsplit('.').next().unwrap_or(class))
-                        .is_some_and(|class| fakes.iter().any(|w| class.eq_ignore_ascii_case(w)))
-            })
-        })
+        .collect()
+}
+
+/// Whether `f` is a method of one of `fakes`.
+fn of_a_fake(f: &FunctionFacts, fakes: &[&str]) -> bool {
+    f.qualname
+        .rsplit_once('.')
+        .map(|(class, _)| class.rsplit('.').next().unwrap_or(class))
+        .is_some_and(|class| fakes.iter().any(|w| class.eq_ignore_ascii_case(w)))
 }
 
 /// The fixtures of the change's test files (a `conftest.py`, the test's own) named by
@@ -869,12 +879,26 @@ pub fn callees_under_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Callee> {
             .functions_named(cx.side, name)
             .any(|(file, _)| !file.is_test)
     };
+    // `self.start()` where the test's class defines `start`: its own helper, whatever else
+    // of the change shares the name (`through_helpers` reads what it calls).
+    let own_helper = |name: &str| {
+        let (Some(file), Some((class, _))) = (cx.facts, test.facts.qualname.rsplit_once('.'))
+        else {
+            return false;
+        };
+        file.function(&format!("{class}.{name}")).is_some()
+            && file
+                .calls
+                .iter()
+                .filter(|c| *c.function == *test.facts.qualname && c.name() == name)
+                .all(|c| c.receiver() == Some("self"))
+    };
     let mut out: Vec<Callee> = test
         .facts
         .callees
         .iter()
         .filter(|c| test.facts.loose.binary_search(c).is_err())
-        .filter(|c| !MOCKERS.contains(&c.as_str()) && defined(c))
+        .filter(|c| !MOCKERS.contains(&c.as_str()) && defined(c) && !own_helper(c))
         .map(|name| Callee {
             methods: methods_called(cx, test, name),
             name: name.clone(),

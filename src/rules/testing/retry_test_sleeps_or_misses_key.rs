@@ -108,11 +108,18 @@ fn check(cx: &mut Ctx<'_>) {
                     && !mocks.configured_on(&r.path)
                     && !super::a_fixture_specs_its_class(cx, &test, r)
                     && !hands_a_sleep(cx, &test)
+                    // `capture_shipment(session, klarna, ...)` with `klarna` a fixture's
+                    // `FakeKlarna()`: the fake answers in place of the client that sleeps.
+                    && !super::fixture_fake_on(cx, &test, &r.path)
             });
         let keyed = callees
             .iter()
             .find_map(|c| c.reach(cx, DEPTH, &KEYED))
-            .filter(|r| !mocks.spec_a_class_on(cx, &r.path) && !mocks.configured_on(&r.path))
+            .filter(|r| {
+                !mocks.spec_a_class_on(cx, &r.path)
+                    && !mocks.configured_on(&r.path)
+                    && !super::fixture_fake_on(cx, &test, &r.path)
+            })
             // A read retried (`get_payment`) sends no key, whatever its sender can carry.
             .filter(|r| !r.path.first().is_some_and(|f| named_for_a_read(f)));
         // `assert len(set(_sent_keys(gateway))) == 1`: a helper of the file may read the keys.
@@ -135,9 +142,10 @@ fn check(cx: &mut Ctx<'_>) {
         };
         // `test_reconcile_adopts_payment_created_before_timeout`: a test of the read that settles
         // an unknown outcome, whose timeouts only set the outcome up.
+        // Or one named for what the reconciliation does (`..._is_funded_on_reconcile`).
         let of_a_reconciliation = {
             let words = syntax::name_words(&test.facts.name);
-            words.get(1).is_some_and(|w| {
+            words.iter().skip(1).any(|w| {
                 matches!(
                     w.as_str(),
                     "reconcile" | "reconciles" | "reconciliation" | "reconciler" | "reconciling"
@@ -722,7 +730,20 @@ fn mentions_key(text: &str) -> bool {
 /// httpx.ReadTimeout(...))` then `with pytest.raises(UnknownOutcome):`): what a timeout is
 /// reported as, with no second attempt to carry a key.
 fn one_failure_raised(text: &str) -> bool {
+    // `session.script(PAYOUTS, asyncio.TimeoutError(), ..., aiohttp.ServerDisconnectedError())`:
+    // a fake scripted with failures one after another.
+    let failures_made = [
+        "Error()",
+        "Error(\"",
+        "Timeout()",
+        "Timeout(\"",
+        "Exception(",
+    ]
+    .iter()
+    .map(|w| text.matches(w).count())
+    .sum::<usize>();
     (text.contains("raises(") || text.contains("assertRaises"))
+        && failures_made < 2
         && !text.contains("side_effect=[")
         && !text.contains("side_effect = [")
         && !text.contains("side_effect=(")
@@ -804,6 +825,8 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
         "backs_off",
         "back_off",
         "repeat",
+        "gives_up",
+        "give_up",
     ]
     .iter()
     .any(|w| said.contains(w));

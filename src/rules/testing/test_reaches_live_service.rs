@@ -188,7 +188,14 @@ fn check(cx: &mut Ctx<'_>) {
                     // provider.refund(payment)` of a payment not yet confirmed) most often tests a
                     // guard that refuses before the SDK is called, and the SDK's own errors come
                     // from a mock.
-                    if service == Service::Provider && expected_to_raise(cx, test, &callee.name) {
+                    if service == Service::Provider
+                        && expected_to_raise(cx, test, &callee.name, false)
+                    {
+                        return None;
+                    }
+                    // `with pytest.raises(ValueError): client._request("POST", path)`: a
+                    // request refused for its arguments, before anything is sent.
+                    if service == Service::Http && expected_to_raise(cx, test, &callee.name, true) {
                         return None;
                     }
                     let r = callee.reach(cx, DEPTH, service.talks_to())?;
@@ -694,8 +701,9 @@ fn sdk_of<'f>(file: &'f FileFacts, callee: &str) -> Option<&'f str> {
 }
 
 /// Whether every call of `name` in the test is made inside a block that expects an exception
-/// (`with pytest.raises(...)`, `with self.assertRaises(...)`).
-fn expected_to_raise(cx: &Ctx<'_>, test: &TestFn<'_>, name: &str) -> bool {
+/// (`with pytest.raises(...)`, `with self.assertRaises(...)`); `arguments`: one Python raises
+/// for a wrong argument (`ValueError`, `TypeError`), which a client raises before it sends.
+fn expected_to_raise(cx: &Ctx<'_>, test: &TestFn<'_>, name: &str, arguments: bool) -> bool {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return false;
     };
@@ -711,7 +719,16 @@ fn expected_to_raise(cx: &Ctx<'_>, test: &TestFn<'_>, name: &str) -> bool {
             while let Some(node) = at.filter(|n| n.id() != test.node.id()) {
                 if node.kind() == kinds::WITH_STATEMENT {
                     let items = syntax::with_clause(node, src);
-                    if items.contains("raises") || items.contains("Raises") {
+                    let argument_error = || {
+                        ["ValueError", "TypeError"].iter().any(|e| {
+                            ["raises(", "Raises("]
+                                .iter()
+                                .any(|r| items.contains(&format!("{r}{e}")))
+                        })
+                    };
+                    if (items.contains("raises") || items.contains("Raises"))
+                        && (!arguments || argument_error())
+                    {
                         return true;
                     }
                 }
