@@ -706,10 +706,7 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
                 w.as_str(),
                 "pending" | "processing" | "progress" | "flight" | "unconfirmed" | "unsettled"
             )
-        }) || !idx
-            .all(kinds::RAISE_STATEMENT)
-            .iter()
-            .any(|r| !syntax::contains(clause, *r) && raised_class(*r, src) == Some(raised))
+        }) || !made_elsewhere(idx, clause, raised, src)
             || subclass_of_the_unknown(idx, raised, src))
     {
         return;
@@ -744,11 +741,20 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
             return None;
         }
         let func = idx.enclosing(clause, kinds::FUNCTION_DEFINITION)?;
+        // Or made to be raised later (`failure = KlarnaUnavailable(...)`, then `raise failure`).
         let unknown = idx
             .within(func, kinds::RAISE_STATEMENT)
             .iter()
             .filter(|r| !syntax::contains(clause, **r))
-            .find_map(|r| raised_class(*r, src).filter(|name| unavailable(name)))?;
+            .find_map(|r| raised_class(*r, src).filter(|name| unavailable(name)))
+            .or_else(|| {
+                named.then_some(())?;
+                idx.within(func, kinds::CALL)
+                    .iter()
+                    .filter(|c| !syntax::contains(clause, **c))
+                    .map(|c| idx.callee_name(*c, src))
+                    .find(|name| unavailable(name))
+            })?;
         Some((String::new(), unknown))
     });
     let Some((connection, unknown)) = earlier else {
@@ -798,6 +804,20 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
         .note(note)
         .severity(Severity::Important);
     finding.function = function;
+}
+
+/// Whether the module raises `class` outside `clause` (`raise CheckoutRequestError(resp.status,
+/// ...)`), or makes one there for its raise (`return PaddleRequestError(code, detail)` of an
+/// `_error_from_response` the sender raises): the error of the provider's answers.
+fn made_elsewhere(idx: &NodeIndex<'_>, clause: Node<'_>, class: &str, src: &str) -> bool {
+    idx.all(kinds::RAISE_STATEMENT)
+        .iter()
+        .any(|r| !syntax::contains(clause, *r) && raised_class(*r, src) == Some(class))
+        || idx.all(kinds::CALL).iter().any(|c| {
+            // `PaddleRequestError(...)`, or a constructor of its own (`KlarnaError.from_response`).
+            let callee = syntax::callee(*c, src);
+            !syntax::contains(clause, *c) && callee.split('.').any(|part| part == class)
+        })
 }
 
 /// A class of the module built on an error of an unknown outcome: `class
@@ -987,6 +1007,15 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
         .chain(idx.within(handler, kinds::COMPARISON_OPERATOR))
         .map(|n| (n.start_byte(), n.end_byte()))
         .collect();
+    // Nor the states a write may move from (`update_refund_status(id, "failed",
+    // only_from=("pending",))`): a guard of the transition, not what the timeout is taken for.
+    for &call in idx.within(handler, kinds::CALL) {
+        for (key, value) in syntax::keyword_args(call, src) {
+            if key.contains("from") || key.starts_with("expected") {
+                unsaid.push((value.start_byte(), value.end_byte()));
+            }
+        }
+    }
     unsaid.sort_unstable();
     let mut said = String::new();
     let mut at = handler.start_byte();
@@ -1192,6 +1221,10 @@ pub(super) fn calls_failure(call: Node<'_>, src: &str) -> Option<bool> {
                     w.to_ascii_lowercase().as_str(),
                     "failed" | "failure" | "declined" | "rejected" | "refused"
                 )
+                // `PaymentStatus.FUNDING_FAILED`: a failed state of one step.
+                || member.is_some() && syntax::name_words(w).last().is_some_and(|last| {
+                    matches!(last.as_str(), "failed" | "declined" | "rejected" | "refused")
+                })
             })
     });
     // `_settle_refund(refund_id, {"status": "failed", ...})`: a failed answer made up for it.
@@ -1303,10 +1336,21 @@ fn paying_step(
             continue;
         }
         let sends = function_pays && facts::http_by_name(&syntax::call_text(call, src));
+        // `self._create_remote(attempt)`, a helper of the file that sends the attempt's
+        // idempotency key: what it sends is a payment made once.
+        let keyed_helper = || {
+            let name = idx.callee_name(call, src);
+            cx.facts.is_some_and(|file| {
+                file.functions
+                    .iter()
+                    .any(|f| f.name == name && f.mentions_idempotency && !f.is_test)
+            })
+        };
         if crate::rules::pay::pays(cx, call, src)
             || crate::rules::pay::hands_a_payment(cx, call, src)
             || sends
             || crate::rules::pay::calls_a_paying_helper(cx, call, src)
+            || keyed_helper()
         {
             // `client.create_batch(..., request_id=payout_request_id(batch))`: the helper only
             // makes an argument of the request that is sent. (A call handed in whole, as

@@ -113,6 +113,9 @@ pub struct FunctionFacts {
     /// was answered (`return FundingResult(status=data["status"], ...)`): a caller that drops
     /// the answer cannot know whether the operation succeeded.
     pub returns_outcome: Option<Box<str>>,
+    /// [pay family] A parameter named for a currency with a fixed code as its default, as
+    /// `currency=USD`: a caller that leaves it out pays in that currency.
+    pub currency_default: Option<Box<str>>,
     /// [test family] A parameter with a default that is the sleep it waits with
     /// (`sleep: Sleep = asyncio.sleep`), and its place among the positional ones (`None`:
     /// keyword-only). A test that calls it without one waits for real.
@@ -850,6 +853,10 @@ fn function_facts(
         }
     }
     facts.returns_outcome = outcome.flatten().map(Into::into);
+    if !file.is_test {
+        facts.currency_default =
+            crate::rules::pay::currency_left_to_default::currency_default(func, src);
+    }
     facts.raises = idx.within(func, kinds::RAISE_STATEMENT).iter().any(own);
     let mut caught = Vec::new();
     for clause in idx

@@ -10,6 +10,7 @@ pub mod balance_reset_after_payout;
 pub mod caller_amount_over_stored;
 pub mod charge_amount_source_changed;
 pub mod claim_split_into_read_and_write;
+pub mod currency_left_to_default;
 pub mod destination_refund_keeps_transfer;
 pub mod event_applied_in_any_state;
 pub mod found_taken_as_paid;
