@@ -853,7 +853,10 @@ fn function_facts(
         }
     }
     facts.returns_outcome = outcome.flatten().map(Into::into);
-    if !file.is_test {
+    // The parameters' names are at hand: most functions take no currency.
+    if !file.is_test
+        && (facts.params.contains("currency") || facts.keyword_only.contains("currency"))
+    {
         facts.currency_default =
             crate::rules::pay::currency_left_to_default::currency_default(func, src);
     }

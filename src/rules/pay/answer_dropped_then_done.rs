@@ -42,7 +42,7 @@ fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
         && (s.facts.payment_module
             || s.facts.functions.iter().any(|f| f.payment || f.http)
-            || s.mentions(&["gateway", "client", "provider", "_api", "processor", "psp"]))
+            || s.mentions(&["client", "gateway", "provider"]))
 }
 
 /// The outcome key a returned value carries, taken from something other than a literal:
@@ -56,10 +56,18 @@ pub(crate) fn outcome_key<'s>(value: Node<'_>, src: &'s str) -> Option<&'s str> 
         value
     };
     match value.kind() {
-        kinds::CALL => syntax::keyword_args(value, src)
-            .into_iter()
-            .find(|(k, v)| OUTCOME_KEYS.contains(k) && !literal(*v))
-            .map(|(k, _)| k),
+        // Read in place: asked of every `return` of a call in the change.
+        kinds::CALL => {
+            let args = value.field("arguments")?;
+            (0..args.named_child_count() as u32).find_map(|i| {
+                let arg = args.named_child(i)?;
+                if arg.kind() != kinds::KEYWORD_ARGUMENT {
+                    return None;
+                }
+                let k = syntax::text(arg.field("name")?, src);
+                (OUTCOME_KEYS.contains(&k) && !literal(arg.field("value")?)).then_some(k)
+            })
+        }
         kinds::DICTIONARY => crate::python::named_children(value)
             .into_iter()
             .filter(|p| p.kind() == kinds::PAIR)
@@ -84,7 +92,38 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     };
     for &call in idx.all(kinds::CALL) {
-        // The call is a statement of its own, or the whole value of a name.
+        let name = idx.callee_name(call, src);
+        if name.is_empty() {
+            continue;
+        }
+        let mut key = None;
+        let mut defined = None;
+        let mut all = true;
+        // Fakes of the client in tests answer as they are told: the code's own define it.
+        for (file, func) in cx
+            .change
+            .functions_named(cx.side, name)
+            .filter(|(file, _)| !file.is_test)
+        {
+            match &func.returns_outcome {
+                Some(k) if !func.raises => {
+                    if key.is_some_and(|known: &str| known != &**k) {
+                        all = false;
+                    }
+                    key.get_or_insert(&**k);
+                    defined.get_or_insert((file.path.clone(), func.lines.0));
+                }
+                _ => {
+                    all = false;
+                    break;
+                }
+            }
+        }
+        let (Some(key), Some((path, line)), true) = (key, defined, all) else {
+            continue;
+        };
+        // The call is a statement of its own, or the whole value of a name: asked after the
+        // names, since tree-sitter finds a node's parent from the root.
         let mut top = call;
         if let Some(p) = top.parent().filter(|p| p.kind() == kinds::AWAIT) {
             top = p;
@@ -105,37 +144,11 @@ fn check(cx: &mut Ctx<'_>) {
             },
             _ => continue,
         };
-        let name = idx.callee_name(call, src);
-        if name.is_empty() {
-            continue;
-        }
+        // Asked only of the few calls of a function that answers with an outcome.
         let verbs = past_forms(name);
         if verbs.is_empty() {
             continue;
         }
-        let mut key = None;
-        let mut defined = None;
-        let mut all = true;
-        // Fakes of the client in tests answer as they are told: the code's own define it.
-        for (file, func) in cx
-            .change
-            .functions_named(cx.side, name)
-            .filter(|(file, _)| !file.is_test)
-        {
-            match &func.returns_outcome {
-                Some(k) if !func.raises => {
-                    if key.is_some_and(|known: &str| known != &**k) {
-                        all = false;
-                    }
-                    key.get_or_insert(&**k);
-                    defined.get_or_insert((file.path.clone(), func.lines.0));
-                }
-                _ => all = false,
-            }
-        }
-        let (Some(key), Some((path, line)), true) = (key, defined, all) else {
-            continue;
-        };
         let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
             continue;
         };
