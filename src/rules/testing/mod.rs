@@ -746,33 +746,23 @@ fn fixture_mocks(cx: &Ctx<'_>, params: &[String]) -> Vec<String> {
 /// client under it (`service(db, square, clock)` handing `square` on by position).
 pub fn fixture_fake_on(cx: &Ctx<'_>, test: &TestFn<'_>, path: &[String]) -> bool {
     let params = parameters(test.node, cx.src());
-    let fakes = fixture_fakes(cx, &params);
-    !fakes.is_empty()
-        && path.iter().any(|name| {
-            let last = name.rsplit('.').next().unwrap_or(name);
-            cx.change
-                .functions_named(cx.side, last)
-                .any(|(file, f)| file.is_test && of_a_fake(f, &fakes))
-        })
-}
-
-/// The fakes of the tests' own the fixtures named by `params` make (`return FakeKlarna()`),
-/// lowercased.
-fn fixture_fakes<'c>(cx: &Ctx<'c>, params: &[String]) -> Vec<&'c str> {
-    change_fixtures(cx, params, 4)
+    let fakes: Vec<&str> = change_fixtures(cx, &params, 4)
         .into_iter()
         .filter_map(|(_, fixture)| fixture.mocks.as_deref())
         .flat_map(|m| m.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
         .filter(|w| ["fake", "stub", "dummy"].iter().any(|p| w.starts_with(p)))
-        .collect()
-}
-
-/// Whether `f` is a method of one of `fakes`.
-fn of_a_fake(f: &FunctionFacts, fakes: &[&str]) -> bool {
-    f.qualname
-        .rsplit_once('.')
-        .map(|(class, _)| class.rsplit('.').next().unwrap_or(class))
-        .is_some_and(|class| fakes.iter().any(|w| class.eq_ignore_ascii_case(w)))
+        .collect();
+    !fakes.is_empty()
+        && path.iter().any(|name| {
+            let last = name.rsplit('.').next().unwrap_or(name);
+            cx.change.functions_named(cx.side, last).any(|(file, f)| {
+                file.is_test
+                    && f.qualname
+                        .rsplit_once('.')
+                        .map(|(class, _)| class.rsplit('.').next().unwrap_or(class))
+                        .is_some_and(|class| fakes.iter().any(|w| class.eq_ignore_ascii_case(w)))
+            })
+        })
 }
 
 /// The fixtures of the change's test files (a `conftest.py`, the test's own) named by

@@ -805,18 +805,16 @@ fn many_attempts_asserted(text: &str) -> bool {
 /// it pins the key is left to the tests named for it: such a test often proves it at a fake
 /// that keeps what it is sent by key.
 fn counts_failed_attempts(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
-    let name = test.facts.name.to_ascii_lowercase();
     let text = syntax::text(test.outer, cx.src());
-    !name.contains("not_retr")
-        && !name.contains("no_retr")
+    !denies_a_retry(&test.facts.name.to_ascii_lowercase())
         && many_attempts_asserted(text)
         && sets_up_a_failure(text)
 }
 
-fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
-    let name = test.facts.name.to_ascii_lowercase();
-    // `test_client_errors_are_not_retried`: the case where no retry happens.
-    let denied = [
+/// `test_client_errors_are_not_retried`: a lower-case test name for the case where no retry
+/// happens.
+fn denies_a_retry(name: &str) -> bool {
+    [
         "not_retr",
         "no_retr",
         "never_retr",
@@ -831,7 +829,12 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
         "never_resen",
     ]
     .iter()
-    .any(|w| name.contains(w));
+    .any(|w| name.contains(w))
+}
+
+fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
+    let name = test.facts.name.to_ascii_lowercase();
+    let denied = denies_a_retry(&name);
     // `test_timeout_is_always_sent`: a test of the timeout a request carries, not of what
     // happens when it runs out.
     let words: Vec<&str> = name.split('_').collect();
