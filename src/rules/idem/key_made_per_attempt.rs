@@ -688,7 +688,7 @@ fn called_elsewhere<T>(
 /// Whether `call`, in `func`, gives the callee's parameter `param` a value: by keyword (not
 /// `None`), by position (`positional`: the callee's parameters that can be passed so), or in a
 /// `**` dict that names it or cannot be read. A `*args` could hold it too.
-fn gives(
+pub(crate) fn gives(
     idx: &NodeIndex<'_>,
     func: Node<'_>,
     call: Node<'_>,

@@ -6,7 +6,7 @@
 //!
 //! The default is read from the callee's own parameters (`FunctionFacts::currency_default`),
 //! the currency at hand from the calling function's code. Left alone: a call that passes the
-//! currency by keyword, by position or through `**kwargs`, and a caller that never speaks of a
+//! currency by keyword, by position or in a `**` dict that may hold it, and a caller that never speaks of a
 //! currency (a single-currency shop).
 use tree_sitter::Node;
 
@@ -53,9 +53,6 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     };
     for &call in idx.all(kinds::CALL) {
-        if syntax::has_dict_splat(call) {
-            continue;
-        }
         let name = idx.callee_name(call, src);
         if name.is_empty() {
             continue;
@@ -83,12 +80,12 @@ fn check(cx: &mut Ctx<'_>) {
         let Some((param, code)) = default.split_once('=') else {
             continue;
         };
-        if passes(call, param, &params, src) {
-            continue;
-        }
         let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
             continue;
         };
+        if crate::rules::idem::key_made_per_attempt::gives(idx, func, call, param, &params, src) {
+            continue;
+        }
         let Some(at_hand) = currency_at_hand(idx, func, call, src) else {
             continue;
         };
@@ -103,16 +100,6 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("at_hand_line", syntax::lines(at_hand).0.to_string());
         finding.note("default");
     }
-}
-
-/// Whether `call` hands the currency over: by its keyword, or at its place among the callee's
-/// positional parameters (`params`, `self` left out).
-fn passes(call: Node<'_>, param: &str, params: &str, src: &str) -> bool {
-    if syntax::keyword_arg(call, param, src).is_some() {
-        return true;
-    }
-    let place = params.split(',').position(|p| p == param);
-    place.is_some_and(|at| syntax::positional_args(call).len() > at)
 }
 
 /// A read of a currency in `func` other than in `call`: `charge.currency`, `order["currency"]`,
