@@ -712,6 +712,27 @@ pub fn name_words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// A function named for reading (`get_payment`, `MollieClient.fetch_status`, `list_refunds`).
+pub fn named_for_a_read(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    matches!(
+        name_words(last).first().map(String::as_str),
+        Some(
+            "get"
+                | "fetch"
+                | "retrieve"
+                | "list"
+                | "find"
+                | "lookup"
+                | "load"
+                | "read"
+                | "search"
+                | "poll"
+                | "query"
+        )
+    )
+}
+
 /// What a `with` statement opens, as written (`pytest.raises(PaymentError)`,
 /// `transaction.atomic()`); empty when the tree holds no clause.
 pub fn with_clause<'s>(with: Node<'_>, src: &'s str) -> &'s str {

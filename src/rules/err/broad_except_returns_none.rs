@@ -72,18 +72,34 @@ fn check(cx: &mut Ctx<'_>) {
             .filter(|_| clause.kind() == kinds::EXCEPT_CLAUSE)
             .and_then(|f| read_as_not_found(cx, f));
         if let Some((checker, checker_at)) = not_found {
-            cx.report(&RULE, clause)
+            let webhook = syntax::names_a_notification(&checker);
+            let finding = cx
+                .report(&RULE, clause)
                 .arg("caught", caught)
                 .arg("function", qualname)
                 .arg("checker", checker)
                 .arg("checker_at", checker_at)
                 .note("not_found");
+            if webhook {
+                finding.note("webhook");
+            }
             continue;
         }
         let annotation = syntax::return_annotation(func, src)
             .filter(|a| !syntax::annotation_allows_none(a))
             .map(str::to_string);
         let caller = super::dereferencing_caller(cx, syntax::function_name(func, src));
+        // A caller in the file that hands the result on, unchecked, to a write that records
+        // the step done (`mark_fulfilled(order.id, shipment_id)`): the failure is recorded
+        // as a success.
+        let recorder = if caller.is_none() && clause.kind() == kinds::EXCEPT_CLAUSE {
+            function
+                .as_ref()
+                .filter(|f| f.returns_value)
+                .and_then(|f| recording_caller(idx, &f.name, src))
+        } else {
+            None
+        };
         // A function that moves money and gives a result on success: `None` on every failure is
         // then its contract, and no caller can tell a decline from an outage, even with no
         // annotation or caller in sight to prove the result is used.
@@ -107,6 +123,7 @@ fn check(cx: &mut Ctx<'_>) {
         });
         if annotation.is_none()
             && caller.is_none()
+            && recorder.is_none()
             && !moves_money_with_a_result
             && !reads_payment_state
         {
@@ -118,7 +135,7 @@ fn check(cx: &mut Ctx<'_>) {
         if raises_on {
             continue;
         }
-        let only_by_purpose = annotation.is_none() && caller.is_none();
+        let only_by_purpose = annotation.is_none() && caller.is_none() && recorder.is_none();
         let on_path = cx.on_payment_path(function.as_ref());
         let before_is_clean = cx
             .other_facts
@@ -133,7 +150,13 @@ fn check(cx: &mut Ctx<'_>) {
             finding.note("contract");
         }
         if !on_path {
-            finding.severity(Severity::Nit);
+            // A step recorded done on a failure is worth fixing on any path.
+            let severity = if recorder.is_some() {
+                Severity::Important
+            } else {
+                Severity::Nit
+            };
+            finding.severity(severity);
         } else if only_by_purpose {
             // What the result is used for is not in sight: worth fixing, not yet proven to
             // break a caller.
@@ -156,7 +179,91 @@ fn check(cx: &mut Ctx<'_>) {
         if let Some(caller) = caller {
             caller.cite(finding);
         }
+        if let Some(recorded) = recorder {
+            finding
+                .arg("recorder", recorded.function)
+                .arg("recorded_at", recorded.line.to_string())
+                .arg("record", recorded.record)
+                .note("recorded");
+        }
     }
+}
+
+/// A caller that records a step done with what a swallowing function returned.
+struct Recorded {
+    function: String,
+    line: u32,
+    /// The recording call as written (`self.orders.mark_fulfilled`).
+    record: String,
+}
+
+/// The first call of `name` in the file whose result is bound and then handed, with no test
+/// of it in between, to a call that marks the step done (`mark_fulfilled(order.id,
+/// shipment_id)`, `record_shipped(...)`): `None` from the swallowed failure is written down as
+/// the step's result. A result stored as an optional field (`order.receipt_url = url`) is not
+/// such a mark.
+fn recording_caller(idx: &NodeIndex<'_>, name: &str, src: &str) -> Option<Recorded> {
+    idx.all(kinds::CALL).iter().find_map(|&call| {
+        if idx.callee_name(call, src) != name {
+            return None;
+        }
+        let var = syntax::bound_name(call, src)?;
+        let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
+        let after = call.end_byte();
+        let record = idx.within(func, kinds::CALL).iter().copied().find(|c| {
+            c.start_byte() > after
+                && marks_done(idx.callee_name(*c, src))
+                && c.field("arguments").is_some_and(|args| {
+                    crate::python::named_children(args)
+                        .into_iter()
+                        .any(|a| a.kind() == kinds::IDENTIFIER && syntax::text(a, src) == var)
+                })
+                && super::owned_by(*c, func, idx)
+        })?;
+        let tested = idx.within(func, kinds::IF_STATEMENT).iter().any(|s| {
+            s.start_byte() > after
+                && s.start_byte() < record.start_byte()
+                && s.field("condition").is_some_and(|c| {
+                    syntax::descendants(c, &[kinds::IDENTIFIER])
+                        .into_iter()
+                        .any(|n| syntax::text(n, src) == var)
+                })
+        });
+        (!tested).then(|| Recorded {
+            function: crate::rules::facts::qualname(func, idx, src),
+            line: syntax::lines(record).0,
+            record: syntax::callee(record, src).to_string(),
+        })
+    })
+}
+
+/// A call's name that records a step as done: `mark_fulfilled`, `record_shipped`,
+/// `set_delivered`, `complete_order`.
+fn marks_done(name: &str) -> bool {
+    let words = syntax::name_words(name);
+    let done = |w: &str| {
+        matches!(
+            w,
+            "fulfilled"
+                | "shipped"
+                | "delivered"
+                | "paid"
+                | "captured"
+                | "settled"
+                | "refunded"
+                | "funded"
+                | "completed"
+                | "complete"
+                | "done"
+                | "succeeded"
+                | "confirmed"
+                | "dispatched"
+                | "issued"
+                | "sent"
+        )
+    };
+    words.len() >= 2 && words.iter().any(|w| done(w))
+        || words.first().is_some_and(|w| w == "complete")
 }
 
 /// The caller that tests the result of a lookup of a payment or a payment's record
@@ -181,7 +288,10 @@ fn read_as_not_found(cx: &Ctx<'_>, function: &FunctionFacts) -> Option<(String, 
             call.checked
                 && !file.is_test
                 && file.function(&call.function).is_some_and(|caller| {
+                    // A webhook's handler (`handle_webhook`): "not found" answers the provider
+                    // that the notification was taken, and it is never sent again.
                     caller.payment
+                        || syntax::names_a_notification(&caller.name)
                         || cx
                             .change
                             .reach_surely(

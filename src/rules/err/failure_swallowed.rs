@@ -424,6 +424,16 @@ fn no_error(value: Node<'_>, src: &str) -> bool {
     if matches!(value.kind(), kinds::NONE | kinds::FALSE) {
         return false;
     }
+    // `return 200, {"status": "error"}` (Django Ninja's, Flask's status and body): the status
+    // is what the sender reads, and a 2xx says the delivery was taken, whatever the body says.
+    if matches!(value.kind(), kinds::TUPLE | kinds::EXPRESSION_LIST) {
+        let parts = crate::python::named_children(value);
+        let status =
+            |n: &Node<'_>| n.kind() == kinds::INTEGER && syntax::text(*n, src).starts_with('2');
+        if parts.first().is_some_and(status) || parts.last().is_some_and(status) {
+            return true;
+        }
+    }
     let text = syntax::text(value, src).to_ascii_lowercase();
     let error_code = text
         .as_bytes()
@@ -592,6 +602,17 @@ fn step_of(
         }
         let words = syntax::name_words(callee);
         if words.iter().any(|w| beside_the_money(w)) {
+            continue;
+        }
+        // A read of the provider's state (`paystack.verify_transfer(reference)`): failed, it
+        // moved nothing, and the record stays as it was for the next look. Not in a webhook,
+        // whose normal answer tells the provider the notification was taken.
+        if !inbound
+            && (syntax::named_for_a_read(callee)
+                || syntax::name_words(callee.rsplit('.').next().unwrap_or(callee))
+                    .first()
+                    .is_some_and(|w| w == "verify" || w == "check"))
+        {
             continue;
         }
         // By its name (`gateway.create_refund`), or a POST of money or to a payment URL

@@ -8,6 +8,7 @@ pub mod error_contract_changed;
 pub mod failure_no_longer_raised;
 pub mod failure_swallowed;
 pub mod lookup_failure_read_as_empty;
+mod made_up_answer;
 pub mod retries_exhausted_return_none;
 pub mod timeout_read_as_failure;
 pub mod traceback_lost;

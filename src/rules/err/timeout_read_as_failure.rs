@@ -363,6 +363,7 @@ fn check(cx: &mut Ctx<'_>) {
                 None => {
                     raised_as_definite(cx, idx, clause, handler);
                     gave_up(cx, idx, clause, &mut given_up);
+                    made_up_answer(cx, idx, clause, handler);
                     continue;
                 }
             },
@@ -371,9 +372,13 @@ fn check(cx: &mut Ctx<'_>) {
                     raised_as_definite(cx, idx, clause, handler);
                     gave_up(cx, idx, clause, &mut given_up);
                 }
+                made_up_answer(cx, idx, clause, handler);
                 continue;
             }
         };
+        if test.is_none() && marked_only_for_an_answer(idx, clause, handler, mark.line, src) {
+            continue;
+        }
         let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
             continue;
         };
@@ -430,6 +435,34 @@ fn check(cx: &mut Ctx<'_>) {
         }
     }
     unknown_given_up(cx, idx, src, &given_up);
+}
+
+/// A handler that puts a made-up definite answer in place of the one that never came, which
+/// the code after the `try` acts on (`made_up_answer`).
+fn made_up_answer(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, handler: Node<'_>) {
+    let src = cx.src();
+    let Some(found) = super::made_up_answer::made_up(idx, clause, handler, src) else {
+        return;
+    };
+    let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
+        return;
+    };
+    let qualname = facts::qualname(func, idx, src);
+    let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
+    let on_path = cx.on_payment_path(function.as_ref());
+    let finding = cx
+        .report(&RULE, clause)
+        .arg("function", qualname)
+        .arg("step", found.step)
+        .arg("step_line", found.step_line.to_string())
+        .arg("state", found.state)
+        .arg("mark", syntax::normalized(found.mark, src))
+        .arg("mark_line", syntax::lines(found.mark).0.to_string())
+        .arg("read_line", found.read_line.to_string())
+        .note("made_up");
+    if !on_path {
+        finding.severity(Severity::Important);
+    }
 }
 
 /// Records of an unknown outcome marked failed once their count of attempts is past its
@@ -700,7 +733,15 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
     // (`raise CheckoutRequestError(resp.status, ...)`). Not one named for a payment still
     // under way (`RefundPending`), nor a subclass of the unknown.
     let named = catches_timeout(clause, src) == Some(Caught::Named);
+    // `except requests.ReadTimeout: raise StripeError(...)` beside `except
+    // requests.RequestException: error = APIConnectionError(...)`, a subclass of it the module
+    // makes for a request whose outcome is unknown: the timeout goes out as the plain base,
+    // which callers that catch the unknown do not catch.
+    let beside = named
+        .then(|| unknown_subclass_beside(idx, try_statement, clause, raised, src))
+        .flatten();
     if named
+        && beside.is_none()
         && (syntax::name_words(raised).iter().any(|w| {
             matches!(
                 w.as_str(),
@@ -736,7 +777,7 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
         .into_iter()
         .find(|c| c.kind() == kinds::EXCEPT_CLAUSE)
         .is_some_and(|c| c.id() == clause.id());
-    let earlier = earlier.filter(|_| !named).or_else(|| {
+    let earlier = earlier.filter(|_| !named).or(beside).or_else(|| {
         if !first_clause && !named {
             return None;
         }
@@ -818,6 +859,49 @@ fn made_elsewhere(idx: &NodeIndex<'_>, clause: Node<'_>, class: &str, src: &str)
             let callee = syntax::callee(*c, src);
             !syntax::contains(clause, *c) && callee.split('.').any(|part| part == class)
         })
+}
+
+/// The error another clause of the same `try` makes (`error = APIConnectionError(...)`,
+/// `raise APIConnectionError(...)`), where the module defines it on `base`, the error the
+/// timeout is raised as, and names it for a request that may have gone through (a connection,
+/// the network, an unknown outcome).
+fn unknown_subclass_beside<'s>(
+    idx: &NodeIndex<'_>,
+    try_statement: Node<'_>,
+    clause: Node<'_>,
+    base: &str,
+    src: &'s str,
+) -> Option<(String, &'s str)> {
+    crate::python::named_children(try_statement)
+        .into_iter()
+        .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE && c.id() != clause.id())
+        .find_map(|c| {
+            idx.within(c, kinds::CALL).iter().find_map(|&call| {
+                let made = idx.callee_name(call, src);
+                let unknown = syntax::name_words(made).iter().any(|w| {
+                    matches!(
+                        w.as_str(),
+                        "connection" | "network" | "unavailable" | "unknown" | "unreachable"
+                    )
+                });
+                (unknown && made != base && defined_on(idx, made, base, src))
+                    .then(|| (String::new(), made))
+            })
+        })
+}
+
+/// Whether the module defines `class` with `base` among its bases.
+fn defined_on(idx: &NodeIndex<'_>, class: &str, base: &str, src: &str) -> bool {
+    idx.all(kinds::CLASS_DEFINITION).iter().any(|c| {
+        c.field("name")
+            .is_some_and(|n| syntax::text(n, src) == class)
+            && c.field("superclasses").is_some_and(|bases| {
+                crate::python::named_children(bases).into_iter().any(|b| {
+                    let name = syntax::text(b, src);
+                    name.rsplit('.').next().unwrap_or(name) == base
+                })
+            })
+    })
 }
 
 /// A class of the module built on an error of an unknown outcome: `class
@@ -907,6 +991,53 @@ fn status_branch(
         }
     }
     None
+}
+
+/// Whether the failure marked at `line` is under a test of the provider's answer the caught
+/// error carries (`if exc.is_client_error and not previously_sent:`, `if err.status_code ==
+/// 402:`), which an error without an answer, a timeout, does not pass.
+fn marked_only_for_an_answer(
+    idx: &NodeIndex<'_>,
+    clause: Node<'_>,
+    handler: Node<'_>,
+    line: u32,
+    src: &str,
+) -> bool {
+    let Some(alias) = syntax::except_alias(clause, src) else {
+        return false;
+    };
+    idx.within(handler, kinds::IF_STATEMENT)
+        .iter()
+        .any(|&branch| {
+            let (Some(condition), Some(body)) =
+                (branch.field("condition"), branch.field("consequence"))
+            else {
+                return false;
+            };
+            let (first, last) = syntax::lines(body);
+            let text = syntax::text(condition, src);
+            let reads_the_answer = [
+                "is_client_error",
+                "status_code",
+                "http_status",
+                "status",
+                "code",
+                "response",
+            ]
+            .iter()
+            .any(|field| {
+                text.match_indices(&format!("{alias}.{field}"))
+                    .any(|(at, _)| {
+                        at == 0
+                            || !text[..at].ends_with(|c: char| {
+                                c.is_ascii_alphanumeric() || c == '_' || c == '.'
+                            })
+                    })
+            });
+            (first..=last).contains(&line)
+                && reads_the_answer
+                && statusless_passes(condition, alias, src) != Some(true)
+        })
 }
 
 /// Where a test of the caught error's status (`exc.status_code != 409`) sends an error that has
@@ -1111,7 +1242,7 @@ pub(crate) fn named_for_a_refusal(name: &str) -> bool {
 
 /// Words in a handler that say the outcome is kept as unknown, or found out: a pending state,
 /// a check with the provider, another attempt.
-const UNKNOWN_OUTCOME: &[&str] = &[
+pub(super) const UNKNOWN_OUTCOME: &[&str] = &[
     "pending",
     "unknown",
     "uncertain",
@@ -1301,11 +1432,87 @@ fn unknown_first_caught_here(try_statement: Node<'_>, clause: Node<'_>, src: &st
         .flat_map(syntax::except_types)
         .map(|t| syntax::text(t, src))
         .collect();
+    // `except _OutcomeUnknown: park` and then `except (CheckoutRequestError, CheckoutTimeout):
+    // mark failed`: the error of an unknown outcome the code raises itself (after its own
+    // retries) is not the client's timeout, which the later clause names and takes.
+    let only_unknowns_before = earlier.iter().all(|name| {
+        let last = name.rsplit('.').next().unwrap_or(name);
+        syntax::name_words(last)
+            .iter()
+            .any(|w| matches!(w.as_str(), "unknown" | "ambiguous" | "uncertain"))
+    });
     syntax::except_types(clause).into_iter().any(|t| {
         let name = syntax::text(t, src);
         let last = name.rsplit('.').next().unwrap_or(name);
-        unavailable(last) && !earlier.contains(&name)
+        !earlier.contains(&name)
+            && (unavailable(last)
+                || only_unknowns_before
+                    && syntax::contains_lowercase(last, "timeout")
+                    && !last.starts_with("Connect"))
     })
+}
+
+/// A call that asks a payment provider to do something, not to tell: one that carries an
+/// idempotency key (`create_route(..., idempotency_key=payout.idempotency_key)`), or a write
+/// on a client named for a provider (`self._braintree.update_subscription(...)`,
+/// `self._mollie.create_route(...)`). Its timeout leaves what it did unknown.
+fn writes_to_a_provider(call: Node<'_>, src: &str) -> bool {
+    if syntax::keyword_args(call, src)
+        .iter()
+        .any(|(name, _)| syntax::code_names_idempotency(name))
+    {
+        return true;
+    }
+    let Some(receiver) = syntax::receiver(call) else {
+        return false;
+    };
+    let receiver = syntax::text(receiver, src);
+    let last = receiver.rsplit('.').next().unwrap_or(receiver);
+    let provider = syntax::name_words(last).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "stripe"
+                | "adyen"
+                | "braintree"
+                | "mollie"
+                | "razorpay"
+                | "paypal"
+                | "paystack"
+                | "gocardless"
+                | "klarna"
+                | "paddle"
+                | "gateway"
+                | "psp"
+                | "acquirer"
+        )
+    });
+    let name = syntax::callee_name(call, src);
+    provider
+        && syntax::name_words(name).first().is_some_and(|verb| {
+            matches!(
+                verb.as_str(),
+                "create"
+                    | "update"
+                    | "capture"
+                    | "refund"
+                    | "charge"
+                    | "pay"
+                    | "transfer"
+                    | "submit"
+                    | "confirm"
+                    | "authorize"
+                    | "authorise"
+                    | "void"
+                    | "cancel"
+                    | "execute"
+                    | "finalize"
+                    | "route"
+                    | "fund"
+                    | "payout"
+                    | "sale"
+                    | "settle"
+            )
+        })
 }
 
 /// The first call of the `try` body that moves money, as written and with its line: by its
@@ -1351,6 +1558,7 @@ fn paying_step(
             || sends
             || crate::rules::pay::calls_a_paying_helper(cx, call, src)
             || keyed_helper()
+            || writes_to_a_provider(call, src)
         {
             // `client.create_batch(..., request_id=payout_request_id(batch))`: the helper only
             // makes an argument of the request that is sent. (A call handed in whole, as

@@ -84,7 +84,7 @@ fn check(cx: &mut Ctx<'_>) {
 /// are taken by name, which can only add callers that are not routes: the answer errs towards
 /// reporting.
 fn serves_requests(cx: &Ctx<'_>, file: &FileFacts, func: &facts::FunctionFacts) -> bool {
-    if is_route(func) {
+    if is_route(func) || handles_webhooks(cx, func) {
         return true;
     }
     let Some(callers) = callers_by_name(cx, file, func) else {
@@ -99,6 +99,33 @@ fn serves_requests(cx: &Ctx<'_>, file: &FileFacts, func: &facts::FunctionFacts) 
                 || callers_by_name(cx, caller_file, caller)
                     .is_some_and(|up| !up.is_empty() && up.iter().all(|(_, f)| is_route(f)))
         })
+}
+
+/// A method of a class of webhook handling (`WebhookProcessor._capture_outcome`) that records
+/// what the provider reported and sends it nothing, itself or a few calls down: a cache outage
+/// fails the delivery, and the provider's redelivery is the retry. A handler that moves money
+/// itself (a capture on `payment_intent.succeeded`) still has to decide.
+fn handles_webhooks(cx: &Ctx<'_>, func: &facts::FunctionFacts) -> bool {
+    let class = func
+        .qualname
+        .rsplit_once('.')
+        .map_or("", |(class, _)| class);
+    let reaches = |t: &reach::Trait| {
+        cx.change
+            .reach_surely(
+                cx.side,
+                &func.name,
+                Some(std::slice::from_ref(&func.qualname)),
+                2,
+                t,
+            )
+            .is_some()
+    };
+    syntax::contains_lowercase(class, "webhook")
+        && !func.http
+        && !func.sdk
+        && !reaches(&reach::HTTP)
+        && !reaches(&reach::SDK)
 }
 
 /// The functions of the change (this side, tests aside) that call a function of `func`'s name,

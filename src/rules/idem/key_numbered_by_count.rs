@@ -785,7 +785,7 @@ fn claimed_with_a_count<'t>(
             let claim = crate::rules::idem::strip_await(set);
             if claim.kind() == kinds::CALL
                 && increments(syntax::text(claim, src), field)
-                && !claim_from_a_fresh_state(claim, src)
+                && !claim_from_a_fresh_state(idx, claim, src)
             {
                 return Some((read, claim, field.to_string()));
             }
@@ -796,7 +796,7 @@ fn claimed_with_a_count<'t>(
             c.end_byte() <= value.start_byte()
                 && matches!(syntax::callee_name(*c, src), "update" | "values")
                 && increments(syntax::text(*c, src), field)
-                && !claim_from_a_fresh_state(*c, src)
+                && !claim_from_a_fresh_state(idx, *c, src)
                 && !moved_for_a_reason(idx, func, *c, src)
         });
         if let Some(step) = step {
@@ -818,14 +818,21 @@ const FRESH_STATES: &[&str] = &[
     "draft",
     "unpaid",
     "awaiting_payment",
+    // After a definite refusal: the next attempt is a new payment, under a key of its own.
+    "failed",
+    "declined",
+    "refused",
+    "rejected",
+    "uncollectible",
+    "past_due",
 ];
 
 /// Whether a claim takes rows only from fresh states: by its condition
 /// (`claimed_from_a_fresh_state`), or, for a helper of the project, by the states it is handed
 /// to move from (`_transition(dispute, (DisputeStatus.OPEN,), DisputeStatus.CONTESTING,
 /// contest_attempts=Dispute.contest_attempts + 1)`, `from_statuses=("open",)`).
-fn claim_from_a_fresh_state(claim: Node<'_>, src: &str) -> bool {
-    if claimed_from_a_fresh_state(syntax::text(claim, src)) {
+fn claim_from_a_fresh_state(idx: &NodeIndex<'_>, claim: Node<'_>, src: &str) -> bool {
+    if claimed_from_a_fresh_state(syntax::text(claim, src)) || fresh_by_parameter(idx, claim, src) {
         return true;
     }
     if claim.kind() != kinds::CALL {
@@ -858,9 +865,84 @@ fn claim_from_a_fresh_state(claim: Node<'_>, src: &str) -> bool {
     let states = crate::python::named_children(from);
     !states.is_empty()
         && states.iter().all(|s| {
-            state_named(*s, src)
-                .is_some_and(|state| FRESH_STATES.contains(&state.to_ascii_lowercase().as_str()))
+            state_named(*s, src).is_some_and(|state| fresh_state(&state.to_ascii_lowercase()))
         })
+}
+
+/// A claim in a function that tests the state against one of its parameters
+/// (`Invoice.status.in_(from_statuses)`), where the parameter's default and every value the
+/// file's calls of the function hand it by name name fresh states only
+/// (`from_statuses=("open", "uncollectible")`). Calls in other files are not seen.
+fn fresh_by_parameter(idx: &NodeIndex<'_>, claim: Node<'_>, src: &str) -> bool {
+    let Some(func) = idx.enclosing(claim, kinds::FUNCTION_DEFINITION) else {
+        return false;
+    };
+    let (Some(params), Some(body)) = (func.field("parameters"), func.field("body")) else {
+        return false;
+    };
+    let body = syntax::text(body, src);
+    let name = syntax::function_name(func, src);
+    crate::python::named_children(params)
+        .into_iter()
+        .any(|param| {
+            let pname = syntax::parameter_name(param, src);
+            if pname.is_empty() || matches!(pname, "self" | "cls") {
+                return false;
+            }
+            // Tested against a state: `status.in_(from_statuses)`, `status == from_status`.
+            let tested = body.match_indices(pname).any(|(at, _)| {
+                let before = body.get(at.saturating_sub(24)..at).unwrap_or("");
+                let whole = body[..at]
+                    .chars()
+                    .next_back()
+                    .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'))
+                    && body[at + pname.len()..]
+                        .chars()
+                        .next()
+                        .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
+                whole && (before.contains("status") || before.contains("state"))
+            });
+            if !tested {
+                return false;
+            }
+            let mut values: Vec<Node<'_>> = param.field("value").into_iter().collect();
+            for &call in idx.all(kinds::CALL) {
+                if idx.callee_name(call, src) == name
+                    && let Some(value) = syntax::keyword_arg(call, pname, src)
+                {
+                    values.push(value);
+                }
+            }
+            !values.is_empty() && values.iter().all(|v| names_fresh_states(idx, *v, src))
+        })
+}
+
+/// A tuple, list or set of fresh states, or a name the module binds to one.
+fn names_fresh_states(idx: &NodeIndex<'_>, value: Node<'_>, src: &str) -> bool {
+    let value = match value.kind() {
+        kinds::IDENTIFIER => {
+            match idx.assigned_before(None, syntax::text(value, src), value.start_byte(), src) {
+                Some(bound) => bound,
+                None => return false,
+            }
+        }
+        _ => value,
+    };
+    let states = match value.kind() {
+        kinds::TUPLE | kinds::LIST | kinds::SET => crate::python::named_children(value),
+        kinds::STRING => vec![value],
+        _ => return false,
+    };
+    !states.is_empty()
+        && states.iter().all(|s| {
+            state_named(*s, src).is_some_and(|state| fresh_state(&state.to_ascii_lowercase()))
+        })
+}
+
+/// A state a row is claimed from before this attempt's request: one of `FRESH_STATES`, or a
+/// retry scheduled after a definite failure (`retry_scheduled`).
+fn fresh_state(state: &str) -> bool {
+    FRESH_STATES.contains(&state) || state.ends_with("_scheduled")
 }
 
 /// The state a value names: `"open"`, or the last part of `DisputeStatus.OPEN`.
@@ -921,7 +1003,7 @@ fn claimed_from_a_fresh_state(claim: &str) -> bool {
         .into_iter()
         .filter(|w| !matches!(*w, "status" | "state" | "$inc" | "$set" | "id" | "_id"))
         .collect();
-    !states.is_empty() && states.iter().all(|s| FRESH_STATES.contains(s))
+    !states.is_empty() && states.iter().all(|s| fresh_state(s))
 }
 
 /// A key made by a helper of the file (`idempotency_key=_funding_key(payout)`, which returns
@@ -1012,7 +1094,7 @@ fn moved_by_a_claim<'t>(
                 let v = syntax::text(v, src);
                 v.contains(field) && (v.contains("+ 1") || v.contains("+1"))
             }))
-            && !claim_from_a_fresh_state(*c, src);
+            && !claim_from_a_fresh_state(idx, *c, src);
         // `retry_claimed_at=now`: a new time on every claim.
         let stamps = stamps_time(field)
             && syntax::keyword_arg(*c, field, src).is_some_and(|v| the_time(syntax::text(v, src)));

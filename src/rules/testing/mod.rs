@@ -734,10 +734,19 @@ fn live_cache(fixture: &str) -> bool {
 /// from `idempotency` from `redis`, which makes a `FakeRedis` (fixtures of the change's test
 /// files, a `conftest.py` or the test's own; a few levels).
 fn fixture_mocks(cx: &Ctx<'_>, params: &[String]) -> Vec<String> {
-    change_fixtures(cx, params, 4)
-        .into_iter()
-        .filter_map(|(_, fixture)| fixture.mocks.as_deref().map(str::to_string))
-        .collect()
+    let fixtures = change_fixtures(cx, params, 4);
+    let own = fixtures
+        .iter()
+        .filter_map(|(_, fixture)| fixture.mocks.as_deref().map(str::to_string));
+    // What the fixtures build through helpers of the tests (`client = paystack.client()`, a
+    // method of the stub that builds the client on `httpx.MockTransport`).
+    let helpers = fixtures
+        .iter()
+        .flat_map(|(_, fixture)| fixture.callees.iter())
+        .flat_map(|name| cx.change.functions_named(cx.side, name))
+        .filter(|(file, f)| file.is_test && !f.decorators.iter().any(|d| d.contains("fixture")))
+        .filter_map(|(_, f)| f.mocks.as_deref().map(str::to_string));
+    own.chain(helpers).collect()
 }
 
 /// Whether a fixture the test is handed, or one it is built from, makes a fake of the tests' own

@@ -122,7 +122,7 @@ fn check(cx: &mut Ctx<'_>) {
                     && !super::fixture_fake_on(cx, &test, &r.path)
             })
             // A read retried (`get_payment`) sends no key, whatever its sender can carry.
-            .filter(|r| !r.path.first().is_some_and(|f| named_for_a_read(f)));
+            .filter(|r| !r.path.first().is_some_and(|f| syntax::named_for_a_read(f)));
         // `assert len(set(_sent_keys(gateway))) == 1`: a helper of the file may read the keys.
         let checks_key = looks_at_key(cx, &test)
             || cx.facts.is_some_and(|f| {
@@ -277,27 +277,6 @@ fn pinned_in_other_files(cx: &Ctx<'_>) -> Vec<String> {
         }
     }
     out
-}
-
-/// A function named for reading (`get_payment`, `MollieClient.fetch_status`, `list_refunds`).
-fn named_for_a_read(name: &str) -> bool {
-    let last = name.rsplit('.').next().unwrap_or(name);
-    matches!(
-        syntax::name_words(last).first().map(String::as_str),
-        Some(
-            "get"
-                | "fetch"
-                | "retrieve"
-                | "list"
-                | "find"
-                | "lookup"
-                | "load"
-                | "read"
-                | "search"
-                | "poll"
-                | "query"
-        )
-    )
 }
 
 /// Whether the test hands the code a sleep of its own (`submit_batch(..., sleep=fake_sleep)`).
