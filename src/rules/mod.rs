@@ -133,6 +133,7 @@ pub static ALL: &[&Rule] = &[
     &pay::text_flag_read_with_bool::RULE,
     &pay::answer_dropped_then_done::RULE,
     &pay::currency_left_to_default::RULE,
+    &pay::paid_inside_the_records_transaction::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

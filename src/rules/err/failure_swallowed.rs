@@ -129,7 +129,9 @@ fn check(cx: &mut Ctx<'_>) {
         let after = src
             .get(try_statement.end_byte()..func.end_byte())
             .unwrap_or("");
-        if locals.iter().any(|l| decided_on(after, l)) {
+        if locals.iter().any(|l| {
+            decided_on(after, l) && !only_logged_after(idx, func, try_statement.end_byte(), l, src)
+        }) {
             continue;
         }
         if inbound == Some(Inbound::Broker) && skips_the_ack(idx, handler, try_statement, func, src)
@@ -339,7 +341,23 @@ fn only_logs<'s>(handler: Node<'_>, src: &'s str) -> Option<Vec<&'s str>> {
                     return false;
                 };
                 match e.kind() {
-                    kinds::CALL => logs(syntax::callee(e, src)),
+                    // `failed.append(event["id"])`: kept in a local list, for the code after to
+                    // decide on, or only to log.
+                    kinds::CALL => {
+                        let callee = syntax::callee(e, src);
+                        match callee.split_once('.') {
+                            Some((list, "append" | "add" | "extend"))
+                                if !list.is_empty()
+                                    && list
+                                        .bytes()
+                                        .all(|b| b.is_ascii_alphanumeric() || b == b'_') =>
+                            {
+                                locals.push(list);
+                                true
+                            }
+                            _ => logs(callee),
+                        }
+                    }
                     kinds::ASSIGNMENT => {
                         let local = e
                             .field("left")
@@ -411,6 +429,51 @@ fn decided_on(code: &str, local: &str) -> bool {
                 || line.contains(".status =")
                 || line.contains("status_code"))
     })
+}
+
+/// Whether the only decision taken on `local` after byte `after` of `func` is an `if` whose
+/// body only logs (`if failed: logger.error("%d events were not applied", len(failed))`): no
+/// `return`, `raise` or other test reads it, and the sender is answered as for a success.
+fn only_logged_after(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    after: usize,
+    local: &str,
+    src: &str,
+) -> bool {
+    let names = |n: Node<'_>| syntax::has_word(syntax::text(n, src), local);
+    let mut logged = false;
+    for &branch in idx.within(func, kinds::IF_STATEMENT) {
+        if branch.start_byte() < after || !branch.field("condition").is_some_and(names) {
+            continue;
+        }
+        let only_logs = branch.field("alternative").is_none()
+            && branch.field("consequence").is_some_and(|body| {
+                syntax::statements(body).iter().all(|stmt| {
+                    stmt.kind() == kinds::EXPRESSION_STATEMENT
+                        && stmt
+                            .named_child(0)
+                            .filter(|c| c.kind() == kinds::CALL)
+                            .is_some_and(|c| logs(syntax::callee(c, src)))
+                })
+            });
+        if !only_logs {
+            return false;
+        }
+        logged = true;
+    }
+    let handed = idx
+        .within(func, kinds::RETURN_STATEMENT)
+        .iter()
+        .chain(idx.within(func, kinds::RAISE_STATEMENT))
+        .chain(idx.within(func, kinds::WHILE_STATEMENT))
+        .any(|n| {
+            n.start_byte() >= after && names(*n) && n.kind() != kinds::WHILE_STATEMENT
+                || n.kind() == kinds::WHILE_STATEMENT
+                    && n.start_byte() >= after
+                    && n.field("condition").is_some_and(names)
+        });
+    logged && !handed
 }
 
 /// A call that records or undoes, not decides: logging, metrics, Sentry, a rollback.

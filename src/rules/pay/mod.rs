@@ -19,6 +19,7 @@ pub mod metadata_compared_with_id;
 pub mod minor_units_divided;
 pub mod minor_units_truncated;
 pub mod outcome_flag_ignored;
+pub mod paid_inside_the_records_transaction;
 pub mod paid_sum_ignores_status;
 pub mod payment_argument_dropped;
 pub mod pending_rows_paid_unclaimed;
