@@ -170,7 +170,28 @@ fn stamp_in<'t>(
         operands
             .into_iter()
             .filter(|o| !syntax::contains(*o, window))
-            .find_map(|o| stamp(o).filter(|_| bound))
+            .find_map(|o| {
+                // `age = now - (capture.last_attempt_at or capture.created_at)` before `age >=
+                // self._retry_window`: the span a local was given.
+                let span = (o.kind() == kinds::IDENTIFIER)
+                    .then(|| {
+                        idx.assigned_before(
+                            func,
+                            syntax::text(o, src),
+                            comparison.start_byte(),
+                            src,
+                        )
+                    })
+                    .flatten()
+                    .filter(|v| {
+                        v.kind() == kinds::BINARY_OPERATOR
+                            && v.field("operator")
+                                .is_some_and(|op| syntax::text(op, src) == "-")
+                    })
+                    .and_then(|v| v.field("right"))
+                    .and_then(stamp);
+                span.or_else(|| stamp(o)).filter(|_| bound)
+            })
     })
 }
 
