@@ -462,17 +462,18 @@ fn only_logged_after(
         }
         logged = true;
     }
-    let handed = idx
-        .within(func, kinds::RETURN_STATEMENT)
-        .iter()
-        .chain(idx.within(func, kinds::RAISE_STATEMENT))
-        .chain(idx.within(func, kinds::WHILE_STATEMENT))
-        .any(|n| {
-            n.start_byte() >= after && names(*n) && n.kind() != kinds::WHILE_STATEMENT
-                || n.kind() == kinds::WHILE_STATEMENT
-                    && n.start_byte() >= after
-                    && n.field("condition").is_some_and(names)
-        });
+    // Handed back (`return jsonify(events=failed), 500`, `raise BatchFailed(failed)`), or
+    // tested by a loop.
+    let later = |kind: &str| {
+        idx.within(func, kind)
+            .iter()
+            .copied()
+            .filter(move |n| n.start_byte() >= after)
+    };
+    let handed = later(kinds::RETURN_STATEMENT)
+        .chain(later(kinds::RAISE_STATEMENT))
+        .any(names)
+        || later(kinds::WHILE_STATEMENT).any(|w| w.field("condition").is_some_and(names));
     logged && !handed
 }
 
