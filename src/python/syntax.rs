@@ -733,6 +733,16 @@ pub fn named_for_a_read(name: &str) -> bool {
     )
 }
 
+/// Whether a `with` clause or a decorator opens a database transaction: Django's
+/// `transaction.atomic`, SQLAlchemy's `session.begin()` and `begin_nested()`, asyncpg's and
+/// the code's own `conn.transaction()`.
+pub fn opens_a_transaction(text: &str) -> bool {
+    text.contains("atomic")
+        || text.contains(".begin(")
+        || text.contains("begin_nested(")
+        || text.contains(".transaction(")
+}
+
 /// What a `with` statement opens, as written (`pytest.raises(PaymentError)`,
 /// `transaction.atomic()`); empty when the tree holds no clause.
 pub fn with_clause<'s>(with: Node<'_>, src: &'s str) -> &'s str {

@@ -1093,9 +1093,6 @@ fn rolled_back(
     handler: Node<'_>,
     src: &str,
 ) -> bool {
-    let transaction = |text: &str| {
-        text.contains("atomic") || text.contains(".begin(") || text.contains("begin_nested(")
-    };
     if syntax::text(handler, src).contains("commit(") {
         return false;
     }
@@ -1105,14 +1102,14 @@ fn rolled_back(
         .is_some_and(|d| {
             syntax::decorators(d)
                 .iter()
-                .any(|dec| transaction(syntax::text(*dec, src)))
+                .any(|dec| syntax::opens_a_transaction(syntax::text(*dec, src)))
         });
     decorated
         || idx
             .within(func, kinds::WITH_STATEMENT)
             .iter()
             .filter(|w| syntax::contains(**w, clause))
-            .any(|w| transaction(syntax::with_clause(*w, src)))
+            .any(|w| syntax::opens_a_transaction(syntax::with_clause(*w, src)))
 }
 
 /// What in a handler says the payment failed.

@@ -36,7 +36,7 @@ fn check(cx: &mut Ctx<'_>) {
     let mut blocks: Vec<(Node<'_>, String)> = Vec::new();
     for &with in idx.all(kinds::WITH_STATEMENT) {
         let clause = syntax::with_clause(with, src);
-        if opens_a_transaction(clause)
+        if syntax::opens_a_transaction(clause)
             && let Some(body) = with.field("body")
         {
             blocks.push((
@@ -49,7 +49,7 @@ fn check(cx: &mut Ctx<'_>) {
         let atomic = idx.decorated(func).is_some_and(|d| {
             syntax::decorators(d)
                 .into_iter()
-                .any(|dec| syntax::text(dec, src).contains("atomic"))
+                .any(|dec| syntax::opens_a_transaction(syntax::text(dec, src)))
         });
         if atomic && let Some(body) = func.field("body") {
             blocks.push((body, "@transaction.atomic".to_string()));
@@ -83,15 +83,6 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("made_line", syntax::lines(made).0.to_string())
             .arg("transaction", transaction);
     }
-}
-
-/// A `with` clause that opens a database transaction: Django's `transaction.atomic()`,
-/// SQLAlchemy's `session.begin()`, asyncpg's `conn.transaction()`.
-fn opens_a_transaction(clause: &str) -> bool {
-    clause.contains("atomic(")
-        || clause.contains(".begin()")
-        || clause.contains(".begin_nested()")
-        || clause.contains(".transaction()")
 }
 
 /// The name a record created by `made` is bound to: `refund = Refund.objects.create(...)`, or
