@@ -291,6 +291,25 @@ impl ChangeSet {
             .map(|(_, file, func)| (file, func))
     }
 
+    /// The definitions of `name` in the change's code (tests aside: their fakes answer as they
+    /// are told), each with what `fact` reads of it: `None` when there is none, or one of them
+    /// lacks the fact, so that a call of the name is not known to run a function that has it.
+    pub fn code_definitions_with<'a, T>(
+        &'a self,
+        side: Side,
+        name: &str,
+        fact: impl Fn(&'a FunctionFacts) -> Option<T>,
+    ) -> Option<Vec<(&'a FileFacts, &'a FunctionFacts, T)>> {
+        let mut found = Vec::new();
+        for (file, func) in self.functions_named(side, name) {
+            if file.is_test {
+                continue;
+            }
+            found.push((file, func, fact(func)?));
+        }
+        (!found.is_empty()).then_some(found)
+    }
+
     /// Whether a call of `name` never returns: the change defines functions of that name, and
     /// each raises on every path or ends in calls that never return, followed a few calls
     /// deep (a cycle, or a chain longer than that, is taken to return). `awaited`: an `async

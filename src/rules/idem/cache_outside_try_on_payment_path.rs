@@ -121,7 +121,7 @@ fn handles_webhooks(cx: &Ctx<'_>, func: &facts::FunctionFacts) -> bool {
             )
             .is_some()
     };
-    syntax::contains_lowercase(class, "webhook")
+    syntax::names_a_notification(class)
         && !func.http
         && !func.sdk
         && !reaches(&reach::HTTP)

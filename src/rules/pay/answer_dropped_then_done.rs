@@ -96,32 +96,19 @@ fn check(cx: &mut Ctx<'_>) {
         if name.is_empty() {
             continue;
         }
-        let mut key = None;
-        let mut defined = None;
-        let mut all = true;
         // Fakes of the client in tests answer as they are told: the code's own define it.
-        for (file, func) in cx
-            .change
-            .functions_named(cx.side, name)
-            .filter(|(file, _)| !file.is_test)
-        {
-            match &func.returns_outcome {
-                Some(k) if !func.raises => {
-                    if key.is_some_and(|known: &str| known != &**k) {
-                        all = false;
-                    }
-                    key.get_or_insert(&**k);
-                    defined.get_or_insert((file.path.clone(), func.lines.0));
-                }
-                _ => {
-                    all = false;
-                    break;
-                }
-            }
-        }
-        let (Some(key), Some((path, line)), true) = (key, defined, all) else {
+        let Some(defined) = cx.change.code_definitions_with(cx.side, name, |f| {
+            f.returns_outcome.as_deref().filter(|_| !f.raises)
+        }) else {
             continue;
         };
+        let Some(&(file, func, key)) = defined.first() else {
+            continue;
+        };
+        if defined.iter().any(|(_, _, k)| *k != key) {
+            continue;
+        }
+        let (path, line) = (file.path.clone(), func.lines.0);
         // The call is a statement of its own, or the whole value of a name: asked after the
         // names, since tree-sitter finds a node's parent from the root.
         let mut top = call;

@@ -57,26 +57,16 @@ fn check(cx: &mut Ctx<'_>) {
         if name.is_empty() {
             continue;
         }
-        let mut found = None;
-        let mut all = true;
-        for (file, f) in cx
+        let Some(defined) = cx
             .change
-            .functions_named(cx.side, name)
-            .filter(|(file, _)| !file.is_test)
-        {
-            match f.currency_default.as_deref() {
-                Some(default) => {
-                    found.get_or_insert((default, f.params.clone(), file.path.clone(), f.lines.0))
-                }
-                None => {
-                    all = false;
-                    continue;
-                }
-            };
-        }
-        let (Some((default, params, path, line)), true) = (found, all) else {
+            .code_definitions_with(cx.side, name, |f| f.currency_default.as_deref())
+        else {
             continue;
         };
+        let Some(&(file, f, default)) = defined.first() else {
+            continue;
+        };
+        let (params, path, line) = (f.params.clone(), file.path.clone(), f.lines.0);
         let Some((param, code)) = default.split_once('=') else {
             continue;
         };
