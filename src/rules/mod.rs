@@ -310,6 +310,32 @@ impl ChangeSet {
         (!found.is_empty()).then_some(found)
     }
 
+    /// Whether the change's files on `side` define `class` as a kind of `base`, through a few
+    /// levels of bases (`OutcomeUnknown(AuthorizeNetError)`), by last names.
+    pub fn subclass_of(&self, side: Side, class: &str, base: &str) -> bool {
+        let mut kinds = vec![class];
+        let mut at = 0;
+        while let Some(&current) = kinds.get(at).filter(|_| kinds.len() < 16) {
+            at += 1;
+            for file in self.side(side) {
+                for (name, bases) in &file.class_bases {
+                    if name != current {
+                        continue;
+                    }
+                    if bases.iter().any(|b| b == base) {
+                        return true;
+                    }
+                    for b in bases {
+                        if !kinds.contains(&b.as_str()) {
+                            kinds.push(b);
+                        }
+                    }
+                }
+            }
+        }
+        false
+    }
+
     /// Whether a call of `name` never returns: the change defines functions of that name, and
     /// each raises on every path or ends in calls that never return, followed a few calls
     /// deep (a cycle, or a chain longer than that, is taken to return). `awaited`: an `async

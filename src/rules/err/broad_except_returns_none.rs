@@ -96,10 +96,29 @@ fn check(cx: &mut Ctx<'_>) {
             function
                 .as_ref()
                 .filter(|f| f.returns_value)
-                .and_then(|f| recording_caller(idx, &f.name, src))
+                .and_then(|f| handing_caller(idx, &f.name, src, |callee, _| marks_done(callee)))
         } else {
             None
         };
+        // Or to a payment as its amount (`amount_cents = parse_amount(body.get("amount"))`,
+        // then `service.refund(order_id, amount_cents, ...)`): the payment goes with `None`
+        // for what it moves.
+        let spender =
+            if caller.is_none() && recorder.is_none() && clause.kind() == kinds::EXCEPT_CLAUSE {
+                function.as_ref().filter(|f| f.returns_value).and_then(|f| {
+                    handing_caller(idx, &f.name, src, |callee, var| {
+                        cx.vocab.is_payment_operation(callee)
+                            && syntax::name_words(var).iter().any(|w| {
+                                matches!(
+                                    w.as_str(),
+                                    "amount" | "cents" | "minor" | "total" | "sum" | "value"
+                                )
+                            })
+                    })
+                })
+            } else {
+                None
+            };
         // A function that moves money and gives a result on success: `None` on every failure is
         // then its contract, and no caller can tell a decline from an outage, even with no
         // annotation or caller in sight to prove the result is used.
@@ -124,6 +143,7 @@ fn check(cx: &mut Ctx<'_>) {
         if annotation.is_none()
             && caller.is_none()
             && recorder.is_none()
+            && spender.is_none()
             && !moves_money_with_a_result
             && !reads_payment_state
         {
@@ -135,7 +155,8 @@ fn check(cx: &mut Ctx<'_>) {
         if raises_on {
             continue;
         }
-        let only_by_purpose = annotation.is_none() && caller.is_none() && recorder.is_none();
+        let only_by_purpose =
+            annotation.is_none() && caller.is_none() && recorder.is_none() && spender.is_none();
         let on_path = cx.on_payment_path(function.as_ref());
         let before_is_clean = cx
             .other_facts
@@ -151,7 +172,7 @@ fn check(cx: &mut Ctx<'_>) {
         }
         if !on_path {
             // A step recorded done on a failure is worth fixing on any path.
-            let severity = if recorder.is_some() {
+            let severity = if recorder.is_some() || spender.is_some() {
                 Severity::Important
             } else {
                 Severity::Nit
@@ -186,10 +207,17 @@ fn check(cx: &mut Ctx<'_>) {
                 .arg("record", recorded.record)
                 .note("recorded");
         }
+        if let Some(spent) = spender {
+            finding
+                .arg("spender", spent.function)
+                .arg("spent_at", spent.line.to_string())
+                .arg("payment", spent.record)
+                .note("amount");
+        }
     }
 }
 
-/// A caller that records a step done with what a swallowing function returned.
+/// A caller that records a step done with what a swallowing function returned, or pays with it.
 struct Recorded {
     function: String,
     line: u32,
@@ -198,11 +226,16 @@ struct Recorded {
 }
 
 /// The first call of `name` in the file whose result is bound and then handed, with no test
-/// of it in between, to a call that marks the step done (`mark_fulfilled(order.id,
-/// shipment_id)`, `record_shipped(...)`): `None` from the swallowed failure is written down as
-/// the step's result. A result stored as an optional field (`order.receipt_url = url`) is not
-/// such a mark.
-fn recording_caller(idx: &NodeIndex<'_>, name: &str, src: &str) -> Option<Recorded> {
+/// of it in between, to a call `takes` accepts by its name and the bound name: one that marks
+/// the step done (`mark_fulfilled(order.id, shipment_id)`, `record_shipped(...)`), where `None`
+/// from the swallowed failure is written down as the step's result. A result stored as an
+/// optional field (`order.receipt_url = url`) is not such a mark.
+fn handing_caller(
+    idx: &NodeIndex<'_>,
+    name: &str,
+    src: &str,
+    takes: impl Fn(&str, &str) -> bool,
+) -> Option<Recorded> {
     idx.all(kinds::CALL).iter().find_map(|&call| {
         if idx.callee_name(call, src) != name {
             return None;
@@ -212,7 +245,7 @@ fn recording_caller(idx: &NodeIndex<'_>, name: &str, src: &str) -> Option<Record
         let after = call.end_byte();
         let record = idx.within(func, kinds::CALL).iter().copied().find(|c| {
             c.start_byte() > after
-                && marks_done(idx.callee_name(*c, src))
+                && takes(idx.callee_name(*c, src), var)
                 && c.field("arguments").is_some_and(|args| {
                     crate::python::named_children(args)
                         .into_iter()

@@ -83,6 +83,10 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(handler) = syntax::except_body(clause) else {
             continue;
         };
+        if let Some(zeroed) = zeroed_charge(handler, src) {
+            report_zeroed(cx, idx, clause, func, zeroed);
+            continue;
+        }
         let Some(locals) = only_logs(handler, src) else {
             continue;
         };
@@ -326,6 +330,108 @@ fn skips_the_ack(
         })
 }
 
+/// `fare = 0`, `amount = Decimal("0")` in a handler that otherwise only logs: what is owed,
+/// made nothing.
+fn zeroed_charge<'t>(handler: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let statements = syntax::statements(handler);
+    let logged = |s: &Node<'_>| {
+        s.kind() == kinds::EXPRESSION_STATEMENT
+            && s.named_child(0)
+                .filter(|c| c.kind() == kinds::CALL)
+                .is_some_and(|c| logs(syntax::callee(c, src)))
+    };
+    let zeroed: Vec<Node<'t>> = statements
+        .iter()
+        .filter_map(|s| {
+            let a = s.named_child(0).filter(|a| {
+                s.kind() == kinds::EXPRESSION_STATEMENT && a.kind() == kinds::ASSIGNMENT
+            })?;
+            let left = a.field("left").filter(|l| l.kind() == kinds::IDENTIFIER)?;
+            let right = a.field("right")?;
+            let zero = match right.kind() {
+                kinds::INTEGER | kinds::FLOAT => syntax::text(right, src)
+                    .bytes()
+                    .all(|b| matches!(b, b'0' | b'.' | b'_')),
+                kinds::CALL => {
+                    syntax::callee_name(right, src) == "Decimal"
+                        && syntax::positional_args(right).first().is_some_and(|v| {
+                            let t = syntax::text(*v, src).trim_matches(['"', '\'']);
+                            !t.is_empty() && t.bytes().all(|b| matches!(b, b'0' | b'.'))
+                        })
+                }
+                _ => false,
+            };
+            let owed = syntax::name_words(syntax::text(left, src)).iter().any(|w| {
+                matches!(
+                    w.as_str(),
+                    "fare"
+                        | "price"
+                        | "amount"
+                        | "total"
+                        | "cost"
+                        | "charge"
+                        | "owed"
+                        | "due"
+                        | "payable"
+                        | "subtotal"
+                )
+            });
+            (zero && owed).then_some(a)
+        })
+        .collect();
+    let others_log =
+        statements.len() == zeroed.len() + statements.iter().filter(|s| logged(s)).count();
+    zeroed.first().copied().filter(|_| others_log)
+}
+
+/// A handler that makes what is owed nothing, where the function reads the name after the
+/// `try`: the code charges (or captures, or invoices) nothing, as if that were the price.
+fn report_zeroed(
+    cx: &mut Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    clause: Node<'_>,
+    func: Node<'_>,
+    zeroed: Node<'_>,
+) {
+    let src = cx.src();
+    let Some(try_statement) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT) else {
+        return;
+    };
+    let Some(name) = zeroed.field("left").map(|l| syntax::text(l, src)) else {
+        return;
+    };
+    let after = src
+        .get(try_statement.end_byte()..func.end_byte())
+        .unwrap_or("");
+    if !syntax::has_word(after, name) {
+        return;
+    }
+    let Some(step) = try_statement.field("body").and_then(|b| {
+        idx.within(b, kinds::CALL)
+            .iter()
+            .copied()
+            .find(|c| super::owned_by(*c, func, idx) && !logs(syntax::callee(*c, src)))
+    }) else {
+        return;
+    };
+    let qualname = facts::qualname(func, idx, src);
+    // Where the function itself pays, or the file is about payments, the zero is charged.
+    let pays = cx
+        .facts
+        .is_some_and(|f| f.payment_module || f.function(&qualname).is_some_and(|g| g.payment));
+    let finding = cx
+        .report(&RULE, clause)
+        .arg("function", qualname)
+        .arg("step", syntax::callee(step, src).to_string())
+        .arg("step_line", syntax::lines(step).0.to_string())
+        .arg("zeroed", syntax::normalized(zeroed, src))
+        .arg("zeroed_line", syntax::lines(zeroed).0.to_string())
+        .note("zeroed");
+    if !pays {
+        finding.severity(Severity::Important);
+    }
+}
+
 /// Whether every statement of a handler only records that something failed: logging, a
 /// rollback, `pass`, `continue`, a `return` of something that is no error (`return order`), or
 /// a value given to a local name (`outcome = "error"`); with those names, which the code after
@@ -498,6 +604,11 @@ fn no_error(value: Node<'_>, src: &str) -> bool {
             return true;
         }
     }
+    // `Response({"status": "error"})` of DRF, `JsonResponse(...)`, `web.json_response(...)`
+    // with no status given: a 200, whatever the body says.
+    if value.kind() == kinds::CALL && answers_200(value, src) {
+        return true;
+    }
     let text = syntax::text(value, src).to_ascii_lowercase();
     let error_code = text
         .as_bytes()
@@ -530,6 +641,31 @@ fn no_error(value: Node<'_>, src: &str) -> bool {
         ]
         .iter()
         .any(|w| text.contains(w))
+}
+
+/// A plain answer built with no status (`Response(body)`, `JsonResponse(body)`, `jsonify(body)`,
+/// `web.json_response(body)`): the framework sends it as a 200.
+fn answers_200(call: Node<'_>, src: &str) -> bool {
+    let name = syntax::callee_name(call, src);
+    let plain = matches!(
+        name,
+        "Response"
+            | "JsonResponse"
+            | "HttpResponse"
+            | "JSONResponse"
+            | "ORJSONResponse"
+            | "PlainTextResponse"
+            | "jsonify"
+            | "json_response"
+    );
+    let status_given = syntax::keyword_args(call, src)
+        .iter()
+        .any(|(k, _)| k.contains("status"))
+        || syntax::positional_args(call)
+            .iter()
+            .skip(1)
+            .any(|a| a.kind() == kinds::INTEGER || syntax::text(*a, src).contains("HTTP_"));
+    plain && !status_given && !syntax::has_dict_splat(call)
 }
 
 /// Whether the function answers a provider or a broker: a view of a webhook or a notification

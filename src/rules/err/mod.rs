@@ -277,9 +277,23 @@ pub(crate) fn about_attempts(lp: Node<'_>, cond: Node<'_>, idx: &NodeIndex<'_>, 
             .iter()
             .any(|a| a.field("left").is_some_and(|l| syntax::text(l, src) == w))
     };
+    let of_the_loop = |t: &str| {
+        names_attempts(t)
+            || t.split(|c: char| !c.is_alphanumeric() && c != '_')
+                .any(|w| !w.is_empty() && (loop_var == Some(w) || counted(w)))
+    };
+    // `final_try = try_number == self.max_tries` in the loop, then `if final_try:`: a flag
+    // set from the attempts.
+    let flagged = |w: &str| {
+        idx.within(lp, kinds::ASSIGNMENT).iter().any(|a| {
+            a.field("left").is_some_and(|l| syntax::text(l, src) == w)
+                && a.field("right")
+                    .is_some_and(|r| of_the_loop(syntax::text(r, src)))
+        })
+    };
     text.split(|c: char| !c.is_alphanumeric() && c != '_')
         .filter(|w| !w.is_empty())
-        .any(|w| loop_var == Some(w) || counted(w))
+        .any(|w| loop_var == Some(w) || counted(w) || flagged(w))
 }
 
 /// The loop gives up by raising on its own: a `raise` under an `if` about the attempts (or the

@@ -349,8 +349,14 @@ fn check(cx: &mut Ctx<'_>) {
     };
     left_out_of_the_wrapper(cx, idx, src);
     let mut given_up = Vec::new();
+    // Asked only where the change defines classes on bases: most files define none.
+    let classes = cx.change.side(cx.side).any(|f| !f.class_bases.is_empty());
     for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
-        let Some(caught) = catches_timeout(clause, src) else {
+        let timeout = catches_timeout(clause, src);
+        let shadowed = (classes && timeout != Some(Caught::Named))
+            .then(|| shadows_an_unknown(cx, clause, src))
+            .flatten();
+        let Some(caught) = timeout.or(shadowed.as_ref().map(|_| Caught::Family)) else {
             continue;
         };
         let Some(handler) = syntax::except_body(clause) else {
@@ -401,6 +407,11 @@ fn check(cx: &mut Ctx<'_>) {
         if mark.raises && rolled_back(idx, func, clause, handler, src) {
             continue;
         }
+        // `return "refund_failed"` to a run that only counts it (`summary[_refund(...)] += 1`):
+        // no caller acts on the word, and the record is left for the next run.
+        if !mark.persistent && !mark.raises && only_counted(idx, func, src) {
+            continue;
+        }
         let persistent = mark.persistent;
         let raises = mark.raises;
         let finding = cx
@@ -410,7 +421,13 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("step_line", step_line.to_string())
             .arg("mark", mark.text)
             .arg("mark_line", mark.line.to_string());
-        if caught != Caught::Named {
+        if let Some((unknown, line, base)) = shadowed {
+            finding
+                .arg("caught", base)
+                .arg("shadowed", unknown)
+                .arg("shadowed_line", line.to_string())
+                .note("shadowed");
+        } else if caught != Caught::Named {
             let types: Vec<&str> = syntax::except_types(clause)
                 .into_iter()
                 .map(|t| syntax::text(t, src))
@@ -435,6 +452,70 @@ fn check(cx: &mut Ctx<'_>) {
         }
     }
     unknown_given_up(cx, idx, src, &given_up);
+}
+
+/// `except AuthorizeNetError: mark failed` ahead of `except OutcomeUnknown: mark unknown`, where
+/// the change defines `OutcomeUnknown(AuthorizeNetError)`: the earlier clause takes every
+/// unknown outcome, and the later one never runs. The later type and its line, and the type of
+/// `clause` it is a kind of, as written.
+fn shadows_an_unknown(cx: &Ctx<'_>, clause: Node<'_>, src: &str) -> Option<(String, u32, String)> {
+    let caught: Vec<&str> = syntax::except_types(clause)
+        .into_iter()
+        .map(|t| syntax::text(t, src))
+        .collect();
+    if caught.is_empty() {
+        return None;
+    }
+    let mut later = clause.next_named_sibling();
+    while let Some(next) = later {
+        later = next.next_named_sibling();
+        if next.kind() != kinds::EXCEPT_CLAUSE {
+            continue;
+        }
+        for t in syntax::except_types(next) {
+            let name = syntax::text(t, src);
+            let last = facts::last_name(name);
+            let of_an_unknown = unavailable(last)
+                || syntax::contains_lowercase(last, "timeout") && !last.starts_with("Connect")
+                || syntax::name_words(last).iter().any(|w| {
+                    matches!(
+                        w.as_str(),
+                        "unknown" | "uncertain" | "ambiguous" | "indeterminate"
+                    )
+                });
+            if caught.iter().any(|c| facts::last_name(c) == last) || !of_an_unknown {
+                continue;
+            }
+            if let Some(base) = caught
+                .iter()
+                .find(|base| cx.change.subclass_of(cx.side, last, facts::last_name(base)))
+            {
+                return Some((name.to_string(), syntax::lines(next).0, base.to_string()));
+            }
+        }
+    }
+    None
+}
+
+/// Whether every call of `func` in the file is the key of a count (`summary[_settle(...)] +=
+/// 1`), and there is one at least.
+fn only_counted(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
+    let name = syntax::function_name(func, src);
+    let mut calls = idx
+        .all(kinds::CALL)
+        .iter()
+        .filter(|c| idx.callee_name(**c, src) == name)
+        .peekable();
+    calls.peek().is_some()
+        && calls.all(|c| {
+            c.parent()
+                .filter(|p| p.kind() == kinds::SUBSCRIPT)
+                .and_then(|p| p.parent())
+                .is_some_and(|a| {
+                    a.kind() == kinds::AUGMENTED_ASSIGNMENT
+                        && a.field("left").is_some_and(|l| syntax::contains(l, *c))
+                })
+        })
 }
 
 /// A handler that puts a made-up definite answer in place of the one that never came, which
@@ -858,6 +939,15 @@ fn made_elsewhere(idx: &NodeIndex<'_>, clause: Node<'_>, class: &str, src: &str)
             // `PaddleRequestError(...)`, or a constructor of its own (`KlarnaError.from_response`).
             let callee = syntax::callee(*c, src);
             !syntax::contains(clause, *c) && callee.split('.').any(|part| part == class)
+        })
+        // `error = MercadoPagoUnavailable if uncertain else MercadoPagoRequestError`, then
+        // `raise error(...)`: chosen for a raise.
+        || idx.all(kinds::ASSIGNMENT).iter().any(|a| {
+            !syntax::contains(clause, *a)
+                && a.field("right").is_some_and(|r| {
+                    r.kind() == kinds::CONDITIONAL_EXPRESSION
+                        && syntax::has_word(syntax::text(r, src), class)
+                })
         })
 }
 
@@ -1449,69 +1539,6 @@ fn unknown_first_caught_here(try_statement: Node<'_>, clause: Node<'_>, src: &st
     })
 }
 
-/// A call that asks a payment provider to do something, not to tell: one that carries an
-/// idempotency key (`create_route(..., idempotency_key=payout.idempotency_key)`), or a write
-/// on a client named for a provider (`self._braintree.update_subscription(...)`,
-/// `self._mollie.create_route(...)`). Its timeout leaves what it did unknown.
-fn writes_to_a_provider(call: Node<'_>, src: &str) -> bool {
-    if syntax::keyword_args(call, src)
-        .iter()
-        .any(|(name, _)| syntax::code_names_idempotency(name))
-    {
-        return true;
-    }
-    let Some(receiver) = syntax::receiver(call) else {
-        return false;
-    };
-    let receiver = syntax::text(receiver, src);
-    let last = receiver.rsplit('.').next().unwrap_or(receiver);
-    let provider = syntax::name_words(last).iter().any(|w| {
-        matches!(
-            w.as_str(),
-            "stripe"
-                | "adyen"
-                | "braintree"
-                | "mollie"
-                | "razorpay"
-                | "paypal"
-                | "paystack"
-                | "gocardless"
-                | "klarna"
-                | "paddle"
-                | "gateway"
-                | "psp"
-                | "acquirer"
-        )
-    });
-    let name = syntax::callee_name(call, src);
-    provider
-        && syntax::name_words(name).first().is_some_and(|verb| {
-            matches!(
-                verb.as_str(),
-                "create"
-                    | "update"
-                    | "capture"
-                    | "refund"
-                    | "charge"
-                    | "pay"
-                    | "transfer"
-                    | "submit"
-                    | "confirm"
-                    | "authorize"
-                    | "authorise"
-                    | "void"
-                    | "cancel"
-                    | "execute"
-                    | "finalize"
-                    | "route"
-                    | "fund"
-                    | "payout"
-                    | "sale"
-                    | "settle"
-            )
-        })
-}
-
 /// The first call of the `try` body that moves money, as written and with its line: by its
 /// name (`pays`), handed to a thread, or an HTTP request of a function that is itself a payment
 /// operation (`def capture(...)` posting to the provider).
@@ -1555,7 +1582,7 @@ fn paying_step(
             || sends
             || crate::rules::pay::calls_a_paying_helper(cx, call, src)
             || keyed_helper()
-            || writes_to_a_provider(call, src)
+            || crate::rules::pay::writes_to_a_provider(call, src)
         {
             // `client.create_batch(..., request_id=payout_request_id(batch))`: the helper only
             // makes an argument of the request that is sent. (A call handed in whole, as

@@ -344,9 +344,14 @@ fn marks_unknown<'t>(idx: &NodeIndex<'t>, func: Node<'t>, src: &str) -> Option<N
 /// `refund.attempts >= MAX_ATTEMPTS`, `payout.retry_count > 5`, `tries == limit`.
 fn tests_a_count(condition: Node<'_>, src: &str) -> bool {
     let text = syntax::text(condition, src);
+    let words = syntax::name_words(text);
+    // `attempt.status == DunningAttempt.Status.FAILED`: `attempt` is the record, its state
+    // tested.
+    let of_a_state = words.iter().any(|w| w == "status" || w == "state");
     (text.contains('>') || text.contains("=="))
-        && syntax::name_words(text).iter().any(|w| {
-            w.starts_with("attempt")
+        && words.iter().any(|w| {
+            w.starts_with("attempts")
+                || w.starts_with("attempt") && !of_a_state
                 || w.starts_with("retr")
                 || w.starts_with("tries")
                 || w.starts_with("resen")

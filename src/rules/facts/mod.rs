@@ -254,6 +254,10 @@ pub struct FileFacts {
     pub serialises_writers: bool,
     pub functions: Vec<FunctionFacts>,
     pub calls: Vec<CallSite>,
+    /// The file's classes that name bases, each with the last names of its bases
+    /// (`("OutcomeUnknown", ["AuthorizeNetError"])`): for rules that ask whether one error
+    /// is a kind of another across the change's files.
+    pub class_bases: Vec<(String, Vec<String>)>,
 }
 
 impl FileFacts {
@@ -471,8 +475,25 @@ pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
         serialises_writers: serialises_writers(src),
         functions: Vec::new(),
         calls: Vec::new(),
+        class_bases: class_bases(idx, src),
     };
     gather_code(file, file_facts, vocab)
+}
+
+/// `FileFacts::class_bases` of a file.
+fn class_bases(idx: &NodeIndex<'_>, src: &str) -> Vec<(String, Vec<String>)> {
+    idx.all(kinds::CLASS_DEFINITION)
+        .iter()
+        .filter_map(|class| {
+            let name = syntax::text(class.field("name")?, src);
+            let bases: Vec<String> = crate::python::named_children(class.field("superclasses")?)
+                .into_iter()
+                .filter(|b| matches!(b.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE))
+                .map(|b| last_name(syntax::text(b, src)).to_string())
+                .collect();
+            (!bases.is_empty()).then(|| (name.to_string(), bases))
+        })
+        .collect()
 }
 
 /// `FileFacts::serialises_writers` of a file's text.

@@ -653,6 +653,16 @@ fn sends_post<'t>(
         })
 }
 
+/// The provider's own key of a request, carried in its body, as letters alone: Wise's
+/// `customerTransactionId`, PayPal's `sender_batch_id`, Revolut's `request_id`.
+const BODY_KEYS: &[&str] = &[
+    "customertransactionid",
+    "clienttransactionid",
+    "senderbatchid",
+    "uniquereference",
+    "requestid",
+];
+
 /// Whether a caller's POST through the request helper is one its retry sends again with
 /// nothing to tell the attempts apart: not one that turns the retry off (`retry=False`,
 /// `max_attempts=1`), nor one whose body carries the provider's own key of the request
@@ -673,15 +683,8 @@ fn sent_again_unkeyed(idx: &NodeIndex<'_>, caller: Node<'_>, src: &str) -> bool 
         .filter(|c| c.is_ascii_alphanumeric())
         .map(|c| c.to_ascii_lowercase())
         .collect();
-    let keyed = crate::rules::idem::is_idempotency_text(args)
-        || [
-            "customertransactionid",
-            "clienttransactionid",
-            "senderbatchid",
-            "uniquereference",
-        ]
-        .iter()
-        .any(|k| flat.contains(k));
+    let keyed =
+        crate::rules::idem::is_idempotency_text(args) || BODY_KEYS.iter().any(|k| flat.contains(k));
     let quote = idx
         .enclosing(caller, kinds::FUNCTION_DEFINITION)
         .is_some_and(|f| {
@@ -793,6 +796,31 @@ fn carries_key(
     }
     if forwarded.is_none() && syntax::has_dict_splat(call) {
         return None;
+    }
+    // `json=body` after `body = {"request_id": request_id, ...}`: the key is in the body.
+    let body_keyed = keyword_args
+        .iter()
+        .filter(|(name, _)| matches!(*name, "json" | "data"))
+        .filter_map(|&(_, body)| match body.kind() {
+            kinds::IDENTIFIER => {
+                idx.assigned_before(Some(func), syntax::text(body, src), call.start_byte(), src)
+            }
+            _ => Some(body),
+        })
+        .filter(|b| b.kind() == kinds::DICTIONARY)
+        .flat_map(crate::python::named_children)
+        .filter(|p| p.kind() == kinds::PAIR)
+        .filter_map(|p| p.field("key").and_then(|k| syntax::string_value(k, src)))
+        .any(|key| {
+            let flat: String = key
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric())
+                .map(|c| c.to_ascii_lowercase())
+                .collect();
+            crate::rules::idem::is_idempotency_text(key) || BODY_KEYS.contains(&flat.as_str())
+        });
+    if body_keyed {
+        return Some(true);
     }
     if let Some(&(_, headers)) = keyword_args.iter().find(|(name, _)| *name == "headers") {
         let value = match headers.kind() {

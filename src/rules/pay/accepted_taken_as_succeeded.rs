@@ -55,8 +55,17 @@ const OUTCOME: &[&str] = &[
 /// Every finding is a success recorded in code that pays, with a state named for it.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.facts.functions.iter().any(|f| f.payment || f.http)
-        && s.mentions(&["Status.", "State.", "mark_", "set_"])
+        && (s.facts.functions.iter().any(|f| f.payment || f.http)
+            || s.mentions(&["idempotency_key", "idempotency"]))
+        && s.mentions(&[
+            "Status.",
+            "State.",
+            "mark_",
+            "set_",
+            "transition",
+            "_status(",
+            "_state(",
+        ])
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -77,13 +86,17 @@ fn check(cx: &mut Ctx<'_>) {
                 idx.enclosing(c, kinds::EXCEPT_CLAUSE)
                     .is_none_or(|e| !syntax::contains(func, e))
             })
+            // A read (`repo.get_refund_by_reference(...)`) asks the provider to do nothing.
+            .filter(|&c| !syntax::named_for_a_read(idx.callee_name(c, src)))
             .filter(|&c| {
                 // A function of the file is asked what it returns: `_reserve_refund(...)` that
                 // writes a row is no request to the provider.
                 if defined_here(cx, idx.callee_name(c, src)) {
                     returns_a_payments_answer(cx, idx, c, src)
                 } else {
-                    super::pays(cx, c, src) || super::http_payment(cx, c)
+                    super::pays(cx, c, src)
+                        || super::http_payment(cx, c)
+                        || super::writes_to_a_provider(c, src)
                 }
             })
             .collect();
@@ -240,7 +253,67 @@ fn success_after<'t>(
                 .collect();
             (!nouns.is_empty()).then_some((c, Record::Named(nouns)))
         });
-    written.chain(called).min_by_key(|(n, _)| n.start_byte())
+    // `db.transition(w.id, "success", from_statuses=("otp",))`: a state written as text by
+    // the function that moves the record between states.
+    let moved = idx
+        .within(func, kinds::CALL)
+        .iter()
+        .copied()
+        .filter(later)
+        .filter_map(|c| {
+            let name = idx.callee_name(c, src);
+            if !moves_states(name) {
+                return None;
+            }
+            state_texts(c, src)
+                .into_iter()
+                .any(|v| success_value(v, src))
+                .then(|| {
+                    (
+                        super::statement_of(c).unwrap_or(c),
+                        Record::Moved(name.to_string()),
+                    )
+                })
+        });
+    written
+        .chain(called)
+        .chain(moved)
+        .min_by_key(|(n, _)| n.start_byte())
+}
+
+/// `transition`, `set_status`, `update_state`: a function that moves a record to the state it
+/// is handed.
+fn moves_states(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    ["transition", "status", "state"]
+        .iter()
+        .any(|w| lower.contains(w))
+}
+
+/// The states a call hands as text: its string arguments, and those of the keywords a target
+/// state goes by (`status="success"`, `to="submitted"`); not the states it moves from
+/// (`from_statuses=("otp",)`).
+fn state_texts<'t>(call: Node<'t>, src: &str) -> Vec<Node<'t>> {
+    let positional = syntax::positional_args(call)
+        .into_iter()
+        .filter(|a| a.kind() == kinds::STRING);
+    let named = syntax::keyword_args(call, src)
+        .into_iter()
+        .filter(|(k, v)| {
+            v.kind() == kinds::STRING
+                && matches!(
+                    *k,
+                    "status"
+                        | "state"
+                        | "to"
+                        | "to_status"
+                        | "to_state"
+                        | "new_status"
+                        | "new_state"
+                )
+        })
+        .map(|(_, v)| v);
+    positional.chain(named).collect()
 }
 
 /// What names the states of the record a success is written for.
@@ -249,6 +322,8 @@ enum Record {
     States(String),
     /// Nouns of the function that records it (`refund` of `mark_refund_succeeded`).
     Named(Vec<String>),
+    /// The function that moves the record between states named as text (`transition`).
+    Moved(String),
 }
 
 impl Record {
@@ -259,6 +334,7 @@ impl Record {
                 let words = syntax::name_words(class);
                 nouns.iter().all(|n| words.contains(n))
             }
+            Record::Moved(_) => false,
         }
     }
 }
@@ -299,6 +375,22 @@ fn awaiting_state(
         let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
         has(AWAITING) || has(&["awaiting"]) && has(AWAITED)
     };
+    // States as text are the record's when the same function moves it to them
+    // (`db.transition(w.id, "submitted", ...)`).
+    if let Record::Moved(mover) = record {
+        return idx.all(kinds::CALL).iter().find_map(|&c| {
+            if idx.callee_name(c, src) != mover {
+                return None;
+            }
+            let state = state_texts(c, src)
+                .into_iter()
+                .find(|v| syntax::string_value(*v, src).is_some_and(&awaiting))?;
+            Some((
+                syntax::text(state, src).to_string(),
+                format!("{}:{}", cx.path, syntax::lines(state).0),
+            ))
+        });
+    }
     // A class of the file or one it imports: another package's `OrderStatus` is not this
     // record's.
     let known = |class: &str| syntax::has_word(src, class);

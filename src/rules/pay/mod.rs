@@ -113,6 +113,69 @@ pub(crate) fn pays(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
     found
 }
 
+/// A call that asks a payment provider to do something, not to tell: one that carries an
+/// idempotency key (`create_route(..., idempotency_key=payout.idempotency_key)`), or a write
+/// on a client named for a provider (`self._braintree.update_subscription(...)`,
+/// `self._mollie.create_route(...)`). Its timeout leaves what it did unknown.
+pub(crate) fn writes_to_a_provider(call: Node<'_>, src: &str) -> bool {
+    if syntax::keyword_args(call, src)
+        .iter()
+        .any(|(name, _)| syntax::code_names_idempotency(name))
+    {
+        return true;
+    }
+    let Some(receiver) = syntax::receiver(call) else {
+        return false;
+    };
+    let receiver = syntax::text(receiver, src);
+    let last = receiver.rsplit('.').next().unwrap_or(receiver);
+    let provider = syntax::name_words(last).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "stripe"
+                | "adyen"
+                | "braintree"
+                | "mollie"
+                | "razorpay"
+                | "paypal"
+                | "paystack"
+                | "gocardless"
+                | "klarna"
+                | "paddle"
+                | "gateway"
+                | "psp"
+                | "acquirer"
+        )
+    });
+    let name = syntax::callee_name(call, src);
+    provider
+        && syntax::name_words(name).first().is_some_and(|verb| {
+            matches!(
+                verb.as_str(),
+                "create"
+                    | "update"
+                    | "capture"
+                    | "refund"
+                    | "charge"
+                    | "pay"
+                    | "transfer"
+                    | "submit"
+                    | "confirm"
+                    | "authorize"
+                    | "authorise"
+                    | "void"
+                    | "cancel"
+                    | "execute"
+                    | "finalize"
+                    | "route"
+                    | "fund"
+                    | "payout"
+                    | "sale"
+                    | "settle"
+            )
+        })
+}
+
 /// A call told what to do by an argument that names a payment operation: Paddle's
 /// `create_adjustment(..., action="refund")`, `gateway.execute(operation="capture", ...)`.
 fn operation_named(call: Node<'_>, src: &str, vocab: &Vocabulary) -> bool {

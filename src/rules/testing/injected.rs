@@ -76,6 +76,7 @@ pub fn injected(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Injected> {
     };
     let double = |value: Node<'_>| {
         double_value(idx, test, value, src)
+            || super::inherited_stand_in(cx, idx, test, value, src)
             || value.kind() == kinds::IDENTIFIER && {
                 let name = syntax::text(value, src);
                 unseen(name) && stands_in(name) || change_fixture_double(name)
@@ -88,7 +89,7 @@ pub fn injected(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Injected> {
         .enclosing(test.node, kinds::CLASS_DEFINITION)
         .map(|class| super::lineage(class, idx, src))
         .unwrap_or_default();
-    for class in classes {
+    for &class in &classes {
         for setup in idx
             .within(class, kinds::FUNCTION_DEFINITION)
             .iter()
@@ -108,21 +109,38 @@ pub fn injected(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Injected> {
         handed(cx, idx, call, test.node, &double, &mut out);
         // A helper of the test file that builds the object (`_client(http, sleep)` returning
         // `QuetzalClient(http=http, sleep=sleep)`): its parameters are this call's arguments.
-        let helper = (syntax::receiver(call).is_none())
-            .then(|| super::function_of_file(idx, src, idx.callee_name(call, src)))
-            .flatten()
-            .filter(|h| h.id() != test.node.id());
+        // Or a method of the test's class (`self.client(...)` building `XenditClient(...,
+        // http_client=self.http)` after `self.http = StubHTTPClient(...)`).
+        let callee = idx.callee_name(call, src);
+        let helper = match syntax::receiver(call).map(|r| syntax::text(r, src)) {
+            None => super::function_of_file(idx, src, callee),
+            Some("self") => classes.iter().find_map(|class| {
+                idx.within(*class, kinds::FUNCTION_DEFINITION)
+                    .iter()
+                    .copied()
+                    .find(|f| {
+                        syntax::function_name(*f, src) == callee
+                            && idx
+                                .enclosing(*f, kinds::CLASS_DEFINITION)
+                                .is_some_and(|c| c.id() == class.id())
+                    })
+            }),
+            Some(_) => None,
+        }
+        .filter(|h| h.id() != test.node.id());
         if let Some(helper) = helper {
             let params = crate::rules::pay::positional_parameters(helper, src);
             let passed = |v: Node<'_>| {
                 let name = syntax::text(v, src);
-                v.kind() == kinds::IDENTIFIER
+                // `self.http` the helper sets itself.
+                let own_attribute = v.kind() == kinds::ATTRIBUTE && name.starts_with("self.");
+                (v.kind() == kinds::IDENTIFIER || own_attribute)
                     && (params.contains(&name)
                         && crate::rules::pay::argument_for(call, helper, name, true, src)
                             .is_some_and(&double)
                         // Or a double the helper makes itself (`session = StubSession(...)`).
                         || super::made_in(idx, helper, src, |left| {
-                            left.kind() == kinds::IDENTIFIER && syntax::text(left, src) == name
+                            left.kind() == v.kind() && syntax::text(left, src) == name
                         })
                         .is_some_and(|classes| {
                             !classes.is_empty()

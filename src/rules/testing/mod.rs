@@ -988,6 +988,7 @@ fn methods_called(cx: &Ctx<'_>, test: &TestFn<'_>, name: &str) -> Option<Vec<Str
             && imported_from_a_library(cx, syntax::text(receiver, src));
         if library_module
             || framework_test_client(idx, test, receiver, src)
+            || inherited_stand_in(cx, idx, test, receiver, src)
             || receiver.kind() == kinds::IDENTIFIER
                 && is_parameter(test.node, syntax::text(receiver, src), src)
                 && fixture_of_the_change_stands_in(cx, syntax::text(receiver, src))
@@ -1017,6 +1018,36 @@ fn methods_called(cx: &Ctx<'_>, test: &TestFn<'_>, name: &str) -> Option<Vec<Str
     methods.sort();
     methods.dedup();
     (calls > 0).then_some(methods)
+}
+
+/// `self.mp`, where the `setUp` of a base class of another module makes it a stand-in
+/// (`self.mp = FakeMercadoPago()` in `tests/fakes.py`'s `AppTestCase`).
+fn inherited_stand_in(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    test: &TestFn<'_>,
+    receiver: Node<'_>,
+    src: &str,
+) -> bool {
+    let Some(attribute) = receiver
+        .field("object")
+        .filter(|o| receiver.kind() == kinds::ATTRIBUTE && syntax::text(*o, src) == "self")
+        .and_then(|_| receiver.field("attribute"))
+    else {
+        return false;
+    };
+    let Some(class) = idx.enclosing(test.node, kinds::CLASS_DEFINITION) else {
+        return false;
+    };
+    let assigned = format!(
+        "self.{} = ",
+        syntax::text(attribute, src).to_ascii_lowercase()
+    );
+    lineage(class, idx, src)
+        .into_iter()
+        .flat_map(|c| imported_bases(c, idx, src))
+        .flat_map(|base| inherited_setup(cx, base))
+        .any(|mocks| mocks.lines().any(|l| l.starts_with(&assigned)))
 }
 
 /// Whether a fixture named `name` in a test file of the change (a `conftest.py`) makes a

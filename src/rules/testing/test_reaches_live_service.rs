@@ -382,6 +382,8 @@ fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) 
 
 /// Whether the test starts a server of its own for the client to talk to (`TestServer(app)`,
 /// `aiohttp_server(app)`, pytest-httpserver's `httpserver`): the requests stay in the process.
+/// Or points the client at the loopback address (`api_url=f"http://127.0.0.1:{unused_tcp_port}
+/// /api"`, a refused connection on purpose): they stay on the machine.
 fn serves_its_own(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     let text = syntax::text(test.node, cx.src());
     [
@@ -389,6 +391,10 @@ fn serves_its_own(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
         "aiohttp_server",
         "aiohttp_raw_server",
         "httpserver",
+        "unused_tcp_port",
+        "://127.0.0.1",
+        "://localhost",
+        "://[::1]",
     ]
     .iter()
     .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
