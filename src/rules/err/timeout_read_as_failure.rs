@@ -401,7 +401,9 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(body) = try_statement.field("body") else {
             continue;
         };
-        let Some((step, step_line)) = paying_step(cx, idx, func, body) else {
+        let Some((step, step_line)) = paying_step(cx, idx, func, body)
+            .or_else(|| step_of_a_named_unknown(idx, clause, func, body, src))
+        else {
             continue;
         };
         if mark.raises && rolled_back(idx, func, clause, handler, src) {
@@ -495,6 +497,45 @@ fn shadows_an_unknown(cx: &Ctx<'_>, clause: Node<'_>, src: &str) -> Option<(Stri
         }
     }
     None
+}
+
+/// `except (LiqPayError, LiqPayOutcomeUnknown)`: a clause that names the client's error of an
+/// unknown outcome says the call in its `try` can end in one, whatever the call is named
+/// (`self._liqpay.hold(...)`). That call, the first of the body that is not a log line nor a
+/// read.
+fn step_of_a_named_unknown(
+    idx: &NodeIndex<'_>,
+    clause: Node<'_>,
+    func: Node<'_>,
+    body: Node<'_>,
+    src: &str,
+) -> Option<(String, u32)> {
+    let names_unknown = syntax::except_types(clause).into_iter().any(|t| {
+        let words = syntax::name_words(facts::last_name(syntax::text(t, src)));
+        words
+            .iter()
+            .any(|w| w == "unknown" || w == "uncertain" || w == "indeterminate")
+            && words.iter().any(|w| w == "outcome" || w == "result")
+    });
+    if !names_unknown {
+        return None;
+    }
+    idx.within(body, kinds::CALL)
+        .iter()
+        .copied()
+        .filter(|c| super::owned_by(*c, func, idx))
+        .map(|c| syntax::callee(c, src))
+        .find(|callee| {
+            !callee.is_empty() && !facts::only_records(callee) && !syntax::named_for_a_read(callee)
+        })
+        .and_then(|callee| {
+            let call = idx
+                .within(body, kinds::CALL)
+                .iter()
+                .copied()
+                .find(|c| syntax::callee(*c, src) == callee)?;
+            Some((callee.to_string(), syntax::lines(call).0))
+        })
 }
 
 /// Whether every call of `func` in the file is the key of a count (`summary[_settle(...)] +=
@@ -1415,8 +1456,13 @@ pub(super) fn calls_failure(call: Node<'_>, src: &str) -> Option<bool> {
             "fail" | "failed" | "failure" | "decline" | "declined" | "reject" | "rejected"
         )
     });
+    // `_record_error(invoice, attempt, exc, now)`: an error written down as the attempt's end.
+    let records_an_error = words
+        .first()
+        .is_some_and(|w| matches!(w.as_str(), "record" | "mark" | "set" | "save"))
+        && words.iter().any(|w| w == "error" || w == "errored");
     // A notice of the failure to the payer (`send_payment_failed_email`) is beside the state.
-    if says_failed && !crate::rules::pay::beside_the_money(name) {
+    if (says_failed || records_an_error) && !crate::rules::pay::beside_the_money(name) {
         return Some(true);
     }
     let status_keyword = syntax::keyword_args(call, src)
@@ -1439,10 +1485,12 @@ pub(super) fn calls_failure(call: Node<'_>, src: &str) -> Option<bool> {
                     w.to_ascii_lowercase().as_str(),
                     "failed" | "failure" | "declined" | "rejected" | "refused"
                 )
-                // `PaymentStatus.FUNDING_FAILED`: a failed state of one step.
-                || member.is_some() && syntax::name_words(w).last().is_some_and(|last| {
-                    matches!(last.as_str(), "failed" | "declined" | "rejected" | "refused")
-                })
+                // `PaymentStatus.FUNDING_FAILED`, `"hold_failed"`: a failed state of one step.
+                || (member.is_some()
+                    || w.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+                    && syntax::name_words(w).last().is_some_and(|last| {
+                        matches!(last.as_str(), "failed" | "declined" | "rejected" | "refused")
+                    })
             })
     });
     // `_settle_refund(refund_id, {"status": "failed", ...})`: a failed answer made up for it.

@@ -201,8 +201,7 @@ pub fn derive_old(
         serialises_writers: super::serialises_writers(parsed.text()),
         functions: Vec::new(),
         calls: Vec::new(),
-        // A class the runs redefine is rare; its bases are read from the new version.
-        class_bases: new_facts.class_bases.clone(),
+        class_bases: super::class_bases(old),
     };
     // The untouched code's facts are copied: a name the change makes a cache client (or a
     // map) in one version and not in the other would classify its calls differently there.

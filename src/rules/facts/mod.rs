@@ -475,25 +475,46 @@ pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
         serialises_writers: serialises_writers(src),
         functions: Vec::new(),
         calls: Vec::new(),
-        class_bases: class_bases(idx, src),
+        class_bases: class_bases(src),
     };
     gather_code(file, file_facts, vocab)
 }
 
-/// `FileFacts::class_bases` of a file.
-fn class_bases(idx: &NodeIndex<'_>, src: &str) -> Vec<(String, Vec<String>)> {
-    idx.all(kinds::CLASS_DEFINITION)
-        .iter()
-        .filter_map(|class| {
-            let name = syntax::text(class.field("name")?, src);
-            let bases: Vec<String> = crate::python::named_children(class.field("superclasses")?)
-                .into_iter()
-                .filter(|b| matches!(b.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE))
-                .map(|b| last_name(syntax::text(b, src)).to_string())
-                .collect();
-            (!bases.is_empty()).then(|| (name.to_string(), bases))
-        })
-        .collect()
+/// `FileFacts::class_bases` of a file's text: each `class Name(Base, mod.Other):` line, with
+/// the last names of its bases (keywords such as `metaclass=` and subscripted bases aside). Read
+/// from the text, so that the old version's facts, derived from the new ones and the old text,
+/// are the same as the whole old version's.
+pub(crate) fn class_bases(src: &str) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for line in src.lines() {
+        let Some(rest) = line.trim_start().strip_prefix("class ") else {
+            continue;
+        };
+        let Some((name, rest)) = rest.split_once('(') else {
+            continue;
+        };
+        let name = name.trim();
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            continue;
+        }
+        let Some((bases, _)) = rest.split_once(')') else {
+            continue;
+        };
+        let bases: Vec<String> = bases
+            .split(',')
+            .map(str::trim)
+            .filter(|b| {
+                !b.is_empty()
+                    && b.bytes()
+                        .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
+            })
+            .map(|b| last_name(b).to_string())
+            .collect();
+        if !bases.is_empty() {
+            out.push((name.to_string(), bases));
+        }
+    }
+    out
 }
 
 /// `FileFacts::serialises_writers` of a file's text.

@@ -808,8 +808,8 @@ fn carries_key(
             _ => Some(body),
         })
         .filter(|b| b.kind() == kinds::DICTIONARY)
-        .flat_map(crate::python::named_children)
-        .filter(|p| p.kind() == kinds::PAIR)
+        // PayPal's `{"sender_batch_header": {"sender_batch_id": ...}}`: a key one level down.
+        .flat_map(|b| syntax::descendants(b, &[kinds::PAIR]))
         .filter_map(|p| p.field("key").and_then(|k| syntax::string_value(k, src)))
         .any(|key| {
             let flat: String = key

@@ -55,7 +55,8 @@ const OUTCOME: &[&str] = &[
 /// Every finding is a success recorded in code that pays, with a state named for it.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && (s.facts.functions.iter().any(|f| f.payment || f.http)
+        && (s.facts.payment_module
+            || s.facts.functions.iter().any(|f| f.payment || f.http)
             || s.mentions(&["idempotency_key", "idempotency"]))
         && s.mentions(&[
             "Status.",
@@ -101,6 +102,7 @@ fn check(cx: &mut Ctx<'_>) {
             })
             .collect();
         let Some(&first) = requests.first() else {
+            failure_only(cx, idx, func, src);
             continue;
         };
         let Some((mark, record)) = success_after(idx, func, first.end_byte(), src) else {
@@ -133,6 +135,80 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("state_at", state_at);
         finding.function = function;
     }
+}
+
+/// `if disbursement.get("status") == "FAILED": ... return` and then `_finish(payout,
+/// PayoutStatus.COMPLETED)`: an answer read for its failure alone, every other status (the
+/// provider's `PENDING`, `ACCEPTED`) recorded as success, where the record has a state for a
+/// request taken.
+fn failure_only(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>, src: &str) {
+    let Some((mark, record)) = success_after(idx, func, func.start_byte(), src) else {
+        return;
+    };
+    let status_tests: Vec<Node<'_>> = idx
+        .within(func, kinds::IF_STATEMENT)
+        .iter()
+        .copied()
+        // Before the mark or around it (`if status == "COMPLETED": finish(...)`).
+        .filter(|i| i.start_byte() < mark.start_byte())
+        .filter(|i| {
+            i.field("condition").is_some_and(|c| {
+                let text = syntax::text(c, src).to_ascii_lowercase();
+                text.contains("status") || text.contains("state")
+            })
+        })
+        .collect();
+    let [test] = status_tests.as_slice() else {
+        return;
+    };
+    if syntax::contains(*test, mark) {
+        return;
+    }
+    if test.field("alternative").is_some() {
+        return;
+    }
+    let Some(condition) = test
+        .field("condition")
+        .filter(|c| c.kind() == kinds::COMPARISON_OPERATOR)
+    else {
+        return;
+    };
+    let literals: Vec<&str> = crate::python::named_children(condition)
+        .into_iter()
+        .flat_map(|side| match side.kind() {
+            kinds::TUPLE | kinds::LIST | kinds::SET => crate::python::named_children(side),
+            _ => vec![side],
+        })
+        .filter_map(|n| syntax::string_value(n, src))
+        .collect();
+    let failed = |w: &str| {
+        matches!(
+            w.to_ascii_lowercase().as_str(),
+            "failed" | "failure" | "declined" | "rejected" | "error" | "cancelled" | "canceled"
+        )
+    };
+    let ends = test.field("consequence").is_some_and(|b| {
+        syntax::statements(b)
+            .last()
+            .is_some_and(|s| matches!(s.kind(), kinds::RETURN_STATEMENT | kinds::RAISE_STATEMENT))
+    });
+    if literals.is_empty() || !literals.iter().all(|w| failed(w)) || !ends {
+        return;
+    }
+    let Some((state, state_at)) = awaiting_state(cx, idx, &record, src) else {
+        return;
+    };
+    let function = facts::qualname(func, idx, src);
+    let finding = cx
+        .report(&RULE, mark)
+        .arg("function", function.clone())
+        .arg("test", super::first_line(condition, src))
+        .arg("test_line", syntax::lines(condition).0.to_string())
+        .arg("mark", super::first_line(mark, src))
+        .arg("state", state)
+        .arg("state_at", state_at)
+        .note("failure_only");
+    finding.function = function;
 }
 
 fn defined_here(cx: &Ctx<'_>, name: &str) -> bool {

@@ -126,69 +126,96 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     };
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
-        let name = syntax::function_name(func, src);
-        if callers_to_choose(name) {
-            continue;
-        }
-        // Read first as text, which most functions fail: a parameter named for money, or a
-        // fallback (`x or y`, `a if c else b`) for a field of one.
-        let (Some(list), Some(body)) = (func.field("parameters"), func.field("body")) else {
+        let Some(found) = charged_in(cx, idx, func, src) else {
             continue;
         };
-        let named_money = ["amount", "_cents", "_minor", "total", "price"]
-            .iter()
-            .any(|w| {
-                memchr::memmem::find(syntax::text(list, src).as_bytes(), w.as_bytes()).is_some()
-            });
-        let body_text = syntax::text(body, src).as_bytes();
-        let falls_back = memchr::memmem::find(body_text, b" or ").is_some()
-            || memchr::memmem::find(body_text, b" else ").is_some();
-        if !named_money && !falls_back {
-            continue;
-        }
-        let all = crate::rules::pay::parameters(func, src);
-        let mut params: Vec<String> = all
-            .iter()
-            .filter(|p| money(p) && !callers_to_choose(p))
-            .cloned()
-            .collect();
-        // A field of what the caller hands in (`notice.declared_value_minor` of a shipment's
-        // message), where the function falls back on its own amount.
-        if falls_back {
-            params.extend(fields_of_parameters(idx, func, &all, src));
-        }
-        if params.is_empty() {
-            continue;
-        }
-        let read_by_pay001 = |call: Node<'_>| {
-            (super::pays(cx, call, src) || super::hands_a_payment(cx, call, src))
-                && super::charge_amount_source_changed::overridable_call(call, idx, src, cx.vocab)
-        };
-        let found =
-            charged_from_the_caller(idx, func, &params, charges(name), &read_by_pay001, src);
-        if let Some(found) = found {
-            // Where a local holding the stored amount was worked out (`amount_due = ...`).
-            let stored_at = (found.stored.kind() == kinds::IDENTIFIER)
-                .then(|| {
-                    idx.assigned_before(
-                        Some(func),
-                        syntax::text(found.stored, src),
-                        found.stored.start_byte(),
-                        src,
-                    )
-                })
-                .flatten()
-                .unwrap_or(found.stored);
-            let finding = cx
-                .report(&RULE, found.sink)
-                .arg("function", facts::qualname(func, idx, src))
-                .arg("param", found.param.to_string())
-                .arg("stored", syntax::normalized(found.stored, src))
-                .arg("stored_line", syntax::lines(stored_at).0.to_string())
-                .arg("sink", format!("{}(...)", syntax::callee(found.sink, src)));
-            finding.note(found.note);
-        }
+        // Where a local holding the stored amount was worked out (`amount_due = ...`).
+        let stored_at = (found.stored.kind() == kinds::IDENTIFIER)
+            .then(|| {
+                idx.assigned_before(
+                    Some(func),
+                    syntax::text(found.stored, src),
+                    found.stored.start_byte(),
+                    src,
+                )
+            })
+            .flatten()
+            .unwrap_or(found.stored);
+        let finding = cx
+            .report(&RULE, found.sink)
+            .arg("function", facts::qualname(func, idx, src))
+            .arg("param", found.param)
+            .arg("stored", syntax::normalized(found.stored, src))
+            .arg("stored_line", syntax::lines(stored_at).0.to_string())
+            .arg("sink", format!("{}(...)", syntax::callee(found.sink, src)));
+        finding.note(found.note);
     }
+}
+
+/// Whether this rule reports `func` for an amount kept where it differs from the caller's
+/// (`kept`): PAY001's reading of a caller's figure put over the one worked out leaves that to
+/// this rule.
+pub(super) fn reports_kept(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
+    charged_in(cx, idx, func, src).is_some_and(|f| f.note == "kept")
+}
+
+/// What `charged_in` found: the call handed the caller's amount, the caller's name for it,
+/// what the function has of its own, and the note.
+struct Found<'t> {
+    sink: Node<'t>,
+    param: String,
+    stored: Node<'t>,
+    note: &'static str,
+}
+
+/// The caller's amount `func` charges where it has its own, if any.
+fn charged_in<'t>(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    src: &str,
+) -> Option<Found<'t>> {
+    let name = syntax::function_name(func, src);
+    if callers_to_choose(name) {
+        return None;
+    }
+    // Read first as text, which most functions fail: a parameter named for money, or a
+    // fallback (`x or y`, `a if c else b`) for a field of one.
+    let (list, body) = (func.field("parameters")?, func.field("body")?);
+    let named_money = ["amount", "_cents", "_minor", "total", "price"]
+        .iter()
+        .any(|w| memchr::memmem::find(syntax::text(list, src).as_bytes(), w.as_bytes()).is_some());
+    let body_text = syntax::text(body, src).as_bytes();
+    let falls_back = memchr::memmem::find(body_text, b" or ").is_some()
+        || memchr::memmem::find(body_text, b" else ").is_some();
+    if !named_money && !falls_back {
+        return None;
+    }
+    let all = crate::rules::pay::parameters(func, src);
+    let mut params: Vec<String> = all
+        .iter()
+        .filter(|p| money(p) && !callers_to_choose(p))
+        .cloned()
+        .collect();
+    // A field of what the caller hands in (`notice.declared_value_minor` of a shipment's
+    // message), where the function falls back on its own amount.
+    if falls_back {
+        params.extend(fields_of_parameters(idx, func, &all, src));
+    }
+    if params.is_empty() {
+        return None;
+    }
+    let read_by_pay001 = |call: Node<'_>| {
+        (super::pays(cx, call, src) || super::hands_a_payment(cx, call, src))
+            && super::charge_amount_source_changed::overridable_call(call, idx, src, cx.vocab)
+    };
+    let found = charged_from_the_caller(idx, func, &params, charges(name), &read_by_pay001, src)?;
+    Some(Found {
+        sink: found.sink,
+        param: found.param.to_string(),
+        stored: found.stored,
+        note: found.note,
+    })
 }
 
 struct Charged<'t, 'p> {

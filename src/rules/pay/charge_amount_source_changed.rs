@@ -62,7 +62,9 @@ fn gate(s: &Scan<'_>) -> bool {
         || idx.all(kinds::ASSIGNMENT).iter().any(|&a| {
             // Lines first: few assignments are on added lines, and naming one costs more.
             let (first, last) = syntax::lines(a);
-            s.lines.touches_added(first, last) && money_local(a, src, s.vocab).is_some()
+            s.lines.touches_added(first, last)
+                && (money_local(a, src, s.vocab).is_some()
+                    || owed_taken_from_a_name(a, src).is_some())
         })
 }
 
@@ -180,6 +182,7 @@ fn check(cx: &mut Ctx<'_>) {
         idx: new_file.index(),
         src: new_file.text(),
     };
+    caller_figure_preferred(cx, new);
     for call in candidate_calls(cx, new.idx, new.src) {
         let pays = super::pays(cx, call, new.src) || super::hands_a_payment(cx, call, new.src);
         // A payment record built (`Payment(amount=...)`) is charged later for what it says:
@@ -470,6 +473,103 @@ fn own_attribute(value: Node<'_>, func: Node<'_>, side: Side<'_>, vocab: &Vocabu
             .enclosing(func, kinds::CLASS_DEFINITION)
             .and_then(|c| c.field("name"))
             .is_some_and(|n| vocab.is_entity(syntax::text(n, side.src)))
+}
+
+/// `fare = tariff.fare(...)`, then `if shown_fare is not None and shown_fare != fare: fare =
+/// shown_fare`: the amount the function works out gives way to a parameter whenever the two
+/// differ, so the caller (an app's body, a task's payload) decides what is charged. Only in
+/// lines the change adds, for a money name the function then hands on or pays with.
+fn caller_figure_preferred(cx: &mut Ctx<'_>, new: Side<'_>) {
+    let (idx, src) = (new.idx, new.src);
+    for &branch in idx.all(kinds::IF_STATEMENT) {
+        let (first, last) = syntax::lines(branch);
+        if !cx.touches_added(first, last) {
+            continue;
+        }
+        let (Some(condition), Some(body)) =
+            (branch.field("condition"), branch.field("consequence"))
+        else {
+            continue;
+        };
+        let Some((name, param)) = syntax::statements(body)
+            .iter()
+            .filter_map(|s| s.named_child(0))
+            .find_map(|a| owed_taken_from_a_name(a, src))
+        else {
+            continue;
+        };
+        let cond = syntax::text(condition, src);
+        if !cond.contains("!=") || !syntax::has_word(cond, name) || !syntax::has_word(cond, param) {
+            continue;
+        }
+        let Some(func) = idx.enclosing(branch, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        if !super::parameters(func, src).iter().any(|p| p == param) {
+            continue;
+        }
+        // Worked out before, from something other than the parameter.
+        let Some(priced) = idx
+            .within(func, kinds::ASSIGNMENT)
+            .iter()
+            .copied()
+            .find(|a| {
+                a.end_byte() <= branch.start_byte()
+                    && a.field("left")
+                        .is_some_and(|l| syntax::text(l, src) == name)
+                    && a.field("right")
+                        .is_some_and(|r| !syntax::has_word(syntax::text(r, src), param))
+            })
+        else {
+            continue;
+        };
+        // Then handed on: to a write or a later step (`fare=fare`, `min(fare, ride.deposit)`).
+        // A payment made with it in the function is PAY041's and `overridable`'s to read.
+        let after = src.get(branch.end_byte()..func.end_byte()).unwrap_or("");
+        let paid_here = idx
+            .within(func, kinds::CALL)
+            .iter()
+            .any(|c| c.start_byte() > branch.end_byte() && super::pays(cx, *c, src));
+        if !syntax::has_word(after, name)
+            || paid_here
+            || super::caller_amount_over_stored::reports_kept(cx, idx, func, src)
+        {
+            continue;
+        }
+        let function = facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, branch)
+            .arg("function", function.clone())
+            .arg("name", name.to_string())
+            .arg("param", param.to_string())
+            .arg("priced", syntax::normalized(priced, src))
+            .arg("priced_line", syntax::lines(priced).0.to_string())
+            .note("preferred");
+        finding.function = function;
+    }
+}
+
+/// `fare = shown_fare`: a name of what is owed set from another name, as `(owed, other)`.
+fn owed_taken_from_a_name<'s>(assignment: Node<'_>, src: &'s str) -> Option<(&'s str, &'s str)> {
+    if assignment.kind() != kinds::ASSIGNMENT {
+        return None;
+    }
+    let left = assignment
+        .field("left")
+        .filter(|l| l.kind() == kinds::IDENTIFIER)?;
+    let right = assignment
+        .field("right")
+        .filter(|r| r.kind() == kinds::IDENTIFIER)?;
+    let name = syntax::text(left, src);
+    syntax::name_words(name)
+        .iter()
+        .any(|w| {
+            matches!(
+                w.as_str(),
+                "fare" | "price" | "amount" | "total" | "cost" | "charge" | "due" | "owed"
+            )
+        })
+        .then(|| (name, syntax::text(right, src)))
 }
 
 fn report_overridable(

@@ -105,6 +105,7 @@ fn check(cx: &mut Ctx<'_>) {
             .find_map(|c| c.reach(cx, DEPTH, &SLEEPS))
             .filter(|r| {
                 !clock_mocked
+                    && !r.path.iter().any(|step| mocks.replace_function(step))
                     && !mocks.spec_a_class_on(cx, &r.path)
                     && !mocks.configured_on(&r.path)
                     && !super::a_fixture_specs_its_class(cx, &test, r)
