@@ -524,18 +524,11 @@ fn step_of_a_named_unknown(
         .iter()
         .copied()
         .filter(|c| super::owned_by(*c, func, idx))
-        .map(|c| syntax::callee(c, src))
-        .find(|callee| {
+        .map(|c| (syntax::callee(c, src), syntax::lines(c).0))
+        .find(|(callee, _)| {
             !callee.is_empty() && !facts::only_records(callee) && !syntax::named_for_a_read(callee)
         })
-        .and_then(|callee| {
-            let call = idx
-                .within(body, kinds::CALL)
-                .iter()
-                .copied()
-                .find(|c| syntax::callee(*c, src) == callee)?;
-            Some((callee.to_string(), syntax::lines(call).0))
-        })
+        .map(|(callee, line)| (callee.to_string(), line))
 }
 
 /// Whether every call of `func` in the file is the key of a count (`summary[_settle(...)] +=

@@ -75,9 +75,9 @@ fn check(cx: &mut Ctx<'_>) {
     };
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         // The success first: most functions record none, and need no request looked for.
-        if success_after(idx, func, func.start_byte(), src).is_none() {
+        let Some(first_success) = success_after(idx, func, func.start_byte(), src) else {
             continue;
-        }
+        };
         let requests: Vec<Node<'_>> = idx
             .within(func, kinds::CALL)
             .iter()
@@ -102,7 +102,7 @@ fn check(cx: &mut Ctx<'_>) {
             })
             .collect();
         let Some(&first) = requests.first() else {
-            failure_only(cx, idx, func, src);
+            failure_only(cx, idx, func, first_success, src);
             continue;
         };
         let Some((mark, record)) = success_after(idx, func, first.end_byte(), src) else {
@@ -124,16 +124,15 @@ fn check(cx: &mut Ctx<'_>) {
         let Some((state, state_at)) = awaiting_state(cx, idx, &record, src) else {
             continue;
         };
-        let function = facts::qualname(func, idx, src);
-        let finding = cx
-            .report(&RULE, mark)
-            .arg("function", function.clone())
-            .arg("request", super::first_line(request, src))
-            .arg("request_line", syntax::lines(request).0.to_string())
-            .arg("mark", super::first_line(mark, src))
-            .arg("state", state)
-            .arg("state_at", state_at);
-        finding.function = function;
+        report(
+            cx,
+            idx,
+            func,
+            mark,
+            ("request", "request_line"),
+            request,
+            (state, state_at),
+        );
     }
 }
 
@@ -141,10 +140,13 @@ fn check(cx: &mut Ctx<'_>) {
 /// PayoutStatus.COMPLETED)`: an answer read for its failure alone, every other status (the
 /// provider's `PENDING`, `ACCEPTED`) recorded as success, where the record has a state for a
 /// request taken.
-fn failure_only(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>, src: &str) {
-    let Some((mark, record)) = success_after(idx, func, func.start_byte(), src) else {
-        return;
-    };
+fn failure_only<'t>(
+    cx: &mut Ctx<'_>,
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    (mark, record): (Node<'t>, Record),
+    src: &str,
+) {
     let status_tests: Vec<Node<'_>> = idx
         .within(func, kinds::IF_STATEMENT)
         .iter()
@@ -198,17 +200,41 @@ fn failure_only(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>, src: &str
     let Some((state, state_at)) = awaiting_state(cx, idx, &record, src) else {
         return;
     };
+    report(
+        cx,
+        idx,
+        func,
+        mark,
+        ("test", "test_line"),
+        condition,
+        (state, state_at),
+    )
+    .note("failure_only");
+}
+
+/// The finding on `mark`, the success recorded in `func`, after `why` (the request answered, or
+/// the test of a failure alone), given under the names `what` (its first line, its line).
+fn report<'c>(
+    cx: &'c mut Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    mark: Node<'_>,
+    what: (&'static str, &'static str),
+    why: Node<'_>,
+    (state, state_at): (String, String),
+) -> &'c mut crate::review::Finding {
+    let src = cx.src();
     let function = facts::qualname(func, idx, src);
     let finding = cx
         .report(&RULE, mark)
         .arg("function", function.clone())
-        .arg("test", super::first_line(condition, src))
-        .arg("test_line", syntax::lines(condition).0.to_string())
+        .arg(what.0, super::first_line(why, src))
+        .arg(what.1, syntax::lines(why).0.to_string())
         .arg("mark", super::first_line(mark, src))
         .arg("state", state)
-        .arg("state_at", state_at)
-        .note("failure_only");
+        .arg("state_at", state_at);
     finding.function = function;
+    finding
 }
 
 fn defined_here(cx: &Ctx<'_>, name: &str) -> bool {
