@@ -486,10 +486,14 @@ pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
 /// are the same as the whole old version's.
 pub(crate) fn class_bases(src: &str) -> Vec<(String, Vec<String>)> {
     let mut out = Vec::new();
-    for line in src.lines() {
-        let Some(rest) = line.trim_start().strip_prefix("class ") else {
+    // Found by the word, not line by line: most lines of a file define no class.
+    for at in memchr::memmem::find_iter(src.as_bytes(), b"class ") {
+        let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+        if !src[line_start..at].bytes().all(|b| b == b' ' || b == b'\t') {
             continue;
-        };
+        }
+        let rest = &src[at + "class ".len()..];
+        let rest = rest.split('\n').next().unwrap_or(rest);
         let Some((name, rest)) = rest.split_once('(') else {
             continue;
         };
