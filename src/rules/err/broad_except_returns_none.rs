@@ -108,12 +108,7 @@ fn check(cx: &mut Ctx<'_>) {
                 function.as_ref().filter(|f| f.returns_value).and_then(|f| {
                     handing_caller(idx, &f.name, src, |callee, var| {
                         cx.vocab.is_payment_operation(callee)
-                            && syntax::name_words(var).iter().any(|w| {
-                                matches!(
-                                    w.as_str(),
-                                    "amount" | "cents" | "minor" | "total" | "sum" | "value"
-                                )
-                            })
+                            && crate::rules::pay::price_from_client::money_slot(var)
                     })
                 })
             } else {

@@ -361,21 +361,7 @@ fn zeroed_charge<'t>(handler: Node<'t>, src: &str) -> Option<Node<'t>> {
                 }
                 _ => false,
             };
-            let owed = syntax::name_words(syntax::text(left, src)).iter().any(|w| {
-                matches!(
-                    w.as_str(),
-                    "fare"
-                        | "price"
-                        | "amount"
-                        | "total"
-                        | "cost"
-                        | "charge"
-                        | "owed"
-                        | "due"
-                        | "payable"
-                        | "subtotal"
-                )
-            });
+            let owed = crate::rules::pay::price_from_client::money_slot(syntax::text(left, src));
             (zero && owed).then_some(a)
         })
         .collect();

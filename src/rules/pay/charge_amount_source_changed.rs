@@ -561,15 +561,7 @@ fn owed_taken_from_a_name<'s>(assignment: Node<'_>, src: &'s str) -> Option<(&'s
         .field("right")
         .filter(|r| r.kind() == kinds::IDENTIFIER)?;
     let name = syntax::text(left, src);
-    syntax::name_words(name)
-        .iter()
-        .any(|w| {
-            matches!(
-                w.as_str(),
-                "fare" | "price" | "amount" | "total" | "cost" | "charge" | "due" | "owed"
-            )
-        })
-        .then(|| (name, syntax::text(right, src)))
+    super::price_from_client::money_slot(name).then(|| (name, syntax::text(right, src)))
 }
 
 fn report_overridable(

@@ -64,7 +64,7 @@ fn priced(key: &str) -> bool {
 
 /// Words of an argument or attribute that holds the money to charge or to record; one named
 /// as what the client expects (`expected_total_cents=`) is there to be compared.
-fn money_slot(name: &str) -> bool {
+pub(crate) fn money_slot(name: &str) -> bool {
     let words = syntax::name_words(name);
     words.iter().any(|w| {
         matches!(
