@@ -191,6 +191,14 @@ struct Names {
     functions: Vec<Vec<(usize, usize)>>,
     /// `(file, call)` indices, likewise.
     calls: HashMap<String, Vec<(usize, usize)>>,
+    /// Each class the side defines, with the bases of its definitions: ERR006 asks of most
+    /// `except` clauses whether a class is built on another, and a scan of every file per
+    /// question is quadratic in a large change.
+    classes: HashMap<String, Vec<String>>,
+    /// The classes named for a request that got no answer (`GoCardlessTimeout`,
+    /// `ProviderUnavailable`, `TransientError`), in the change's order, each with whether its
+    /// name says timeout.
+    no_answer: Vec<(String, bool)>,
 }
 
 impl Names {
@@ -256,9 +264,38 @@ impl ChangeSet {
                 for (j, call) in facts.calls.iter().enumerate() {
                     push_named(&mut names.calls, call.name(), (i, j));
                 }
+                for (class, bases) in &facts.class_bases {
+                    let entry = names.classes.entry(class.clone()).or_default();
+                    if entry.is_empty() {
+                        if let Some(timeout) = err::timeout_read_as_failure::no_answer_class(class)
+                        {
+                            names.no_answer.push((class.clone(), timeout));
+                        }
+                    }
+                    entry.extend(bases.iter().cloned());
+                }
             }
             names
         })
+    }
+
+    /// Whether the change's files on `side` define a class named `class`.
+    pub fn defines_class(&self, side: Side, class: &str) -> bool {
+        self.names(side).classes.contains_key(class)
+    }
+
+    /// The bases the change's files on `side` give `class`, as written in its definitions.
+    pub fn class_bases_of(&self, side: Side, class: &str) -> &[String] {
+        self.names(side)
+            .classes
+            .get(class)
+            .map_or(&[], |bases| bases.as_slice())
+    }
+
+    /// The classes the change defines for a request that got no answer, each with whether its
+    /// name says timeout (`err::timeout_read_as_failure::no_answer_class`).
+    pub fn no_answer_classes(&self, side: Side) -> &[(String, bool)] {
+        &self.names(side).no_answer
     }
 
     /// Functions called `name` anywhere in the change, on one side, with the file change that
@@ -313,23 +350,20 @@ impl ChangeSet {
     /// Whether the change's files on `side` define `class` as a kind of `base`, through a few
     /// levels of bases (`OutcomeUnknown(AuthorizeNetError)`), by last names.
     pub fn subclass_of(&self, side: Side, class: &str, base: &str) -> bool {
+        let classes = &self.names(side).classes;
         let mut kinds = vec![class];
         let mut at = 0;
         while let Some(&current) = kinds.get(at).filter(|_| kinds.len() < 16) {
             at += 1;
-            for file in self.side(side) {
-                for (name, bases) in &file.class_bases {
-                    if name != current {
-                        continue;
-                    }
-                    if bases.iter().any(|b| b == base) {
-                        return true;
-                    }
-                    for b in bases {
-                        if !kinds.contains(&b.as_str()) {
-                            kinds.push(b);
-                        }
-                    }
+            let Some(bases) = classes.get(current) else {
+                continue;
+            };
+            if bases.iter().any(|b| b == base) {
+                return true;
+            }
+            for b in bases {
+                if !kinds.contains(&b.as_str()) {
+                    kinds.push(b);
                 }
             }
         }

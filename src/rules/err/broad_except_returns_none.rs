@@ -6,7 +6,7 @@ use tree_sitter::Node;
 use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::review::Severity;
 use crate::rules::facts::{FileFacts, FunctionFacts};
-use crate::rules::{Check, Ctx, Gate, Rule, Scan};
+use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
     id: "ERR001",
@@ -60,8 +60,18 @@ fn check(cx: &mut Ctx<'_>) {
         let qualname = crate::rules::facts::qualname(func, idx, src);
         let function = cx.facts.and_then(|f| f.function(&qualname)).cloned();
         if clause.kind() == kinds::EXCEPT_CLAUSE && handler_returns_false(clause, func, idx) {
+            if let Some(function) = &function
+                && !claim_read_as_taken(cx, clause, function, &caught)
+            {
+                false_dropped(cx, clause, function, caught, None);
+            }
+            continue;
+        }
+        if clause.kind() == kinds::EXCEPT_CLAUSE
+            && let Some(label) = handler_returns_a_failure_label(clause, func, idx, src)
+        {
             if let Some(function) = &function {
-                false_dropped(cx, clause, function, caught);
+                false_dropped(cx, clause, function, caught, Some(label));
             }
             continue;
         }
@@ -300,14 +310,23 @@ fn marks_done(name: &str) -> bool {
 /// of a customer or a rate is left to the reading of every `None`.
 fn read_as_not_found(cx: &Ctx<'_>, function: &FunctionFacts) -> Option<(String, String)> {
     let name = &function.name;
-    let lookup = syntax::name_words(name).first().is_some_and(|w| {
-        matches!(
-            w.as_str(),
-            "find" | "lookup" | "look" | "search" | "get" | "fetch" | "retrieve" | "locate"
-        )
-    });
-    let object = cx.vocab.is_payment_operation(name) || cx.vocab.is_entity(name);
-    if !lookup || !object || !function.returns_value || function.none_returns.is_empty() {
+    let lookup = |name: &str| {
+        syntax::name_words(name).first().is_some_and(|w| {
+            matches!(
+                w.as_str(),
+                "find" | "lookup" | "look" | "search" | "get" | "fetch" | "retrieve" | "locate"
+            )
+        })
+    };
+    let object = |name: &str| cx.vocab.is_payment_operation(name) || cx.vocab.is_entity(name);
+    // Or a function that looks the payment up for its caller (`_conflicting_payment(exc)`
+    // returning `self.get_payment(existing_id)`), whatever it is named.
+    let looks_up = lookup(name) && object(name)
+        || function
+            .callees
+            .iter()
+            .any(|c| lookup(c) && object(c) && *c != *name);
+    if !looks_up || !function.returns_value || function.none_returns.is_empty() {
         return None;
     }
     cx.change
@@ -318,7 +337,9 @@ fn read_as_not_found(cx: &Ctx<'_>, function: &FunctionFacts) -> Option<(String, 
                 && file.function(&call.function).is_some_and(|caller| {
                     // A webhook's handler (`handle_webhook`): "not found" answers the provider
                     // that the notification was taken, and it is never sent again.
+                    // Or makes one itself (`create_payment`, whose conflict it settles).
                     caller.payment
+                        || cx.vocab.is_payment_operation(&caller.name)
                         || syntax::names_a_notification(&caller.name)
                         || cx
                             .change
@@ -345,7 +366,17 @@ fn read_as_not_found(cx: &Ctx<'_>, function: &FunctionFacts) -> Option<(String, 
 /// it returns (`client.reverse_redemption(...)` as a statement, then `status = "reversed"`):
 /// the failure is seen by no one. Where the result is kept, `False` is a contract the caller
 /// can check, and nothing is said.
-fn false_dropped(cx: &mut Ctx<'_>, clause: Node<'_>, function: &FunctionFacts, caught: String) {
+///
+/// With `label`, the handler returns a word for the failure instead (`return "error"`), and
+/// only a caller that keeps it to log it, the webhook's endpoint, is read: a caller that
+/// drops a label drops a result it was never asked to read.
+fn false_dropped(
+    cx: &mut Ctx<'_>,
+    clause: Node<'_>,
+    function: &FunctionFacts,
+    caught: String,
+    label: Option<String>,
+) {
     let Some(file) = cx.facts else {
         return;
     };
@@ -386,7 +417,9 @@ fn false_dropped(cx: &mut Ctx<'_>, clause: Node<'_>, function: &FunctionFacts, c
                     && !c.checked
                     && c.deref_line.is_none()
                     && notified(&c.function);
-                (c.discarded || logged_only) && !f.is_test && *c.function != *function.qualname
+                (c.discarded && label.is_none() || logged_only)
+                    && !f.is_test
+                    && *c.function != *function.qualname
             })
     else {
         return;
@@ -400,6 +433,9 @@ fn false_dropped(cx: &mut Ctx<'_>, clause: Node<'_>, function: &FunctionFacts, c
     // A receipt's mailer in a webhooks module is beside the money; the handler the webhook
     // applies the notification with (`handle_notification`) is not.
     if !sends && !webhook || beside && !(webhook && notified(&function.name)) {
+        return;
+    }
+    if label.is_some() && !webhook {
         return;
     }
     let payment = |name: &str| cx.vocab.is_payment_operation(name);
@@ -419,14 +455,101 @@ fn false_dropped(cx: &mut Ctx<'_>, clause: Node<'_>, function: &FunctionFacts, c
         .arg("caught", caught)
         .arg("function", function.qualname.clone())
         .arg("dropped_by", dropped_by)
-        .arg("dropped_at", dropped_at)
-        .note("false_dropped");
+        .arg("dropped_at", dropped_at);
+    match label {
+        Some(label) => finding.arg("label", label).note("label_dropped"),
+        None => finding.note("false_dropped"),
+    };
     if webhook {
         finding.note("webhook");
     }
     if !moves_money && !webhook {
         finding.severity(Severity::Important);
     }
+}
+
+/// A claim (`return bool(self.redis.set(key, token, nx=True, ex=ttl))`, `cache.add(...)`, a
+/// lock's `acquire`) whose broad `except` returns `False`: `False` is also what it returns when
+/// another worker holds the claim, so an outage of the store reads as "taken", and every caller
+/// skips its work quietly for as long as the store is down: nothing raises, retries or alerts,
+/// and what was due (a collection, a payout) is never done. Reported with the first caller in
+/// the change that acts on the answer.
+fn claim_read_as_taken(
+    cx: &mut Ctx<'_>,
+    clause: Node<'_>,
+    function: &FunctionFacts,
+    caught: &str,
+) -> bool {
+    let Some(idx) = cx.index() else {
+        return false;
+    };
+    let Some(body) = clause
+        .parent()
+        .filter(|t| t.kind() == kinds::TRY_STATEMENT)
+        .and_then(|t| t.field("body"))
+    else {
+        return false;
+    };
+    let claims = idx.within(body, kinds::RETURN_STATEMENT).iter().any(|r| {
+        idx.within(*r, kinds::CALL).iter().any(|&call| {
+            let method = cx.callee_name(call);
+            if method == "acquire" {
+                // A lock's (`self._lock.acquire(blocking=False)`), not a pool's or a
+                // semaphore's, which wait rather than say "taken".
+                return cx.call_text(call).receiver.is_some_and(|r| {
+                    crate::rules::facts::last_name(r)
+                        .to_ascii_lowercase()
+                        .contains("lock")
+                });
+            }
+            crate::rules::idem::cache_call(call, &*cx)
+                .is_some_and(|c| c.op == crate::rules::idem::Op::AtomicWrite)
+        })
+    });
+    if !claims || !idx.within(clause, kinds::RAISE_STATEMENT).is_empty() {
+        return false;
+    }
+    let Some((caller_file, caller)) = cx
+        .change
+        .calls_named(cx.side, &function.name)
+        .find(|(f, c)| !f.is_test && !c.discarded && *c.function != *function.qualname)
+    else {
+        return false;
+    };
+    // What the skipped work is worth: a payment's, where the claim or the code that takes it
+    // (one caller up, for a context manager around the claim) moves money.
+    let payment = |name: &str| cx.vocab.is_payment_operation(name);
+    let caller_name = caller
+        .function
+        .rsplit('.')
+        .next()
+        .unwrap_or(&caller.function)
+        .to_string();
+    let moves_money = cx.facts.is_some_and(|f| f.payment_module)
+        || caller_file.payment_module
+        || payment(&caller.function)
+        || !caller_name.is_empty()
+            && cx
+                .change
+                .calls_named(cx.side, &caller_name)
+                .any(|(f, c)| !f.is_test && (f.payment_module || payment(&c.function)));
+    let caller_at = format!("{}:{}", caller_file.path, caller.line);
+    let caller_fn = if caller.function.is_empty() {
+        "module code".to_string()
+    } else {
+        caller.function.to_string()
+    };
+    let finding = cx
+        .report(&RULE, clause)
+        .arg("caught", caught.to_string())
+        .arg("function", function.qualname.clone())
+        .arg("taker", caller_fn)
+        .arg("taker_at", caller_at)
+        .note("claim_taken");
+    if !moves_money {
+        finding.severity(Severity::Important);
+    }
+    true
 }
 
 /// A lookup whose every failure is turned into "not found".
@@ -515,6 +638,30 @@ fn lookup_set_to_none<'t>(
     Some(LookupNone { call, result, test })
 }
 
+/// The word for a failure the handler's own `return` gives (`return "error"`, `return
+/// "failed"`), as written.
+fn handler_returns_a_failure_label(
+    clause: Node<'_>,
+    func: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &str,
+) -> Option<String> {
+    idx.within(clause, kinds::RETURN_STATEMENT)
+        .iter()
+        .filter(|r| {
+            idx.enclosing(**r, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| f.id() == func.id())
+        })
+        .filter_map(|r| r.named_child(0).filter(|v| v.kind() == kinds::STRING))
+        .find(|v| {
+            let text = syntax::text(*v, src);
+            syntax::name_words(text.trim_matches(|c| c == '"' || c == '\''))
+                .iter()
+                .any(|w| matches!(w.as_str(), "error" | "failed" | "failure" | "fail"))
+        })
+        .map(|v| syntax::text(v, src).to_string())
+}
+
 /// Whether the handler's own `return` gives `False`.
 fn handler_returns_false(clause: Node<'_>, func: Node<'_>, idx: &NodeIndex<'_>) -> bool {
     idx.within(clause, kinds::RETURN_STATEMENT)
@@ -574,6 +721,7 @@ fn swallowing_except<'t>(clause: Node<'t>, idx: &NodeIndex<'t>, src: &str) -> Op
         .filter(|func| {
             handler_returns_none(clause, *func, idx, src, &mut |_| false)
                 || handler_returns_false(clause, *func, idx)
+                || handler_returns_a_failure_label(clause, *func, idx, src).is_some()
         })
 }
 

@@ -87,7 +87,8 @@ pub(crate) fn catches_timeout(clause: Node<'_>, src: &str) -> Option<Caught> {
             || provider_family(last)
             || client_family(last, src)
             || unavailable(last)
-            || transient_set(last))
+            || transient_set(last)
+            || transient_class(last))
             && caught.is_none()
         {
             caught = Some(Caught::Family);
@@ -246,6 +247,112 @@ const BUILTIN_PREFIXES: &[&str] = &[
     "Improperly",
 ];
 
+/// An error class named for a failure worth trying again (`GoCardlessTransientError`,
+/// `RetryableError`, `TemporaryFailure`): a client raises its timeouts as one.
+fn transient_class(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_uppercase())
+        && syntax::name_words(name).iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "transient" | "retryable" | "retriable" | "temporary"
+            )
+        })
+}
+
+/// Whether the change defines every class the clause names, and its errors of a request that
+/// got no answer (`GoCardlessTimeout`, `ProviderUnavailable`, `TransientError`), none of them
+/// one of those classes or built on one: the clause catches no timeout.
+fn lineage_leaves_out_timeouts(cx: &Ctx<'_>, clause: Node<'_>, src: &str) -> bool {
+    let caught: Vec<&str> = syntax::except_types(clause)
+        .into_iter()
+        .map(|t| {
+            let name = syntax::text(t, src);
+            name.rsplit('.').next().unwrap_or(name)
+        })
+        .collect();
+    let defined = |name: &str| cx.change.defines_class(cx.side, name);
+    if caught.is_empty() || !caught.iter().all(|c| defined(c)) {
+        return false;
+    }
+    // The caught classes and what they are built on, as far as the change defines them: a
+    // timeout of the same client is built on one of these (`GoCardlessError`); another
+    // client's (`CaptureTimeout(Exception)`) says nothing of this clause.
+    let mut family: Vec<&str> = caught.clone();
+    let mut at = 0;
+    while let Some(&class) = family.get(at).filter(|_| family.len() < 16) {
+        at += 1;
+        for b in cx.change.class_bases_of(cx.side, class) {
+            let b = b.rsplit('.').next().unwrap_or(b);
+            if defined(b) && !family.contains(&b) {
+                family.push(b);
+            }
+        }
+    }
+    let mut timeouts = cx
+        .change
+        .no_answer_classes(cx.side)
+        .iter()
+        .map(|(c, _)| c.as_str())
+        .filter(|c| {
+            family
+                .iter()
+                .any(|r| *c == *r || cx.change.subclass_of(cx.side, c, r))
+        });
+    let mut any = false;
+    let none_caught = timeouts.all(|t| {
+        any = true;
+        caught
+            .iter()
+            .all(|c| *c != t && !cx.change.subclass_of(cx.side, t, c))
+    });
+    any && none_caught
+}
+
+/// Whether a class is named for a request that got no answer: `Some(true)` for a timeout
+/// (`GoCardlessTimeout`, not `ConnectTimeout`), `Some(false)` for an unavailable service or a
+/// failure worth trying again (`ProviderUnavailable`, `TransientError`).
+pub(crate) fn no_answer_class(name: &str) -> Option<bool> {
+    if syntax::contains_lowercase(name, "timeout") && !name.starts_with("Connect") {
+        Some(true)
+    } else if unavailable(name) || transient_class(name) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// A timeout class of the change (`GoCardlessTimeout`) built on a class `clause` names
+/// (`GoCardlessAPIError`) and on none an earlier clause of the `try` names: the timeout and
+/// the class it is caught as.
+fn timeout_built_on(
+    cx: &Ctx<'_>,
+    try_statement: Node<'_>,
+    clause: Node<'_>,
+    src: &str,
+) -> Option<(String, String)> {
+    let last = |t: Node<'_>| {
+        let name = syntax::text(t, src);
+        name.rsplit('.').next().unwrap_or(name)
+    };
+    let caught: Vec<&str> = syntax::except_types(clause).into_iter().map(last).collect();
+    let earlier: Vec<&str> = crate::python::named_children(try_statement)
+        .into_iter()
+        .take_while(|c| c.id() != clause.id())
+        .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE)
+        .flat_map(syntax::except_types)
+        .map(last)
+        .collect();
+    let is_a = |t: &str, c: &str| t == c || cx.change.subclass_of(cx.side, t, c);
+    cx.change
+        .no_answer_classes(cx.side)
+        .iter()
+        .filter(|(_, timeout)| *timeout)
+        .find_map(|(t, _)| {
+            let base = caught.iter().find(|c| **c != t && is_a(t, c))?;
+            (!earlier.iter().any(|e| is_a(t, e))).then(|| (t.clone(), base.to_string()))
+        })
+}
+
 /// A tuple of errors kept under a name that says they are the ones to retry
 /// (`stripe_client.RETRYABLE_ERRORS`, `TRANSIENT_ERRORS`): timeouts are among them.
 fn transient_set(name: &str) -> bool {
@@ -356,7 +463,17 @@ fn check(cx: &mut Ctx<'_>) {
         let shadowed = (classes && timeout != Some(Caught::Named))
             .then(|| shadows_an_unknown(cx, clause, src))
             .flatten();
-        let Some(caught) = timeout.or(shadowed.as_ref().map(|_| Caught::Family)) else {
+        // `except PayoutRefused`, named for a refusal, where the change builds
+        // `PayoutReadTimeout(PayoutRefused)`: it catches the timeout all the same.
+        let lineage = (classes && timeout.is_none() && shadowed.is_none())
+            .then(|| {
+                let try_statement = clause.parent()?;
+                timeout_built_on(cx, try_statement, clause, src)
+            })
+            .flatten();
+        let Some(caught) =
+            timeout.or((shadowed.is_some() || lineage.is_some()).then_some(Caught::Family))
+        else {
             continue;
         };
         let Some(handler) = syntax::except_body(clause) else {
@@ -393,8 +510,27 @@ fn check(cx: &mut Ctx<'_>) {
         else {
             continue;
         };
-        if caught_earlier(try_statement, clause, src)
+        // `class GoCardlessTimeout(GoCardlessAPIError)`: whatever an earlier clause is named
+        // for, the timeout is one of this clause's errors and none of the earlier ones'.
+        let mut built_on = lineage;
+        if built_on.is_none()
+            && caught_earlier(try_statement, clause, src)
             && !unknown_first_caught_here(try_statement, clause, src)
+        {
+            built_on = (classes && caught == Caught::Family && shadowed.is_none())
+                .then(|| timeout_built_on(cx, try_statement, clause, src))
+                .flatten();
+            if built_on.is_none() {
+                continue;
+            }
+        }
+        // `except GoCardlessAPIError`, where the change builds its timeouts on another branch
+        // of the client's errors: they pass this clause by.
+        if caught == Caught::Family
+            && shadowed.is_none()
+            && built_on.is_none()
+            && classes
+            && lineage_leaves_out_timeouts(cx, clause, src)
         {
             continue;
         }
@@ -423,7 +559,12 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("step_line", step_line.to_string())
             .arg("mark", mark.text)
             .arg("mark_line", mark.line.to_string());
-        if let Some((unknown, line, base)) = shadowed {
+        if let Some((timeout, base)) = built_on {
+            finding
+                .arg("caught", base)
+                .arg("timeout", timeout)
+                .note("built_on");
+        } else if let Some((unknown, line, base)) = shadowed {
             finding
                 .arg("caught", base)
                 .arg("shadowed", unknown)

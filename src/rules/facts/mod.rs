@@ -1011,6 +1011,25 @@ fn function_facts(
             builtin_named.push((parts.name, may_be_a_builtin(receiver, file)));
         }
     }
+    // Flask-Caching set up in the process (`"CACHE_TYPE": "SimpleCache"` in the app a fixture
+    // makes): the code's `cache` is no server.
+    if helper {
+        let text = syntax::text(func, src);
+        if memchr::memmem::find(text.as_bytes(), b"CACHE_TYPE").is_some()
+            && [
+                "SimpleCache",
+                "NullCache",
+                "\"simple\"",
+                "'simple'",
+                "\"null\"",
+                "'null'",
+            ]
+            .iter()
+            .any(|w| text.contains(w))
+        {
+            mocks.push_str("cache_type=simplecache\n");
+        }
+    }
     callees.sort_unstable();
     callees.dedup();
     if builtin_named.iter().any(|&(_, loose)| loose) {

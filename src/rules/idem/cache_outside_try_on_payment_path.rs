@@ -95,15 +95,48 @@ fn serves_requests(cx: &Ctx<'_>, file: &FileFacts, func: &facts::FunctionFacts) 
     !callers.is_empty()
         && callers.iter().all(|(caller_file, caller)| {
             is_route(caller)
+                || sweeps_records(caller)
                 || caller.caught.iter().any(|t| catches_outage(t))
                 || callers_by_name(cx, caller_file, caller)
                     .is_some_and(|up| !up.is_empty() && up.iter().all(|(_, f)| is_route(f)))
         })
 }
 
-/// A method of a class of webhook handling (`WebhookProcessor._capture_outcome`) that records
-/// what the provider reported and sends it nothing, itself or a few calls down: a cache outage
-/// fails the delivery, and the provider's redelivery is the retry. A handler that moves money
+/// A run over the records left in a state (`retry_unknown_captures`, `resend_stuck_payouts`,
+/// `reconcile_pending`): it queries them and takes each again. A cache outage stops the run
+/// before the request, and the next run takes the same records: the rerun is the decision.
+fn sweeps_records(func: &facts::FunctionFacts) -> bool {
+    let words = syntax::name_words(&func.name);
+    let sweeps = words.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "retry"
+                | "resume"
+                | "reconcile"
+                | "sweep"
+                | "requeue"
+                | "redrive"
+                | "resend"
+                | "stale"
+                | "stuck"
+                | "stalled"
+                | "unknown"
+                | "pending"
+        )
+    });
+    let queries = func.callees.iter().any(|c| {
+        matches!(
+            c.as_str(),
+            "select" | "filter" | "where" | "find" | "fetch" | "fetchall" | "query" | "scalars"
+        )
+    });
+    sweeps && queries
+}
+
+/// A method of a class of webhook handling (`WebhookProcessor._capture_outcome`), or a function
+/// of webhook handling, that records what the provider reported and sends it nothing, itself or
+/// a few calls down: a cache outage fails the delivery, and the provider's redelivery is the
+/// retry. A handler that moves money
 /// itself (a capture on `payment_intent.succeeded`) still has to decide.
 fn handles_webhooks(cx: &Ctx<'_>, func: &facts::FunctionFacts) -> bool {
     let class = func
@@ -121,11 +154,15 @@ fn handles_webhooks(cx: &Ctx<'_>, func: &facts::FunctionFacts) -> bool {
             )
             .is_some()
     };
-    syntax::names_a_notification(class)
-        && !func.http
-        && !func.sdk
-        && !reaches(&reach::HTTP)
-        && !reaches(&reach::SDK)
+    // Or a function of its own named for one (`handle_transfer_notification`), or of a module
+    // of them (`payouts/webhooks.py`).
+    let webhook = syntax::names_a_notification(class)
+        || class.is_empty()
+            && (syntax::names_a_notification(&func.name)
+                || cx
+                    .facts
+                    .is_some_and(|f| syntax::names_a_notification(&f.module)));
+    webhook && !func.http && !func.sdk && !reaches(&reach::HTTP) && !reaches(&reach::SDK)
 }
 
 /// The functions of the change (this side, tests aside) that call a function of `func`'s name,

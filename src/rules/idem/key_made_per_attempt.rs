@@ -53,22 +53,33 @@ fn request_key_or_random(cx: &mut Ctx<'_>) {
     let Some((idx, src)) = cx.code() else {
         return;
     };
-    if !names_fresh(src) {
-        return;
-    }
     for &either in idx.all(kinds::BOOLEAN_OPERATOR) {
         let (Some(given), Some(made)) = (either.field("left"), either.field("right")) else {
             continue;
         };
-        if syntax::text(either, src).contains(" and ")
-            || !from_the_request(idx, either, given, src)
-            || !makes_random_token(made, idx, src)
+        if syntax::text(either, src).contains(" and ") || !from_the_request(idx, either, given, src)
         {
+            continue;
+        }
+        // Or the request's own id (`request.headers.get("X-Request-Id")`), which a proxy or the
+        // framework stamps anew on every request: as new on the client's retry as a random one.
+        let request_id = names_a_request_id(syntax::text(made, src));
+        if !request_id && !makes_random_token(made, idx, src) {
             continue;
         }
         // Held in a name (`key = ...`) or handed on (`request_key=...`): the header names the
         // key, whatever the name.
-        let key = either
+        // Through what tidies it on the way (`(... or ...).strip()`).
+        let mut held = either;
+        while let Some(up) = held.parent().filter(|p| {
+            matches!(
+                p.kind(),
+                kinds::PARENTHESIZED_EXPRESSION | kinds::ATTRIBUTE | kinds::CALL
+            )
+        }) {
+            held = up;
+        }
+        let key = held
             .parent()
             .and_then(|p| match p.kind() {
                 kinds::ASSIGNMENT => p.field("left"),
@@ -83,9 +94,23 @@ fn request_key_or_random(cx: &mut Ctx<'_>) {
             .arg("given", syntax::normalized(given, src))
             .arg("made", syntax::normalized(made, src))
             .arg("function", function.clone())
-            .note("request");
+            .note(if request_id { "request_id" } else { "request" });
         finding.function = function;
     }
+}
+
+/// Whether an expression names the id of one request (`X-Request-Id`, `HTTP_X_REQUEST_ID`,
+/// `request.state.request_id`, a correlation or trace id) and no idempotency key.
+fn names_a_request_id(text: &str) -> bool {
+    let squeezed: String = text
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    !names_key(text)
+        && ["requestid", "correlationid", "traceid", "traceparent"]
+            .iter()
+            .any(|w| squeezed.contains(w))
 }
 
 /// Whether `given` is the key a request carries: read from its headers

@@ -42,6 +42,7 @@ fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
+    numbered_by_the_record(cx, idx, src);
     let mut reported: Vec<usize> = Vec::new();
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         // A count or a counter in the function's text before its key sites are read.
@@ -657,6 +658,74 @@ fn stored_key_numbered<'t>(value: Node<'t>, src: &str) -> Option<(Node<'t>, Node
             })
         })?;
         Some((count, stored, field.to_string()))
+    })
+}
+
+/// The key a function named for it makes of its record's count of attempts (`def
+/// idempotency_key(self): return f"payout-{self.id}-{self.submit_attempts}"`, a model's
+/// property), where a function of the change moves that count on by one for every send.
+fn numbered_by_the_record(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &func in idx.all(kinds::FUNCTION_DEFINITION) {
+        let name = syntax::function_name(func, src);
+        if !super::key_made_per_attempt::names_key(name) {
+            continue;
+        }
+        let found = idx
+            .within(func, kinds::RETURN_STATEMENT)
+            .iter()
+            .filter_map(|r| r.named_child(0))
+            .find_map(|value| {
+                syntax::descendants(value, &[kinds::ATTRIBUTE])
+                    .into_iter()
+                    .find_map(|read| {
+                        let (record, field) = object_and_field(read, src)?;
+                        (syntax::text(record, src) == "self" && counts_attempts(field))
+                            .then(|| (value, read, field.to_string()))
+                    })
+            });
+        let Some((value, count, field)) = found else {
+            continue;
+        };
+        let Some(place) = stepped_on_a_send(cx, &field) else {
+            continue;
+        };
+        let function = facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, value)
+            .arg("key", name.to_string())
+            .arg("count", crate::rules::pay::first_line(count, src))
+            .arg("field", field)
+            .arg("place", place)
+            .note("record_count")
+            .severity(Severity::Blocker);
+        finding.function = function;
+    }
+}
+
+/// Where a function of the change moves `field` on by one for a send (a claim's SQL, a job
+/// that sends again), not one named for what follows a failure (`handle_payment_failed`,
+/// `_schedule_retry`, `reopen_after_decline`): a round numbered after the provider said no is a
+/// new payment, not a second send of the same one. `path:line`.
+fn stepped_on_a_send(cx: &Ctx<'_>, field: &str) -> Option<String> {
+    let after_a_failure = |name: &str| {
+        crate::rules::err::timeout_read_as_failure::named_for_a_refusal(name)
+            || syntax::name_words(name).iter().any(|w| {
+                matches!(
+                    w.as_str(),
+                    "fail" | "failed" | "failure" | "schedule" | "scheduled" | "error" | "bounce"
+                )
+            })
+    };
+    cx.change.side(cx.side).find_map(|file| {
+        file.functions
+            .iter()
+            .filter(|f| !file.is_test && !after_a_failure(&f.name))
+            .find_map(|f| {
+                f.steps
+                    .iter()
+                    .find(|(stepped, _)| **stepped == *field)
+                    .map(|(_, line)| format!("{}:{line}", file.path))
+            })
     })
 }
 

@@ -37,6 +37,7 @@ fn gate(s: &Scan<'_>) -> bool {
         && (s.facts.calls.iter().any(|c| {
             c.receiver().is_some() && matches!(c.name(), "add" | "setnx")
                 || c.name() == "set" && c.receiver().is_some() && s.mentions(&["nx=True"])
+                || c.receiver().is_some() && MARKS.contains(&c.name())
         }) || s.mentions(&["transaction(", "atomic("]) && s.mentions(RECORDS_ONCE))
         && s.mentions(&["event", "notification", "delivery", "webhook"])
 }
@@ -51,11 +52,25 @@ const RECORDS_ONCE: &[&str] = &[
     "INSERT IGNORE",
 ];
 
+/// Writes that mark a delivery as seen, on a cache or on a store of the file's own
+/// (`self.keys.remember(dedup_key, ttl=...)`).
+const MARKS: &[&str] = &[
+    "set",
+    "setex",
+    "remember",
+    "mark_seen",
+    "mark_processed",
+    "mark_handled",
+    "mark_as_processed",
+    "mark_as_seen",
+];
+
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
     recorded_outside_the_transaction(cx, idx, src);
+    marked_before_applied(cx, idx, src);
     for &call in idx.all(kinds::CALL) {
         let method = cx.callee_name(call);
         if !matches!(method, "add" | "set" | "setnx") {
@@ -120,6 +135,78 @@ fn check(cx: &mut Ctx<'_>) {
             Held::Window(name) => finding.arg("window", name).note("window"),
             Held::Forever => finding.note("forever"),
         };
+        if from == Inbound::Broker {
+            finding.note("consumer");
+        }
+    }
+}
+
+/// `if self.keys.seen(dedup_key): return` and then `self.keys.remember(dedup_key, ...)` ahead
+/// of the work: a plain write marks the delivery as seen before it is applied, and nothing
+/// takes the mark back when applying fails. The claim's own reading (`add`, `nx=True`) is the
+/// loop in `check`; this one is of a read, a write and the work after.
+fn marked_before_applied(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &call in idx.all(kinds::CALL) {
+        let method = cx.callee_name(call);
+        if !MARKS.contains(&method) || cx.call_text(call).receiver.is_none() {
+            continue;
+        }
+        if redis_claim(call, method, src) {
+            continue;
+        }
+        let Some(first) = syntax::positional_args(call).first().copied() else {
+            continue;
+        };
+        let written = syntax::normalized(first, src);
+        let key = super::resolve(cx, call, &written);
+        if !super::webhook_marker_expires::names_a_delivery(&key) {
+            continue;
+        }
+        let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        // The read of the same key before it that turns a repeat away.
+        let guarded = idx.within(func, kinds::IF_STATEMENT).iter().any(|stmt| {
+            stmt.end_byte() <= call.start_byte()
+                && stmt.field("condition").is_some_and(|c| {
+                    idx.within(c, kinds::CALL).iter().chain([&c]).any(|r| {
+                        r.kind() == kinds::CALL
+                            && syntax::positional_args(*r).first().is_some_and(|a| {
+                                let text = syntax::normalized(*a, src);
+                                text == written || super::resolve(cx, *r, &text) == key
+                            })
+                    })
+                })
+                && stmt
+                    .field("consequence")
+                    .is_some_and(|b| !syntax::block_falls_through(b, src))
+        });
+        if !guarded || released(cx, idx, call, &written, true) {
+            continue;
+        }
+        // Held for less than a redelivery's wait: a lock for the run.
+        if let Some((lifetime, scale)) = lifetime_arg(call, method, src)
+            .or_else(|| syntax::keyword_arg(call, "ttl", src).map(|n| (n, 1.0)))
+            && let Some(seconds) = lifetime_seconds(cx, idx, func, lifetime)
+            && seconds * scale < HELD_LONG_SECONDS
+        {
+            continue;
+        }
+        let Some(work) = work_after(idx, func, call, src) else {
+            continue;
+        };
+        let Some(from) = inbound(cx, idx, func) else {
+            continue;
+        };
+        let view = facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, call)
+            .arg("key", written)
+            .arg("view", view.clone())
+            .arg("work", crate::rules::pay::first_line(work, src))
+            .arg("work_line", syntax::lines(work).0.to_string())
+            .note("marked");
+        finding.function = view;
         if from == Inbound::Broker {
             finding.note("consumer");
         }
@@ -324,9 +411,15 @@ fn work_after<'t>(
     first
 }
 
-/// An answer to the caller: `HttpResponse(status=200)`, `JSONResponse(...)`, `jsonify(...)`.
+/// An answer to the caller: `HttpResponse(status=200)`, `JSONResponse(...)`, `jsonify(...)`,
+/// `self.set_status(200)`.
 fn answers(name: &str) -> bool {
-    name.ends_with("Response") || matches!(name, "jsonify" | "make_response" | "abort")
+    // Tornado's handler answers through its own methods (`self.set_status(200)`).
+    name.ends_with("Response")
+        || matches!(
+            name,
+            "jsonify" | "make_response" | "abort" | "set_status" | "finish" | "send_error"
+        )
 }
 
 /// Calls that only read what is at hand: a dict's `get`, a conversion, a length.

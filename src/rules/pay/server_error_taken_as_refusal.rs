@@ -45,6 +45,7 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     };
     chosen_by_a_flag(cx, idx, src);
+    refused_on_the_last_try(cx, idx, src);
     for (stmt, condition, body) in super::branches(idx) {
         // A branch to the unknown that reads no status at all (`if not body: raise
         // PayuOutcomeUnknown`) sends it none of the server errors.
@@ -184,6 +185,251 @@ fn chosen_by_a_flag(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
             .arg("refusal_line", syntax::lines(at).0.to_string());
         finding.function = function;
     }
+}
+
+/// A retry loop that retries the server errors and raises the error of an unknown outcome
+/// for a transport failure, but on its last try raises the server error as something else: `if
+/// status not in RETRYABLE_STATUSES or final_try: raise _error_from(...)`, or `last_error =
+/// _error_from(response, RevolutRejected)` kept by the loop and raised once it ends. The last
+/// 500 or 504 is the one the caller acts on, and it reads as refused.
+fn refused_on_the_last_try(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &looped in idx
+        .all(kinds::FOR_STATEMENT)
+        .iter()
+        .chain(idx.all(kinds::WHILE_STATEMENT))
+    {
+        let Some(func) = idx.enclosing(looped, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        let owned = |n: Node<'_>| crate::rules::idem::owned_by(idx, n, Some(func));
+        // The error the function raises for a request that may have gone through, or keeps
+        // for the loop to raise (`last_error = SquareOutcomeUnknown(...)`).
+        let kept = || {
+            idx.within(func, kinds::ASSIGNMENT).iter().find_map(|a| {
+                let value = a.field("right").filter(|v| v.kind() == kinds::CALL)?;
+                let callee = syntax::callee(value, src);
+                Some(callee.rsplit('.').next().unwrap_or(callee))
+                    .filter(|name| names_the_unknown(name))
+            })
+        };
+        let Some(unknown) = idx
+            .within(func, kinds::RAISE_STATEMENT)
+            .iter()
+            .filter(|r| owned(**r))
+            .find_map(|r| raised_name(*r, src).filter(|n| names_the_unknown(n)))
+            .or_else(kept)
+        else {
+            continue;
+        };
+        let found = joined_to_the_last_try(idx, looped, src)
+            .or_else(|| kept_and_raised(idx, func, looped, src))
+            .and_then(|(at, value)| {
+                (!sorts_by_status(idx, value, src)).then(|| {
+                    let text: String = syntax::normalized(value, src).chars().take(80).collect();
+                    (at, text, syntax::lines(value).0)
+                })
+            })
+            .or_else(|| passed_on_the_last_try(idx, func, looped, src));
+        let Some((at, refusal, refusal_line)) = found else {
+            continue;
+        };
+        let function = facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, at)
+            .arg("function", function.clone())
+            .arg("unknown", unknown.to_string())
+            .arg("refusal", refusal)
+            .arg("refusal_line", refusal_line.to_string())
+            .note("last_try");
+        finding.function = function;
+    }
+}
+
+/// `if resp.status_code in RETRYABLE_STATUS and attempt < self.max_attempts: continue`, then
+/// `if resp.status_code >= 400: raise SquareRequestRejected(...)`: on the last try the server
+/// error skips the branch that tries again and reaches the refusal. The condition, and the
+/// refusal as `refusal_after` names it.
+fn passed_on_the_last_try<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    looped: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, String, u32)> {
+    idx.within(looped, kinds::IF_STATEMENT)
+        .iter()
+        .find_map(|stmt| {
+            let condition = stmt
+                .field("condition")
+                .filter(|c| c.kind() == kinds::BOOLEAN_OPERATOR)?;
+            let body = stmt.field("consequence")?;
+            let text = syntax::text(condition, src);
+            if text.contains(" or ") || !text.contains(" and ") {
+                return None;
+            }
+            let terms = crate::python::named_children(condition);
+            let reads_status = terms
+                .iter()
+                .any(|t| syntax::text(*t, src).contains("status"));
+            let more_to_come = terms.iter().any(|t| {
+                let term = syntax::text(*t, src);
+                (t.kind() == kinds::COMPARISON_OPERATOR && term.contains('<')
+                    || term.starts_with("not "))
+                    && names_the_last_try(*t, src)
+            });
+            // The branch tries again: it goes on to the next turn, or falls through to the sleep.
+            let tries_again = syntax::statements(body)
+                .iter()
+                .any(|s| s.kind() == "continue_statement")
+                || syntax::block_falls_through(body, src)
+                    && idx.within(body, kinds::RAISE_STATEMENT).is_empty()
+                    && idx.within(body, kinds::RETURN_STATEMENT).is_empty();
+            if !reads_status || !more_to_come || !tries_again {
+                return None;
+            }
+            let (refusal, line) = refusal_after(idx, func, *stmt, src)?;
+            // What comes between may still send the server errors to the unknown (`if
+            // resp.status_code >= 500: raise SquareOutcomeUnknown(...)`).
+            let sorted_between = idx
+                .within(looped, kinds::RAISE_STATEMENT)
+                .iter()
+                .chain(idx.within(looped, kinds::ASSIGNMENT))
+                .any(|n| {
+                    n.start_byte() > stmt.end_byte()
+                        && syntax::lines(*n).0 < line
+                        && names_an_unknown_in(*n, src)
+                });
+            let refusal = refusal
+                .strip_prefix("raise ")
+                .map_or(refusal.clone(), str::to_string);
+            (line <= syntax::lines(looped).1 && !sorted_between)
+                .then_some((condition, refusal, line))
+        })
+}
+
+/// `if response.status_code not in RETRYABLE_STATUSES or final_try: raise
+/// _error_from(response.status_code, payload)` in the loop, outside any `except`: the
+/// condition and what it raises, when that is no error of an unknown outcome.
+fn joined_to_the_last_try<'t>(
+    idx: &NodeIndex<'t>,
+    looped: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, Node<'t>)> {
+    idx.within(looped, kinds::IF_STATEMENT)
+        .iter()
+        .find_map(|stmt| {
+            let condition = stmt.field("condition")?;
+            let body = stmt.field("consequence")?;
+            if idx
+                .enclosing(*stmt, kinds::EXCEPT_CLAUSE)
+                .is_some_and(|e| syntax::contains(looped, e))
+            {
+                return None;
+            }
+            let mut terms = Vec::new();
+            or_terms(condition, &mut terms);
+            let reads_status = terms
+                .iter()
+                .any(|t| syntax::text(*t, src).contains("status"));
+            let last_try = terms.iter().any(|t| names_the_last_try(*t, src));
+            if terms.len() < 2 || !reads_status || !last_try {
+                return None;
+            }
+            let raise = syntax::statements(body)
+                .into_iter()
+                .find(|s| s.kind() == kinds::RAISE_STATEMENT)?;
+            let value = raise.named_child(0)?;
+            (!names_an_unknown_in(value, src)).then_some((condition, value))
+        })
+}
+
+/// After the loop, `raise last_error` of an error the loop kept from an answer
+/// (`last_error = _error_from(response, RevolutRejected)`, outside any `except`), where no
+/// answer the loop keeps is an error of an unknown outcome.
+fn kept_and_raised<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    looped: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, Node<'t>)> {
+    let raised = idx
+        .within(func, kinds::RAISE_STATEMENT)
+        .iter()
+        .find_map(|r| {
+            let value = r.named_child(0).filter(|v| v.kind() == kinds::IDENTIFIER)?;
+            (r.start_byte() > looped.end_byte() && r.named_child(1).is_none())
+                .then(|| (*r, syntax::text(value, src)))
+        })?;
+    let (raise, name) = raised;
+    let kept: Vec<Node<'t>> = idx
+        .within(looped, kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| {
+            a.field("left")
+                .is_some_and(|l| syntax::text(l, src) == name)
+                && idx
+                    .enclosing(**a, kinds::EXCEPT_CLAUSE)
+                    .is_none_or(|e| !syntax::contains(looped, e))
+        })
+        .filter_map(|a| a.field("right"))
+        .collect();
+    let from_an_answer = kept
+        .iter()
+        .copied()
+        .find(|v| v.kind() == kinds::CALL && syntax::text(*v, src).contains("resp"))?;
+    if kept.iter().any(|v| names_an_unknown_in(*v, src)) {
+        return None;
+    }
+    Some((raise, from_an_answer))
+}
+
+/// A term that says the attempts are spent: `final_try`, `is_last`, `attempt ==
+/// self.max_attempts`, `tries_left == 0`.
+fn names_the_last_try(term: Node<'_>, src: &str) -> bool {
+    let text = syntax::text(term, src).to_ascii_lowercase();
+    [
+        "final",
+        "last",
+        "exhaust",
+        "tries_left",
+        "attempts_left",
+        "remaining",
+    ]
+    .iter()
+    .any(|w| text.contains(w))
+        || term.kind() == kinds::COMPARISON_OPERATOR
+            && !text.contains("status")
+            && ["attempt", "tries", "try_", "retr"]
+                .iter()
+                .any(|w| text.contains(w))
+}
+
+/// Whether an expression names an error of an unknown outcome anywhere in it
+/// (`_error_from(response, RevolutOutcomeUnknown)`).
+fn names_an_unknown_in(value: Node<'_>, src: &str) -> bool {
+    names_an_unknown_class(syntax::text(value, src))
+}
+
+/// Whether code names a class of an unknown outcome: a capitalised name `names_the_unknown`
+/// takes (`RevolutOutcomeUnknown`), not a `timeout=` argument.
+fn names_an_unknown_class(code: &str) -> bool {
+    code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .any(|w| w.starts_with(|c: char| c.is_ascii_uppercase()) && names_the_unknown(w))
+}
+
+/// Whether the error is built by a function of the file that picks an error of an unknown
+/// outcome for some answers (`if status >= 500: return ProviderUnavailable(...)`).
+fn sorts_by_status(idx: &NodeIndex<'_>, refusal: Node<'_>, src: &str) -> bool {
+    if refusal.kind() != kinds::CALL {
+        return false;
+    }
+    let name = syntax::callee_name(refusal, src);
+    idx.all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .filter(|f| syntax::function_name(**f, src) == name)
+        .any(|f| {
+            let text = syntax::text(*f, src);
+            takes_the_range(text) || names_an_unknown_class(text)
+        })
 }
 
 /// Whether a call of `func` in the file hands it an idempotency key.

@@ -735,9 +735,15 @@ fn live_cache(fixture: &str) -> bool {
 /// files, a `conftest.py` or the test's own; a few levels).
 fn fixture_mocks(cx: &Ctx<'_>, params: &[String]) -> Vec<String> {
     let fixtures = change_fixtures(cx, params, 4);
-    let own = fixtures
-        .iter()
-        .filter_map(|(_, fixture)| fixture.mocks.as_deref().map(str::to_string));
+    // With the functions a fixture defines and hands out (`make_wise_client` yielding `_make`,
+    // which builds the client on `httpx.MockTransport`).
+    let own = fixtures.iter().flat_map(|(file, fixture)| {
+        let inner = format!("{}.", fixture.qualname);
+        file.functions
+            .iter()
+            .filter(move |f| f.qualname == fixture.qualname || f.qualname.starts_with(&inner))
+            .filter_map(|f| f.mocks.as_deref().map(str::to_string))
+    });
     // What the fixtures build through helpers of the tests (`client = paystack.client()`, a
     // method of the stub that builds the client on `httpx.MockTransport`).
     let helpers = fixtures

@@ -162,7 +162,12 @@ fn check(cx: &mut Ctx<'_>) {
             && !checks_key
             && !outage_only
             && !of_a_reconciliation
-            && !callees.iter().any(|c| key_pinned.contains(&c.name));
+            && !callees.iter().any(|c| key_pinned.contains(&c.name))
+            // Pinned where the keyed request is retried (`test_retries_timeouts_with_the_same_key`
+            // of the client's own file), below what this test calls.
+            && !keyed
+                .as_ref()
+                .is_some_and(|r| pinned_below(cx, &r.path, &key_pinned));
         let own_sleep = own_sleep(cx, &test).filter(|_| !clock_mocked);
         // Built without the fake sleep it takes: whatever else the test fakes, a clock
         // included, the real sleep runs.
@@ -277,10 +282,78 @@ fn pinned_in_other_files(cx: &Ctx<'_>) -> Vec<String> {
             let keyed = words.iter().any(|w| w == "key" || w == "keys") || f.mentions_idempotency;
             if retry && keyed {
                 out.extend(f.callees.iter().cloned());
+                // And what the file's helpers it calls call (`create(adyen)` calling
+                // `adyen.create_transfer(...)`).
+                for helper in file
+                    .functions
+                    .iter()
+                    .filter(|h| !h.is_test && f.callees.binary_search(&h.name).is_ok())
+                {
+                    out.extend(helper.callees.iter().cloned());
+                }
             }
         }
     }
     out
+}
+
+/// Whether a step on the way to the keyed request (`request_payout` → `submit`), or a keyed
+/// function the last one calls (`create_transfer`, which the client's retry test pins), is
+/// pinned by a retry test that checks the key.
+fn pinned_below(cx: &Ctx<'_>, path: &[String], pinned: &[String]) -> bool {
+    // Only where the steps above the pinned function neither retry (sleep between attempts)
+    // nor make the key: a key numbered by the service's own attempts
+    // (`f"{refund.idempotency_key}-{attempt}"`) is none the client's test can pin.
+    let above = |step: &String| {
+        cx.change
+            .functions_named(cx.side, step)
+            .filter(|(file, _)| !file.is_test)
+            .any(|(_, f)| f.sleeps || f.fresh_key.is_some() || f.returns_fresh.is_some())
+    };
+    let Some(last) = path.last() else {
+        return false;
+    };
+    if path.iter().any(above) {
+        return false;
+    }
+    if path.iter().skip(1).any(|step| pinned.contains(step)) {
+        return true;
+    }
+    // A keyed request that retries itself (sleeps between its attempts): the retry the test
+    // sets up happens there, under the key the client's test pins.
+    let keyed = |name: &String| {
+        cx.change.functions_named(cx.side, name).any(|(file, f)| {
+            !file.is_test
+                    && (f.mentions_idempotency || f.http)
+                    // `self._sleep(delay)`, the sleep it was handed.
+                    && (f.sleeps || f.callees.iter().any(|c| syntax::names_sleep(c)))
+        })
+    };
+    // A few calls down: the step that stores the key on the record (`request_payout`) hands
+    // the request to another (`submit`) that calls the client.
+    let mut frontier = vec![last.clone()];
+    let mut seen: Vec<String> = Vec::new();
+    for _ in 0..3 {
+        let mut next = Vec::new();
+        for name in frontier.drain(..) {
+            if seen.contains(&name) {
+                continue;
+            }
+            seen.push(name.clone());
+            for (_, f) in cx
+                .change
+                .functions_named(cx.side, &name)
+                .filter(|(file, _)| !file.is_test)
+            {
+                if f.callees.iter().any(|c| pinned.contains(c) && keyed(c)) {
+                    return true;
+                }
+                next.extend(f.callees.iter().filter(|c| !above(c)).cloned());
+            }
+        }
+        frontier = next;
+    }
+    false
 }
 
 /// Whether the test hands the code a sleep of its own (`submit_batch(..., sleep=fake_sleep)`).
