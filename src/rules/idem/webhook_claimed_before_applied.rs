@@ -122,14 +122,7 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(from) = inbound(cx, idx, func) else {
             continue;
         };
-        let view = facts::qualname(func, idx, src);
-        let finding = cx
-            .report(&RULE, call)
-            .arg("key", key)
-            .arg("view", view.clone())
-            .arg("work", crate::rules::pay::first_line(work, src))
-            .arg("work_line", syntax::lines(work).0.to_string());
-        finding.function = view;
+        let finding = report_marked(cx, call, key, func, work);
         match held {
             Held::For(seconds) => finding.arg("ttl", span(seconds)).note("held"),
             Held::Window(name) => finding.arg("window", name).note("window"),
@@ -139,6 +132,31 @@ fn check(cx: &mut Ctx<'_>) {
             finding.note("consumer");
         }
     }
+}
+
+/// Reports the delivery marked as seen at `call` with `key` in `func`, ahead of `work`, the
+/// first call that applies it; the caller adds how long the mark is held and who delivers.
+fn report_marked<'c>(
+    cx: &'c mut Ctx<'_>,
+    call: Node<'_>,
+    key: String,
+    func: Node<'_>,
+    work: Node<'_>,
+) -> &'c mut crate::review::Finding {
+    let src = cx.src();
+    let view = cx
+        .index()
+        .map(|idx| facts::qualname(func, idx, src))
+        .unwrap_or_default();
+    let work_text = crate::rules::pay::first_line(work, src);
+    let finding = cx
+        .report(&RULE, call)
+        .arg("key", key)
+        .arg("view", view.clone())
+        .arg("work", work_text)
+        .arg("work_line", syntax::lines(work).0.to_string());
+    finding.function = view;
+    finding
 }
 
 /// `if self.keys.seen(dedup_key): return` and then `self.keys.remember(dedup_key, ...)` ahead
@@ -198,15 +216,7 @@ fn marked_before_applied(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
         let Some(from) = inbound(cx, idx, func) else {
             continue;
         };
-        let view = facts::qualname(func, idx, src);
-        let finding = cx
-            .report(&RULE, call)
-            .arg("key", written)
-            .arg("view", view.clone())
-            .arg("work", crate::rules::pay::first_line(work, src))
-            .arg("work_line", syntax::lines(work).0.to_string())
-            .note("marked");
-        finding.function = view;
+        let finding = report_marked(cx, call, written, func, work).note("marked");
         if from == Inbound::Broker {
             finding.note("consumer");
         }
