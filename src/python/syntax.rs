@@ -236,6 +236,16 @@ pub fn except_alias<'s>(clause: Node<'_>, src: &'s str) -> Option<&'s str> {
     Some(text(target, src).trim())
 }
 
+/// The `try` statement an `except` clause belongs to.
+pub fn try_of(clause: Node<'_>) -> Option<Node<'_>> {
+    clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT)
+}
+
+/// The body of the `try` an `except` clause belongs to: what the clause guards.
+pub fn tried_body(clause: Node<'_>) -> Option<Node<'_>> {
+    try_of(clause)?.field("body")
+}
+
 /// The body block of an `except` clause.
 pub fn except_body(clause: Node<'_>) -> Option<Node<'_>> {
     super::named_children(clause)

@@ -483,11 +483,7 @@ fn claim_read_as_taken(
     let Some(idx) = cx.index() else {
         return false;
     };
-    let Some(body) = clause
-        .parent()
-        .filter(|t| t.kind() == kinds::TRY_STATEMENT)
-        .and_then(|t| t.field("body"))
-    else {
+    let Some(body) = syntax::tried_body(clause) else {
         return false;
     };
     let claims = idx.within(body, kinds::RETURN_STATEMENT).iter().any(|r| {
@@ -600,9 +596,7 @@ fn lookup_set_to_none<'t>(
     if !others_only_log {
         return None;
     }
-    let try_statement = clause
-        .parent()
-        .filter(|t| t.kind() == kinds::TRY_STATEMENT)?;
+    let try_statement = syntax::try_of(clause)?;
     let call = try_statement.field("body").and_then(|b| {
         idx.within(b, kinds::ASSIGNMENT).iter().find_map(|a| {
             let left = a.field("left")?;

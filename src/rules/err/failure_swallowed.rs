@@ -107,8 +107,7 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         }
         // Asked only of the few handlers that swallow: tree-sitter finds a parent from the root.
-        let Some(try_statement) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT)
-        else {
+        let Some(try_statement) = syntax::try_of(clause) else {
             continue;
         };
         // A family caught after its timeouts were (`except GatewayUnavailable: ...` first):
@@ -380,7 +379,7 @@ fn report_zeroed(
     zeroed: Node<'_>,
 ) {
     let src = cx.src();
-    let Some(try_statement) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT) else {
+    let Some(try_statement) = syntax::try_of(clause) else {
         return;
     };
     let Some(name) = zeroed.field("left").map(|l| syntax::text(l, src)) else {

@@ -52,8 +52,7 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
             continue;
         };
-        let Some(try_statement) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT)
-        else {
+        let Some(try_statement) = syntax::try_of(clause) else {
             continue;
         };
         let Some(body) = try_statement.field("body") else {

@@ -56,9 +56,7 @@ pub(super) fn made_up<'t>(
     if !super::owned_by(mark, func, idx) {
         return None;
     }
-    let try_statement = clause
-        .parent()
-        .filter(|t| t.kind() == kinds::TRY_STATEMENT)?;
+    let try_statement = syntax::try_of(clause)?;
     let body = try_statement.field("body")?;
     let bound = idx.within(body, kinds::ASSIGNMENT).iter().any(|&a| {
         a.field("left")

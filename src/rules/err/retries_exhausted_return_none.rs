@@ -188,7 +188,7 @@ fn caught_into_none<'t>(
                 let caught = syntax::text(*t, src);
                 caught.rsplit('.').next() == Some(error)
             });
-            let Some(attempt) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT) else {
+            let Some(attempt) = syntax::try_of(clause) else {
                 continue;
             };
             let calls_helper = attempt.field("body").is_some_and(|body| {

@@ -263,13 +263,7 @@ fn transient_class(name: &str) -> bool {
 /// got no answer (`GoCardlessTimeout`, `ProviderUnavailable`, `TransientError`), none of them
 /// one of those classes or built on one: the clause catches no timeout.
 fn lineage_leaves_out_timeouts(cx: &Ctx<'_>, clause: Node<'_>, src: &str) -> bool {
-    let caught: Vec<&str> = syntax::except_types(clause)
-        .into_iter()
-        .map(|t| {
-            let name = syntax::text(t, src);
-            name.rsplit('.').next().unwrap_or(name)
-        })
-        .collect();
+    let caught = caught_names(clause, src);
     let defined = |name: &str| cx.change.defines_class(cx.side, name);
     if caught.is_empty() || !caught.iter().all(|c| defined(c)) {
         return false;
@@ -308,6 +302,15 @@ fn lineage_leaves_out_timeouts(cx: &Ctx<'_>, clause: Node<'_>, src: &str) -> boo
     any && none_caught
 }
 
+/// The classes an `except` clause names, by their last names (`GoCardlessAPIError` of
+/// `gocardless.GoCardlessAPIError`).
+fn caught_names<'s>(clause: Node<'_>, src: &'s str) -> Vec<&'s str> {
+    syntax::except_types(clause)
+        .into_iter()
+        .map(|t| facts::last_name(syntax::text(t, src)))
+        .collect()
+}
+
 /// Whether a class is named for a request that got no answer: `Some(true)` for a timeout
 /// (`GoCardlessTimeout`, not `ConnectTimeout`), `Some(false)` for an unavailable service or a
 /// failure worth trying again (`ProviderUnavailable`, `TransientError`).
@@ -330,17 +333,12 @@ fn timeout_built_on(
     clause: Node<'_>,
     src: &str,
 ) -> Option<(String, String)> {
-    let last = |t: Node<'_>| {
-        let name = syntax::text(t, src);
-        name.rsplit('.').next().unwrap_or(name)
-    };
-    let caught: Vec<&str> = syntax::except_types(clause).into_iter().map(last).collect();
+    let caught = caught_names(clause, src);
     let earlier: Vec<&str> = crate::python::named_children(try_statement)
         .into_iter()
         .take_while(|c| c.id() != clause.id())
         .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE)
-        .flat_map(syntax::except_types)
-        .map(last)
+        .flat_map(|c| caught_names(c, src))
         .collect();
     let is_a = |t: &str, c: &str| t == c || cx.change.subclass_of(cx.side, t, c);
     cx.change
@@ -506,8 +504,7 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         };
         // Asked only of the few handlers that mark a failure: a parent is found from the root.
-        let Some(try_statement) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT)
-        else {
+        let Some(try_statement) = syntax::try_of(clause) else {
             continue;
         };
         // `class GoCardlessTimeout(GoCardlessAPIError)`: whatever an earlier clause is named
@@ -981,7 +978,7 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
     if unavailable(raised) || syntax::contains_lowercase(raised, "timeout") || transient {
         return;
     }
-    let Some(try_statement) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT) else {
+    let Some(try_statement) = syntax::try_of(clause) else {
         return;
     };
     // `except asyncio.TimeoutError: raise CheckoutRequestError(504, ...)`: a timeout named and

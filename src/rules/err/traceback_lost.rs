@@ -72,11 +72,7 @@ fn check(cx: &mut Ctx<'_>) {
 /// of {amount} outside ...")` in the body, `except ValueError as exc`): a check of the code's
 /// own, whose message says what went wrong.
 fn raised_by_its_try(clause: Node<'_>, src: &str) -> bool {
-    let Some(body) = clause
-        .parent()
-        .filter(|t| t.kind() == kinds::TRY_STATEMENT)
-        .and_then(|t| t.field("body"))
-    else {
+    let Some(body) = syntax::tried_body(clause) else {
         return false;
     };
     let body = syntax::text(body, src);

@@ -265,13 +265,8 @@ fn resent_from_a_handler(cx: &mut Ctx<'_>) {
         if !(names_fresh(text) || text.contains("time")) {
             continue;
         }
-        let (Some(handler), Some(body)) = (
-            syntax::except_body(clause),
-            clause
-                .parent()
-                .filter(|t| t.kind() == kinds::TRY_STATEMENT)
-                .and_then(|t| t.field("body")),
-        ) else {
+        let (Some(handler), Some(body)) = (syntax::except_body(clause), syntax::tried_body(clause))
+        else {
             continue;
         };
         let sent: Vec<&str> = idx

@@ -720,13 +720,17 @@ fn stepped_on_a_send(cx: &Ctx<'_>, field: &str) -> Option<String> {
         file.functions
             .iter()
             .filter(|f| !file.is_test && !after_a_failure(&f.name))
-            .find_map(|f| {
-                f.steps
-                    .iter()
-                    .find(|(stepped, _)| **stepped == *field)
-                    .map(|(_, line)| format!("{}:{line}", file.path))
-            })
+            .find_map(|f| step_line(f, field))
+            .map(|line| format!("{}:{line}", file.path))
     })
+}
+
+/// The line where `f` moves `field` on by one (`FunctionFacts::steps`).
+fn step_line(f: &facts::FunctionFacts, field: &str) -> Option<u32> {
+    f.steps
+        .iter()
+        .find(|(stepped, _)| **stepped == *field)
+        .map(|(_, line)| *line)
 }
 
 /// Whether a function of the change moves `field` on by one (a claim's SQL, `dispute.
@@ -736,7 +740,7 @@ fn stepped_on_a_send(cx: &Ctx<'_>, field: &str) -> Option<String> {
 fn stepped_but_on_a_refusal(cx: &Ctx<'_>, field: &str) -> bool {
     cx.change.side(cx.side).any(|file| {
         file.functions.iter().any(|f| {
-            f.steps.iter().any(|(stepped, _)| **stepped == *field)
+            step_line(f, field).is_some()
                 && !crate::rules::err::timeout_read_as_failure::named_for_a_refusal(&f.name)
         })
     })
@@ -746,12 +750,7 @@ fn stepped_but_on_a_refusal(cx: &Ctx<'_>, field: &str) -> bool {
 fn stepped_at(cx: &Ctx<'_>, name: &str, field: &str) -> Option<String> {
     cx.change
         .functions_named(cx.side, name)
-        .find_map(|(file, f)| {
-            f.steps
-                .iter()
-                .find(|(stepped, _)| **stepped == *field)
-                .map(|(_, line)| format!("{}:{line}", file.path))
-        })
+        .find_map(|(file, f)| step_line(f, field).map(|line| format!("{}:{line}", file.path)))
 }
 
 /// What the `for` loop of `scope` whose variable is `name`, and that holds `before`, runs over.

@@ -44,8 +44,7 @@ fn check(cx: &mut Ctx<'_>) {
         if !passes_over(idx, body, src) {
             continue;
         }
-        let Some(try_statement) = clause.parent().filter(|t| t.kind() == kinds::TRY_STATEMENT)
-        else {
+        let Some(try_statement) = syntax::try_of(clause) else {
             continue;
         };
         // An `else:` of the `try` holds what only a good signature reaches.
