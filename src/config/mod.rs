@@ -162,6 +162,13 @@ const NOT_MONEY: &[&str] = &[
     // `_sync_refund_state(order)`: our own record brought in line with a payment's.
     "state",
     "sync",
+    // `_payout_json(payout)`, `refund_to_dict(refund)`: a payment written out for an answer.
+    "json",
+    "dict",
+    "serialize",
+    "serialise",
+    "serialized",
+    "repr",
 ];
 
 /// `prorated_charge_cents`, `refund_amount`, `compute_capture_total`: a function that works out

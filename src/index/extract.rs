@@ -42,6 +42,9 @@ pub struct ModuleFacts {
     /// For a module that imports pymemcache: whether it asks its clients to wait for the
     /// server's replies (`default_noreply=False`). `None` for every other module.
     pub memcache_replies: Option<bool>,
+    /// A configuration class for the tests sets Flask-Caching to an in-process cache
+    /// (`class TestConfig(Config): CACHE_TYPE = "SimpleCache"`).
+    pub local_test_cache: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -241,6 +244,7 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
         })
         .chain(attribute_assignments(idx, src))
         .collect();
+    let local_test_cache = local_test_cache(idx, src);
     let memcache_replies = imports
         .iter()
         .any(|i| crate::rules::idem::memcache_add_without_reply::is_pymemcache(&i.target))
@@ -254,6 +258,7 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
         calls: Vec::new(),
         fixtures,
         memcache_replies,
+        local_test_cache,
     };
     let all_calls = idx.all(kinds::CALL);
     let sites = known
@@ -672,4 +677,28 @@ mod tests {
             ]
         );
     }
+}
+
+/// Whether a class of the module named for the tests (`TestConfig`, `TestingConfig`) sets
+/// Flask-Caching's `CACHE_TYPE` to a cache in the process (`SimpleCache`, `NullCache`).
+fn local_test_cache(idx: &NodeIndex<'_>, src: &str) -> bool {
+    if memchr::memmem::find(src.as_bytes(), b"CACHE_TYPE").is_none() {
+        return false;
+    }
+    idx.all(kinds::CLASS_DEFINITION).iter().any(|class| {
+        let named_for_tests = class
+            .field("name")
+            .is_some_and(|n| syntax::contains_lowercase(syntax::text(n, src), "test"));
+        named_for_tests
+            && idx.within(*class, kinds::ASSIGNMENT).iter().any(|a| {
+                a.field("left")
+                    .is_some_and(|l| syntax::text(l, src) == "CACHE_TYPE")
+                    && a.field("right").is_some_and(|v| {
+                        matches!(
+                            syntax::string_value(v, src),
+                            Some("SimpleCache" | "NullCache" | "simple" | "null")
+                        )
+                    })
+            })
+    })
 }

@@ -151,6 +151,14 @@ fn report(cx: &mut Ctx<'_>, scope: Option<Node<'_>>, read: &CacheCall<'_>, write
             || f.http
                 && !scope.is_some_and(|func| super::fetches_only(cx, func))
                 && (money || scope.is_some_and(|func| sends_money(cx, func)))
+            // `return self._submit(refund)` after the claim, `_submit` making the refund:
+            // the payment one call down, by a function of the change named for one.
+            || money
+                && f.callees.iter().any(|c| {
+                    cx.change
+                        .functions_named(cx.side, c)
+                        .any(|(file, g)| !file.is_test && g.payment && g.qualname != f.qualname)
+                })
     });
     let guard = pays_here && guards(cx, scope, read);
     // A claim helper whose caller pays only when it says yes: the read decides there.

@@ -1109,6 +1109,15 @@ pub(crate) fn key_sites<'t>(
         via: None,
     };
     let pairs = |dict: Node<'t>, out: &mut Vec<Site<'t>>| {
+        // `headers = {"Idempotency-Key": ...} if idempotency_key else None`: the dict built
+        // when there is a key.
+        let dict = match dict.kind() {
+            kinds::CONDITIONAL_EXPRESSION => match dict.named_child(0) {
+                Some(first) => first,
+                None => return,
+            },
+            _ => dict,
+        };
         if dict.kind() != kinds::DICTIONARY {
             return;
         }

@@ -893,6 +893,9 @@ const FRESH_STATES: &[&str] = &[
     "rejected",
     "uncollectible",
     "past_due",
+    // Stripe's: the attempt ended waiting for the customer, nothing charged.
+    "requires_action",
+    "requires_payment_method",
 ];
 
 /// Whether a claim takes rows only from fresh states: by its condition
@@ -901,6 +904,29 @@ const FRESH_STATES: &[&str] = &[
 /// contest_attempts=Dispute.contest_attempts + 1)`, `from_statuses=("open",)`).
 fn claim_from_a_fresh_state(idx: &NodeIndex<'_>, claim: Node<'_>, src: &str) -> bool {
     if claimed_from_a_fresh_state(syntax::text(claim, src)) || fresh_by_parameter(idx, claim, src) {
+        return true;
+    }
+    // `Invoice.status.in_(NEW_ATTEMPT_FROM)` with `NEW_ATTEMPT_FROM = (Invoice.OPEN,
+    // Invoice.FAILED)` at module level: the states the constant lists.
+    let by_constant = idx.within(claim, kinds::CALL).iter().any(|c| {
+        syntax::callee_name(*c, src) == "in_"
+            && syntax::receiver(*c).is_some_and(|r| {
+                let r = syntax::text(r, src);
+                r.ends_with("status") || r.ends_with("state")
+            })
+            && matches!(syntax::positional_args(*c)[..], [arg] if arg.kind() == kinds::IDENTIFIER
+            && crate::rules::retry::eval::module_constant(idx, syntax::text(arg, src), src)
+                .filter(|t| matches!(t.kind(), kinds::TUPLE | kinds::LIST | kinds::SET))
+                .is_some_and(|t| {
+                    let states = crate::python::named_children(t);
+                    !states.is_empty()
+                        && states.iter().all(|s| {
+                            constant_state(*s, src)
+                                .is_some_and(|st| fresh_state(&st.to_ascii_lowercase()))
+                        })
+                }))
+    });
+    if by_constant {
         return true;
     }
     if claim.kind() != kinds::CALL {
@@ -1011,6 +1037,17 @@ fn names_fresh_states(idx: &NodeIndex<'_>, value: Node<'_>, src: &str) -> bool {
 /// retry scheduled after a definite failure (`retry_scheduled`).
 fn fresh_state(state: &str) -> bool {
     FRESH_STATES.contains(&state) || state.ends_with("_scheduled")
+}
+
+/// The state a member of a constant of states names: `"open"`, the last part of
+/// `DisputeStatus.OPEN` or of `RenewalInvoice.OPEN` (a model's class attribute).
+fn constant_state<'s>(value: Node<'_>, src: &'s str) -> Option<&'s str> {
+    state_named(value, src).or_else(|| {
+        (value.kind() == kinds::ATTRIBUTE)
+            .then(|| value.field("attribute").map(|a| syntax::text(a, src)))
+            .flatten()
+            .filter(|a| a.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+    })
 }
 
 /// The state a value names: `"open"`, or the last part of `DisputeStatus.OPEN`.
@@ -1203,18 +1240,28 @@ fn resumed_without_a_step(idx: &NodeIndex<'_>, step: Node<'_>, field: &str, src:
     if named > 1 {
         return false;
     }
-    // A reclaim: an update that finds rows in that state and leaves their state as it is.
+    // A reclaim: an update that finds rows in that state and leaves their state as it is, or
+    // a call of the step's own helper that takes them back into it (`_update_invoice_if(
+    // invoice, charge_attempts == invoice.charge_attempts, status == CHARGING, ...,
+    // status=CHARGING)`), the count left alone.
+    let helper = syntax::callee_name(step, src);
     idx.all(kinds::CALL).iter().any(|&c| {
+        let name = syntax::callee_name(c, src);
+        let status = syntax::keyword_arg(c, "status", src).map(|v| syntax::text(v, src));
+        let text = syntax::text(c, src);
+        let leaves_count = syntax::keyword_arg(c, field, src).is_none()
+            && !text.contains(&format!("{field}="))
+            && !text.contains(&format!("{field} = "))
+            && !increments(text, field);
         c.id() != step.id()
-            && matches!(syntax::callee_name(c, src), "update" | "values")
-            && syntax::keyword_arg(c, "status", src).is_none()
-            && {
-                let text = syntax::text(c, src);
-                text.contains("update(")
+            && leaves_count
+            && syntax::has_word(text, member)
+            && if matches!(name, "update" | "values") {
+                status.is_none()
+                    && text.contains("update(")
                     && (text.contains(".where(") || text.contains(".filter("))
-                    && syntax::has_word(text, member)
-                    && !text.contains(&format!("{field}="))
-                    && !text.contains(&format!("{field} ="))
+            } else {
+                name == helper && status == Some(state)
             }
     })
 }

@@ -100,9 +100,14 @@ pub(crate) fn forwards(
         None => {
             let text = syntax::text(value, src);
             for w in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                // `claim.idempotency_key` with `claim = _claim(session, id, now)`: a field of
+                // what a call gave back, kept on a record, not made of the call's arguments.
+                let end = w.as_ptr() as usize - text.as_ptr() as usize + w.len();
+                let a_field_of_it = text.get(end..).is_some_and(|r| r.starts_with('.'));
                 if let Some(p) = params.iter().position(|p| p == w) {
                     sent.push(p);
                 } else if !w.is_empty()
+                    && !a_field_of_it
                     && !w.starts_with(|c: char| c.is_ascii_digit())
                     && let Some(set) = idx.assigned_before(Some(func), w, value.start_byte(), src)
                     && own(&set)

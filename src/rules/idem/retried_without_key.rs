@@ -580,9 +580,22 @@ fn retries_only_keyed(idx: &NodeIndex<'_>, helper: Node<'_>, key_param: &str, sr
             let [yes, test, no] = parts.as_slice() else {
                 return false;
             };
-            let names_key = syntax::text(*test, src)
-                .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
-                .any(|w| w == key_param);
+            let has_key = |text: &str| {
+                text.split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+                    .any(|w| w == key_param)
+            };
+            // `retry_safe = method == "GET" or request_id is not None`, then `attempts =
+            // self.max_attempts if retry_safe else 1`: the test read through its name.
+            let names_key = has_key(syntax::text(*test, src))
+                || test.kind() == kinds::IDENTIFIER
+                    && idx
+                        .assigned_before(
+                            Some(helper),
+                            syntax::text(*test, src),
+                            c.start_byte(),
+                            src,
+                        )
+                        .is_some_and(|v| has_key(syntax::text(v, src)));
             let once = |n: Node<'_>| syntax::text(n, src) == "1";
             names_key && (once(*no) || once(*yes))
         })
@@ -918,11 +931,25 @@ fn after_sending(clause: Node<'_>, src: &str) -> Option<String> {
     if types.is_empty() {
         return Some("Exception".to_string());
     }
-    types
+    let after: Vec<&str> = types
         .into_iter()
         .map(|t| syntax::text(t, src))
-        .find(|t| !BEFORE_SENDING.contains(&facts::last_name(t)))
-        .map(str::to_string)
+        .filter(|t| !BEFORE_SENDING.contains(&facts::last_name(t)))
+        .collect();
+    // A refusal for the rate is the one answer that says the request was not taken: name the
+    // error that may have followed a payment made, when the clause catches one.
+    after
+        .iter()
+        .find(|t| !rate_limited(facts::last_name(t)))
+        .or_else(|| after.first())
+        .map(|t| t.to_string())
+}
+
+fn rate_limited(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    ["ratelimit", "throttl", "toomanyrequests"]
+        .iter()
+        .any(|w| lower.contains(w))
 }
 
 /// A function run again whole: by a decorator that names the errors it retries (all of them

@@ -38,7 +38,8 @@ fn gate(s: &Scan<'_>) -> bool {
             c.receiver().is_some() && matches!(c.name(), "add" | "setnx")
                 || c.name() == "set" && c.receiver().is_some() && s.mentions(&["nx=True"])
                 || c.receiver().is_some() && MARKS.contains(&c.name())
-        }) || s.mentions(&["transaction(", "atomic("]) && s.mentions(RECORDS_ONCE))
+        }) || s.mentions(&["transaction(", "atomic(", ".begin("])
+            && (s.mentions(RECORDS_ONCE) || s.mentions(ORM_TURNED_AWAY)))
         && s.mentions(&["event", "notification", "delivery", "webhook"])
 }
 
@@ -51,6 +52,11 @@ const RECORDS_ONCE: &[&str] = &[
     "INSERT OR IGNORE",
     "INSERT IGNORE",
 ];
+
+/// What turns a repeat away when the delivery is recorded through an ORM: a unique row's
+/// refusal (`except IntegrityError: return`) or a lookup first (`if
+/// ProcessedEvent.objects.filter(event_id=...).exists(): continue`).
+const ORM_TURNED_AWAY: &[&str] = &["IntegrityError", "UniqueViolation", ".exists()"];
 
 /// Writes that mark a delivery as seen, on a cache or on a store of the file's own
 /// (`self.keys.remember(dedup_key, ttl=...)`).
@@ -228,17 +234,20 @@ fn marked_before_applied(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
 /// helper of the file), its answer tested to turn a repeat away, ahead of the transaction that
 /// then applies the event (`async with conn.transaction(): await handler(conn, item)`): the row
 /// commits on its own, and when applying fails and rolls back, the redelivery finds the row and
-/// is skipped.
+/// is skipped. The same through an ORM (`orm_record`): `ProcessedEvent.objects.create(...)`
+/// after a lookup that turns repeats away, `session.add(SeenNotification(...))` committed with
+/// `except IntegrityError: return`.
 fn recorded_outside_the_transaction(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
     let transaction = |with: Node<'_>| {
         let clause = syntax::with_clause(with, src);
-        clause.contains("transaction(") || clause.contains("atomic(")
+        clause.contains("transaction(") || clause.contains("atomic(") || clause.contains(".begin(")
     };
     if !idx
         .all(kinds::WITH_STATEMENT)
         .iter()
         .any(|w| transaction(*w))
-        || !RECORDS_ONCE.iter().any(|w| src.contains(w))
+        || !(RECORDS_ONCE.iter().any(|w| src.contains(w))
+            || ORM_TURNED_AWAY.iter().any(|w| src.contains(w)))
     {
         return;
     }
@@ -284,8 +293,11 @@ fn recorded_outside_the_transaction(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: 
                     .within(func, kinds::WITH_STATEMENT)
                     .iter()
                     .any(|w| transaction(*w) && syntax::contains(*w, c))
-                && records_a_delivery(idx, c, src)
-                && turned_away(c)
+                && (records_a_delivery(idx, c, src) && turned_away(c)
+                    || orm_record(c, func, src).is_some_and(|model| {
+                        orm_kept(idx, func, c, with, model, src)
+                            && orm_turned_away(idx, func, c, with, model, src)
+                    }))
         }) else {
             continue;
         };
@@ -327,6 +339,143 @@ fn records_a_delivery(idx: &NodeIndex<'_>, call: Node<'_>, src: &str) -> bool {
     }
     idx.functions_named(idx.callee_name(call, src), src)
         .any(|f| about(syntax::text(f, src)))
+}
+
+/// The model an ORM call writes a delivery's row of: `ProcessedEvent` in
+/// `ProcessedEvent.objects.create(event_id=...)`, `await WebhookEvent.create(...)` (peewee,
+/// Tortoise) and `session.add(SeenNotification(...))` (or of a name bound to one earlier in the
+/// function), when the model or the call names an event, a notification, a delivery or a
+/// webhook.
+fn orm_record<'s>(call: Node<'_>, func: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let callee = syntax::callee(call, src);
+    let model = if let Some(model) = callee.strip_suffix(".objects.create") {
+        model.rsplit('.').next().unwrap_or(model)
+    } else if let Some(model) = callee.strip_suffix(".create") {
+        model
+    } else if callee.ends_with(".add") {
+        let arg = call.field("arguments")?.named_child(0)?;
+        let built = match arg.kind() {
+            kinds::CALL => syntax::callee(arg, src),
+            // `seen = SeenNotification(...)` then `session.add(seen)`.
+            kinds::IDENTIFIER => {
+                let before = src.get(func.start_byte()..call.start_byte())?;
+                let name = syntax::text(arg, src);
+                let at = before.rfind(&format!("{name} = "))? + name.len() + 3;
+                let rest = &before[at..];
+                let end =
+                    rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))?;
+                rest[end..].starts_with('(').then(|| &rest[..end])?
+            }
+            _ => return None,
+        };
+        built.rsplit('.').next().unwrap_or(built)
+    } else {
+        return None;
+    };
+    let about = |text: &str| {
+        ["event", "notification", "delivery", "webhook"]
+            .iter()
+            .any(|w| syntax::contains_lowercase(text, w))
+    };
+    (model.starts_with(|c: char| c.is_ascii_uppercase())
+        && model.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && (about(model) || about(syntax::text(call, src))))
+    .then_some(model)
+}
+
+/// Whether the row an ORM call writes stays written when applying the event fails: it is
+/// committed before the transaction (`session.add(...)` needs its `commit()`; Django's and
+/// peewee's `create` commit on their own), nothing deletes it again, and nothing writes it after
+/// the transaction (a row marked processed once the work is done is a receipt, and the lookup
+/// that turns repeats away reads that mark).
+fn orm_kept(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    record: Node<'_>,
+    with: Node<'_>,
+    model: &str,
+    src: &str,
+) -> bool {
+    let between = src
+        .get(record.end_byte()..with.start_byte())
+        .unwrap_or_default();
+    if syntax::callee(record, src).ends_with(".add") && !between.contains("commit(") {
+        return false;
+    }
+    // `seen = ProcessedEvent.objects.create(...)`, or `session.add(seen)`: the row's own name.
+    let bound = syntax::bound_name(record, src).or_else(|| {
+        record
+            .field("arguments")
+            .and_then(|a| a.named_child(0))
+            .filter(|a| a.kind() == kinds::IDENTIFIER)
+            .map(|a| syntax::text(a, src))
+    });
+    let names_row = |text: &str| {
+        syntax::has_word(text, model) || bound.is_some_and(|b| syntax::has_word(text, b))
+    };
+    !idx.within(func, kinds::CALL).iter().any(|&c| {
+        c.start_byte() > record.end_byte() && {
+            let callee = syntax::callee(c, src);
+            let name = callee.rsplit('.').next().unwrap_or(callee);
+            let taken_back = name == "delete" && names_row(syntax::text(c, src));
+            let written_after = c.start_byte() >= with.end_byte()
+                && matches!(name, "save" | "update")
+                && names_row(callee);
+            taken_back || written_after
+        }
+    }) && !bound.is_some_and(|b| {
+        src.get(with.end_byte()..func.end_byte())
+            .is_some_and(|after| syntax::has_word(after, b))
+    })
+}
+
+/// Whether a repeat of the delivery is turned away on the ORM row: a lookup of the model before
+/// the write whose branch leaves (`if ProcessedEvent.objects.filter(...).exists(): continue`),
+/// or a unique row's refusal around the write or its commit (`except IntegrityError: return`).
+/// A lookup that reads a state (`status="processed"`) lets a failed event in again.
+fn orm_turned_away(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    record: Node<'_>,
+    with: Node<'_>,
+    model: &str,
+    src: &str,
+) -> bool {
+    let own = |n: Node<'_>| {
+        idx.enclosing(n, kinds::FUNCTION_DEFINITION)
+            .is_some_and(|f| f.id() == func.id())
+    };
+    let looked_up = idx.within(func, kinds::IF_STATEMENT).iter().any(|i| {
+        i.end_byte() <= record.start_byte()
+            && own(*i)
+            && i.field("condition").is_some_and(|c| {
+                let text = syntax::text(c, src);
+                syntax::has_word(text, model)
+                    && !["status", "state", "processed_at", "handled_at"]
+                        .iter()
+                        .any(|w| text.contains(w))
+            })
+            && i.field("consequence")
+                .is_some_and(|b| !syntax::block_falls_through(b, src))
+    });
+    looked_up
+        || idx
+            .within(func, kinds::EXCEPT_CLAUSE)
+            .iter()
+            .any(|&clause| {
+                own(clause)
+                    && syntax::try_of(clause).is_some_and(|t| {
+                        t.end_byte() <= with.start_byte() && t.end_byte() > record.start_byte()
+                    })
+                    && syntax::except_types(clause).iter().any(|t| {
+                        matches!(
+                            facts::last_name(syntax::text(*t, src)),
+                            "IntegrityError" | "UniqueViolation" | "UniqueViolationError"
+                        )
+                    })
+                    && syntax::except_body(clause)
+                        .is_some_and(|b| !syntax::block_falls_through(b, src))
+            })
 }
 
 /// How long a claim is held.

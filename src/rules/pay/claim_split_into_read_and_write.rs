@@ -729,10 +729,13 @@ impl Apart {
 /// `Invoice` and `invoice`, the table `payouts` and `payout`.
 fn same_record(word: &str, record: &str) -> bool {
     let word = word.to_ascii_lowercase();
+    // `vendor_payout` (of `VendorPayout`) for a `payout` read from it.
+    let last_word =
+        |w: &str| w == record || w.rsplit_once('_').is_some_and(|(_, last)| last == record);
     !record.is_empty()
-        && (word == record
-            || word.strip_suffix('s').is_some_and(|w| w == record)
-            || word.strip_suffix("es").is_some_and(|w| w == record))
+        && (last_word(&word)
+            || word.strip_suffix('s').is_some_and(last_word)
+            || word.strip_suffix("es").is_some_and(last_word))
 }
 
 /// The records a piece of code names: models (`Invoice`, `select(Ticket)`, snake-cased) and

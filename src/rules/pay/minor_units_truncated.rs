@@ -163,6 +163,25 @@ fn number_kind(idx: &NodeIndex<'_>, src: &str, func: Option<Node<'_>>, amount: N
     if assigned.contains(&Kind::Float) {
         return Kind::Float;
     }
+    // `amount = body.validated_data.get("amount")` of a serializer or form of the file that
+    // declares `amount = serializers.DecimalField(...)`: a `Decimal`.
+    let from_a_decimal_field = idx
+        .within(func, kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| a.end_byte() <= amount.start_byte())
+        .filter(|a| a.field("left").is_some_and(|l| syntax::text(l, src) == own))
+        .filter_map(|a| a.field("right"))
+        .any(|value| {
+            let text = syntax::text(value, src);
+            (text.contains("validated_data") || text.contains("cleaned_data"))
+                && text
+                    .split(['"', '\''])
+                    .nth(1)
+                    .is_some_and(|field| declared_decimal(src, field))
+        });
+    if from_a_decimal_field {
+        return Kind::Decimal;
+    }
     // `.quantize(...)` is a method of `Decimal` alone.
     if !assigned.is_empty() || syntax::text(func, src).contains(&format!("{own}.quantize(")) {
         return Kind::Decimal;
@@ -175,4 +194,17 @@ fn number_kind(idx: &NodeIndex<'_>, src: &str, func: Option<Node<'_>>, amount: N
         .find(|p| syntax::parameter_name(*p, src) == own)
         .map(|p| syntax::text(p, src));
     parameter.and_then(of_text).unwrap_or(Kind::Unknown)
+}
+
+/// Whether the file declares `field` as a decimal field of a serializer, a form or a model
+/// (`amount = serializers.DecimalField(max_digits=10, decimal_places=2)`).
+fn declared_decimal(src: &str, field: &str) -> bool {
+    !field.is_empty()
+        && src.match_indices(field).any(|(at, _)| {
+            let before = src[..at].chars().next_back();
+            let line_start = before.is_none_or(|c| c == ' ' || c == '\n');
+            let rest = &src[at + field.len()..];
+            let line = rest.split('\n').next().unwrap_or(rest);
+            line_start && line.trim_start().starts_with('=') && line.contains("DecimalField(")
+        })
 }

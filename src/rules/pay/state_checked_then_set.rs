@@ -58,6 +58,18 @@ fn check(cx: &mut Ctx<'_>) {
         };
         // Under a lock the check holds, unless the record was read before the lock was taken
         // and not again after it: the check then sees the state from before the lock.
+        // `with locks.hold(reference, ttl_ms=...):` around the read and the check: a lock of
+        // the application's own, by a name that says so, serialises them as a row lock would.
+        let under_a_lock = idx.within(func, kinds::WITH_STATEMENT).iter().any(|w| {
+            syntax::contains(*w, load)
+                && syntax::contains(*w, stmt)
+                && syntax::name_words(syntax::with_clause(*w, src))
+                    .iter()
+                    .any(|word| matches!(word.as_str(), "lock" | "locks" | "locked" | "mutex"))
+        });
+        if under_a_lock {
+            continue;
+        }
         let stale = if holds_rows(syntax::text(func, src)) {
             match stale_read(idx, func, load, stmt, src) {
                 Some(lock) => Some(lock),

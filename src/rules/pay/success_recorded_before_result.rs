@@ -683,6 +683,20 @@ fn unchecked_call_before<'t>(
             names.push(syntax::text(left, src));
         }
     }
+    // The record is made of the answer: `settle_payout(ref, payout_status_for(transfer.status))`
+    // writes what the provider said, whatever it was.
+    if !checked {
+        let record = syntax::text(stmt, src);
+        checked = names.iter().any(|n| {
+            [
+                format!("{n}.status"),
+                format!("{n}[\"status\"]"),
+                format!("{n}.get(\"status\""),
+            ]
+            .iter()
+            .any(|read| record.contains(read.as_str()))
+        });
+    }
     (!checked).then_some((call, if none_only { "status_later" } else { why }))
 }
 

@@ -159,8 +159,24 @@ pub fn injected(cx: &Ctx<'_>, test: &TestFn<'_>) -> Vec<Injected> {
                 } else {
                     vec![value]
                 };
-                for made in made.into_iter().filter(|v| v.kind() == kinds::CALL) {
-                    handed(cx, idx, made, helper, &passed, &mut out);
+                // `client = PayPalClient(..., http=http)` then `return client, http`: the
+                // call the name was bound to.
+                for v in made {
+                    let built = match v.kind() {
+                        kinds::CALL => Some(v),
+                        kinds::IDENTIFIER => idx
+                            .assigned_before(
+                                Some(helper),
+                                syntax::text(v, src),
+                                r.start_byte(),
+                                src,
+                            )
+                            .filter(|a| a.kind() == kinds::CALL),
+                        _ => None,
+                    };
+                    if let Some(made) = built {
+                        handed(cx, idx, made, helper, &passed, &mut out);
+                    }
                 }
             }
         }

@@ -1206,11 +1206,33 @@ fn made_in<'s>(
     src: &'s str,
     is_target: impl Fn(Node<'_>) -> bool,
 ) -> Option<Vec<&'s str>> {
-    idx.within(scope, kinds::ASSIGNMENT)
-        .iter()
-        .filter(|a| a.field("left").is_some_and(&is_target))
-        .map(|a| constructed(a.field("right")?, src))
-        .collect()
+    let mut out = Vec::new();
+    for a in idx.within(scope, kinds::ASSIGNMENT) {
+        let (Some(left), Some(right)) = (a.field("left"), a.field("right")) else {
+            continue;
+        };
+        if is_target(left) {
+            out.push(constructed(right, src)?);
+            continue;
+        }
+        // `session, sleeps = Mock(), []`: each name bound to its own value.
+        if matches!(left.kind(), kinds::PATTERN_LIST | kinds::TUPLE_PATTERN)
+            && matches!(right.kind(), kinds::EXPRESSION_LIST | kinds::TUPLE)
+        {
+            let (names, values) = (
+                crate::python::named_children(left),
+                crate::python::named_children(right),
+            );
+            if names.len() == values.len() {
+                for (name, value) in names.into_iter().zip(values) {
+                    if is_target(name) {
+                        out.push(constructed(value, src)?);
+                    }
+                }
+            }
+        }
+    }
+    Some(out)
 }
 
 /// Module-level `name = Class(...)`.

@@ -764,8 +764,13 @@ fn attempts_compared(text: &str) -> bool {
 /// `[c.args[1] for c in submit.call_args_list] == [payout] * 3`, `len({...call_args_list})
 /// == 1`: one argument on every call.
 fn same_for_every_attempt(line: &str) -> bool {
-    line.contains("call_args_list")
-        && (line.contains("] *") || line.contains("len(set(") || line.contains("len({"))
+    // `assert wise.create_calls == [str(payout.public_id)] * 2`: what a fake recorded of each
+    // attempt, one value for all.
+    let recorded = line.contains("call_args_list")
+        || line
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w.ends_with("calls") || w.ends_with("_sent") || w.ends_with("requests"));
+    recorded && (line.contains("] *") || line.contains("len(set(") || line.contains("len({"))
 }
 
 /// `keys`, `gift_keys`, `key`, `sent_key`, `keys_sent` as a word of the text.
@@ -804,6 +809,23 @@ fn one_failure_raised(text: &str) -> bool {
         && !text.contains("side_effect=(")
         && !text.contains("for _ in range")
         && text.matches("side_effect").count() <= 1
+}
+
+/// Whether the test expects the retry itself to be raised (`pytest.raises(Retry)`,
+/// `assertRaises(celery.exceptions.Retry)`): a job that asks its queue to run it again.
+fn raises_a_retry(text: &str) -> bool {
+    ["raises(", "assertRaises("].iter().any(|opener| {
+        text.match_indices(opener).any(|(at, _)| {
+            let rest = &text[at + opener.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+                .unwrap_or(rest.len());
+            let name = &rest[..end];
+            name.rsplit('.')
+                .next()
+                .is_some_and(|last| last.ends_with("Retry"))
+        })
+    })
 }
 
 /// A test that asserts a single attempt was made (`assert payout.attempts == 1`,
@@ -930,8 +952,12 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     .any(|w| said.contains(w));
     let text = syntax::text(test.outer, src);
     let many = many_attempts_asserted(text);
+    // `with pytest.raises(Retry): worker.submit_payout(...)` after one failure set up: the
+    // job hands its retry to the queue, and the test sees no second attempt.
     if declines_only(text)
-        || timeout_only && !many && (one_failure_raised(text) || one_attempt_asserted(text))
+        || (timeout_only || raises_a_retry(text))
+            && !many
+            && (one_failure_raised(text) || one_attempt_asserted(text))
     {
         return false;
     }

@@ -222,7 +222,8 @@ fn check(cx: &mut Ctx<'_>) {
             .filter(|(service, _, _)| !repository_fixture_covers(cx, test, *service))
             .filter(|(_, r, _)| !a_parameter_stands_in(cx, test, r))
             .filter(|(service, r, _)| {
-                !(*service == Service::Cache && django_cache_local_in_tests(cx, r))
+                !(*service == Service::Cache
+                    && (django_cache_local_in_tests(cx, r) || flask_cache_local_in_tests(cx, r)))
             });
         if let Some((service, r, beside)) = found {
             if service == Service::Cache {
@@ -298,6 +299,21 @@ fn django_cache_local_in_tests(cx: &Ctx<'_>, r: &Reach<'_>) -> bool {
         })
 }
 
+/// Whether the cache reached is no client of a server the file makes itself, and a
+/// configuration class of the repository for the tests sets Flask-Caching to a cache in the
+/// process (`class TestConfig(Config): CACHE_TYPE = "SimpleCache"`, repository mode): the
+/// app the tests build with it talks to no server.
+fn flask_cache_local_in_tests(cx: &Ctx<'_>, r: &Reach<'_>) -> bool {
+    let own_server = r.file.imports.iter().any(|i| {
+        let target = i.target.to_ascii_lowercase();
+        target.contains("redis") || target.contains("memcache")
+    });
+    !own_server
+        && cx
+            .project()
+            .is_some_and(|p| p.modules().iter().any(|m| m.local_test_cache))
+}
+
 /// Whether a fixture the test takes from a `conftest.py` of the repository that the change does
 /// not show mocks the service (repository mode): its code, or the code of the conftest
 /// fixtures it is built from (`rzp(app)`, with `app` holding a `FakeRedis`), names a stand-in
@@ -359,6 +375,8 @@ fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) 
     let conftests = super::repository_conftests(cx);
     let mut queue = unseen;
     let mut seen: Vec<String> = Vec::new();
+    // Fixtures another hands the client as its session (`"session": braintree_http`).
+    let mut handed: Vec<String> = Vec::new();
     while let Some(name) = queue.pop() {
         if seen.contains(&name) || seen.len() > 32 {
             continue;
@@ -370,14 +388,84 @@ fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) 
             if super::live_cache(code) {
                 continue;
             }
-            if stands_in(code) {
+            if stands_in(code)
+                || service != Service::Cache && handed.contains(&name) && makes_a_double(code)
+            {
                 return true;
             }
-            queue.extend(super::fixture_parameters(code, &name));
+            let params = super::fixture_parameters(code, &name);
+            if service != Service::Cache {
+                handed.extend(
+                    sessions_handed(code)
+                        .into_iter()
+                        .filter(|v| params.iter().any(|p| p == v))
+                        .map(str::to_string),
+                );
+            }
+            queue.extend(params);
         }
         seen.push(name);
     }
     false
+}
+
+/// The names a fixture's code (lowercase) hands a client as its HTTP session: `session=x`,
+/// `"session": x` in the options it builds the client from.
+fn sessions_handed(code: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for slot in ["session", "http", "transport", "requester"] {
+        for (at, _) in code.match_indices(slot) {
+            let before = code[..at].chars().next_back();
+            let quoted = matches!(before, Some('"' | '\''));
+            if !quoted && before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                continue;
+            }
+            let mut rest = &code[at + slot.len()..];
+            if quoted {
+                match rest.strip_prefix(['"', '\'']) {
+                    Some(r) => rest = r,
+                    None => continue,
+                }
+            }
+            let rest = rest.trim_start();
+            let value = if quoted {
+                rest.strip_prefix(':')
+            } else {
+                rest.strip_prefix('=').filter(|r| !r.starts_with('='))
+            };
+            let Some(value) = value.map(str::trim_start) else {
+                continue;
+            };
+            let end = value
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(value.len());
+            if end > 0 {
+                out.push(&value[..end]);
+            }
+        }
+    }
+    out
+}
+
+/// Whether a fixture's code (lowercase) gives back a double of a class the tests wrote:
+/// `return scriptedbraintree()`, `yield fakesession()`.
+fn makes_a_double(code: &str) -> bool {
+    ["return ", "yield "].iter().any(|verb| {
+        code.match_indices(verb).any(|(at, _)| {
+            let value = &code[at + verb.len()..];
+            [
+                "fake",
+                "stub",
+                "mock",
+                "dummy",
+                "scripted",
+                "recording",
+                "canned",
+            ]
+            .iter()
+            .any(|w| value.starts_with(w))
+        })
+    })
 }
 
 /// Whether the test starts a server of its own for the client to talk to (`TestServer(app)`,
