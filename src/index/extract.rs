@@ -612,6 +612,30 @@ pub(crate) fn assignment(a: Node<'_>, name: &str, src: &str) -> Option<Assignmen
     })
 }
 
+/// Whether a class of the module named for the tests (`TestConfig`, `TestingConfig`) sets
+/// Flask-Caching's `CACHE_TYPE` to a cache in the process (`SimpleCache`, `NullCache`).
+fn local_test_cache(idx: &NodeIndex<'_>, src: &str) -> bool {
+    if memchr::memmem::find(src.as_bytes(), b"CACHE_TYPE").is_none() {
+        return false;
+    }
+    idx.all(kinds::CLASS_DEFINITION).iter().any(|class| {
+        let named_for_tests = class
+            .field("name")
+            .is_some_and(|n| syntax::contains_lowercase(syntax::text(n, src), "test"));
+        named_for_tests
+            && idx.within(*class, kinds::ASSIGNMENT).iter().any(|a| {
+                a.field("left")
+                    .is_some_and(|l| syntax::text(l, src) == "CACHE_TYPE")
+                    && a.field("right").is_some_and(|v| {
+                        matches!(
+                            syntax::string_value(v, src),
+                            Some("SimpleCache" | "NullCache" | "simple" | "null")
+                        )
+                    })
+            })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -677,28 +701,4 @@ mod tests {
             ]
         );
     }
-}
-
-/// Whether a class of the module named for the tests (`TestConfig`, `TestingConfig`) sets
-/// Flask-Caching's `CACHE_TYPE` to a cache in the process (`SimpleCache`, `NullCache`).
-fn local_test_cache(idx: &NodeIndex<'_>, src: &str) -> bool {
-    if memchr::memmem::find(src.as_bytes(), b"CACHE_TYPE").is_none() {
-        return false;
-    }
-    idx.all(kinds::CLASS_DEFINITION).iter().any(|class| {
-        let named_for_tests = class
-            .field("name")
-            .is_some_and(|n| syntax::contains_lowercase(syntax::text(n, src), "test"));
-        named_for_tests
-            && idx.within(*class, kinds::ASSIGNMENT).iter().any(|a| {
-                a.field("left")
-                    .is_some_and(|l| syntax::text(l, src) == "CACHE_TYPE")
-                    && a.field("right").is_some_and(|v| {
-                        matches!(
-                            syntax::string_value(v, src),
-                            Some("SimpleCache" | "NullCache" | "simple" | "null")
-                        )
-                    })
-            })
-    })
 }

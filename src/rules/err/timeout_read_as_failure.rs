@@ -33,7 +33,13 @@ fn gate(s: &Scan<'_>) -> bool {
             || s.mentions(super::unknown_given_up::UNKNOWN_WORDS)
                 // A count tested, and a failure marked.
                 && s.mentions(&["ttempt", "tries", "retr"])
-                && s.mentions(&["FAIL", "fail", "Fail"]))
+                && s.mentions(&["FAIL", "fail", "Fail"])
+            // A clause that may catch a kind of the change's own unknown
+            // (`except (Refused, StripeConnectionError)` beside `except StripeOutcomeUnknown`),
+            // and a failure marked.
+            || s.mentions(&["nknown", "navailable"])
+                && s.mentions(&["FAIL", "fail", "Fail"])
+                && s.mentions(&["except ("]))
 }
 
 /// How a clause comes to catch a timeout.
@@ -469,9 +475,19 @@ fn check(cx: &mut Ctx<'_>) {
                 timeout_built_on(cx, try_statement, clause, src)
             })
             .flatten();
-        let Some(caught) =
-            timeout.or((shadowed.is_some() || lineage.is_some()).then_some(Caught::Family))
-        else {
+        // `except (StripeRequestRefused, StripeConnectionError)` where the change builds
+        // `StripeConnectionError(StripeOutcomeUnknown)`: a kind of its own unknown outcome.
+        let kind_of = (classes
+            && timeout != Some(Caught::Named)
+            && timeout != Some(Caught::Everything)
+            && shadowed.is_none()
+            && lineage.is_none())
+        .then(|| kind_of_an_unknown(cx, clause, src))
+        .flatten();
+        let Some(caught) = timeout.or((shadowed.is_some()
+            || lineage.is_some()
+            || kind_of.is_some())
+        .then_some(Caught::Family)) else {
             continue;
         };
         let Some(handler) = syntax::except_body(clause) else {
@@ -526,6 +542,7 @@ fn check(cx: &mut Ctx<'_>) {
         if caught == Caught::Family
             && shadowed.is_none()
             && built_on.is_none()
+            && kind_of.is_none()
             && classes
             && lineage_leaves_out_timeouts(cx, clause, src)
         {
@@ -561,6 +578,11 @@ fn check(cx: &mut Ctx<'_>) {
                 .arg("caught", base)
                 .arg("timeout", timeout)
                 .note("built_on");
+        } else if let Some((kind, unknown)) = kind_of {
+            finding
+                .arg("caught", kind)
+                .arg("unknown", unknown)
+                .note("kind_of_unknown");
         } else if let Some((unknown, line, base)) = shadowed {
             finding
                 .arg("caught", base)
@@ -592,6 +614,22 @@ fn check(cx: &mut Ctx<'_>) {
         }
     }
     unknown_given_up(cx, idx, src, &given_up);
+}
+
+/// A class the clause names that the change builds on one of its classes of an unknown outcome
+/// (`StripeConnectionError(StripeOutcomeUnknown)`, `GatewayTimeoutError(ProviderUnavailable)`):
+/// the class caught and the unknown it is a kind of.
+fn kind_of_an_unknown(cx: &Ctx<'_>, clause: Node<'_>, src: &str) -> Option<(String, String)> {
+    let caught = caught_names(clause, src);
+    cx.change
+        .no_answer_classes(cx.side)
+        .iter()
+        .find_map(|(unknown, _)| {
+            let kind = caught
+                .iter()
+                .find(|c| **c != unknown && cx.change.subclass_of(cx.side, c, unknown))?;
+            Some((kind.to_string(), unknown.clone()))
+        })
 }
 
 /// `except AuthorizeNetError: mark failed` ahead of `except OutcomeUnknown: mark unknown`, where
@@ -975,7 +1013,19 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
     let transient = syntax::name_words(raised)
         .iter()
         .any(|w| matches!(w.as_str(), "transient" | "retryable" | "retriable"));
-    if unavailable(raised) || syntax::contains_lowercase(raised, "timeout") || transient {
+    // `raise TransferConnectionError(...)` where the change builds it on its
+    // `TransferOutcomeUnknown`: the unknown, by a narrower name.
+    let a_kind_of_the_unknown = subclass_of_the_unknown(idx, raised, src)
+        || cx
+            .change
+            .no_answer_classes(cx.side)
+            .iter()
+            .any(|(unknown, _)| cx.change.subclass_of(cx.side, raised, unknown));
+    if unavailable(raised)
+        || syntax::contains_lowercase(raised, "timeout")
+        || transient
+        || a_kind_of_the_unknown
+    {
         return;
     }
     let Some(try_statement) = syntax::try_of(clause) else {

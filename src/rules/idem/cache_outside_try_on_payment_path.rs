@@ -355,6 +355,23 @@ fn django_cache_only(file: &FileFacts) -> bool {
 /// any money moves, and the run fails loudly, which is a decision.
 fn lock_for_the_run(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>, call: Node<'_>) -> bool {
     let src = cx.src();
+    // `with self.locks.hold(f"payout:seller:{id}", ttl_ms=...):` around the work: a lock the
+    // context manager takes before anything is done and gives back on the way out.
+    let held_by_a_with = idx.within(func, kinds::WITH_STATEMENT).iter().any(|w| {
+        syntax::contains(*w, call)
+            && w.field("body").is_none_or(|b| !syntax::contains(b, call))
+            && syntax::name_words(syntax::callee(call, src))
+                .iter()
+                .any(|word| {
+                    matches!(
+                        word.as_str(),
+                        "lock" | "locks" | "locked" | "mutex" | "hold"
+                    )
+                })
+    });
+    if held_by_a_with {
+        return true;
+    }
     let Some(claim) =
         super::cache_call(call, cx).filter(|c| matches!(c.op, super::Op::AtomicWrite))
     else {

@@ -196,10 +196,19 @@ fn keys_left_out(
                 .chain(syntax::keyword_args(call, src).into_iter().map(|(_, v)| v))
                 .filter_map(|a| syntax::string_value(a, src))
                 .any(|v| matches!(v, "GET" | "get" | "HEAD" | "head" | "OPTIONS" | "options"));
+            // `self._call("refund.list", stripe.Refund.list, charge=charge_id)`: the SDK's read
+            // handed to the helper, in a function named for one.
+            let sdk_read = syntax::positional_args(call).into_iter().any(|a| {
+                a.kind() == kinds::ATTRIBUTE
+                    && syntax::named_for_a_read(facts::last_name(syntax::text(a, src)))
+            });
             let Some(caller) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
                 continue;
             };
-            if read || prepares_only(syntax::function_name(caller, src)) {
+            if read
+                || sdk_read && syntax::named_for_a_read(syntax::function_name(caller, src))
+                || prepares_only(syntax::function_name(caller, src))
+            {
                 continue;
             }
             let paying = cx

@@ -273,14 +273,31 @@ fn recorded_outside_the_transaction(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: 
         // The record's answer turns a repeat away: `if not await _record(conn, item):
         // continue`, or `recorded = ...` then `if recorded is None: return False`.
         let turned_away = |record: Node<'_>| {
-            let bound = syntax::bound_name(record, src);
+            // `recorded = ...`, or `_, created = ProcessedEvent.objects.get_or_create(...)`.
+            let mut bound: Vec<&str> = syntax::bound_name(record, src).into_iter().collect();
+            if let Some(left) = record
+                .parent()
+                .filter(|p| p.kind() == kinds::ASSIGNMENT)
+                .and_then(|a| a.field("left"))
+                .filter(|l| matches!(l.kind(), kinds::PATTERN_LIST | kinds::TUPLE_PATTERN))
+            {
+                bound.extend(
+                    crate::python::named_children(left)
+                        .into_iter()
+                        .filter(|n| n.kind() == kinds::IDENTIFIER)
+                        .map(|n| syntax::text(n, src))
+                        .filter(|n| *n != "_"),
+                );
+            }
             idx.within(func, kinds::IF_STATEMENT).iter().any(|i| {
                 i.end_byte() <= with.start_byte()
                     && own(*i)
                     && i.field("condition").is_some_and(|c| {
                         syntax::contains(c, record)
                             || c.start_byte() >= record.end_byte()
-                                && bound.is_some_and(|b| syntax::has_word(syntax::text(c, src), b))
+                                && bound
+                                    .iter()
+                                    .any(|b| syntax::has_word(syntax::text(c, src), b))
                     })
                     && i.field("consequence")
                         .is_some_and(|b| !syntax::block_falls_through(b, src))

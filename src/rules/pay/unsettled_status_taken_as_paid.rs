@@ -850,6 +850,7 @@ fn under_a_settled_test(effect: Node<'_>, arm: Node<'_>, src: &str) -> bool {
                 tests(cond, src)
                     .iter()
                     .any(|t| t.has(Class::Settled) && !t.negated && !t.mixed() && !t.failed_too())
+                    || says_it_succeeded(cond, src)
             })
         {
             return true;
@@ -857,6 +858,17 @@ fn under_a_settled_test(effect: Node<'_>, arm: Node<'_>, src: &str) -> bool {
         at = node.parent();
     }
     false
+}
+
+/// `if outcome.succeeded:`, `if result.is_success:`: a flag of the answer that says the payment
+/// went through, read as it is.
+fn says_it_succeeded(cond: Node<'_>, src: &str) -> bool {
+    let cond = unparenthesize(cond);
+    matches!(cond.kind(), kinds::ATTRIBUTE | kinds::IDENTIFIER)
+        && matches!(
+            crate::rules::facts::last_name(syntax::text(cond, src)),
+            "succeeded" | "success" | "is_success" | "is_successful" | "successful" | "ok"
+        )
 }
 
 /// Whether the function tests the same status elsewhere: an earlier `if status == "pending":
