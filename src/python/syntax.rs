@@ -743,6 +743,14 @@ pub fn named_for_a_read(name: &str) -> bool {
     )
 }
 
+/// Whether code names a lock of the application's own by its words (`locks.hold(...)`,
+/// `self._order_lock(order_id)`, `payment_mutex`): what a `with` takes to keep runs apart.
+pub fn names_a_lock(text: &str) -> bool {
+    name_words(text)
+        .iter()
+        .any(|w| matches!(w.as_str(), "lock" | "locks" | "locked" | "mutex" | "hold"))
+}
+
 /// Whether a `with` clause or a decorator opens a database transaction: Django's
 /// `transaction.atomic`, SQLAlchemy's `session.begin()` and `begin_nested()`, asyncpg's and
 /// the code's own `conn.transaction()`.

@@ -344,22 +344,7 @@ fn left_pending(after: &str) -> bool {
         "awaiting",
         "unknown",
         "unconfirmed",
-    ]) && !has(&[
-        "paid",
-        "succeeded",
-        "success",
-        "successful",
-        "captured",
-        "completed",
-        "complete",
-        "settled",
-        "confirmed",
-        "approved",
-        "done",
-        "fulfil",
-        "fulfill",
-        "ship",
-    ])
+    ]) && !has(crate::rules::pay::success_recorded_before_result::SUCCESS)
 }
 
 fn skips_the_ack(

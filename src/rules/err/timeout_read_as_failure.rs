@@ -1718,7 +1718,7 @@ fn returns_failure(ret: Node<'_>, src: &str, caught: Caught) -> Option<bool> {
 }
 
 /// Names of a flag that says a payment went through.
-const SUCCESS_FLAGS: &[&str] = &[
+pub(crate) const SUCCESS_FLAGS: &[&str] = &[
     "ok",
     "success",
     "succeeded",

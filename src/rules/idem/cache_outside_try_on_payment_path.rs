@@ -360,14 +360,7 @@ fn lock_for_the_run(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>, call: Nod
     let held_by_a_with = idx.within(func, kinds::WITH_STATEMENT).iter().any(|w| {
         syntax::contains(*w, call)
             && w.field("body").is_none_or(|b| !syntax::contains(b, call))
-            && syntax::name_words(syntax::callee(call, src))
-                .iter()
-                .any(|word| {
-                    matches!(
-                        word.as_str(),
-                        "lock" | "locks" | "locked" | "mutex" | "hold"
-                    )
-                })
+            && syntax::names_a_lock(syntax::callee(call, src))
     });
     if held_by_a_with {
         return true;

@@ -312,8 +312,13 @@ fn recorded_outside_the_transaction(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: 
                     .any(|w| transaction(*w) && syntax::contains(*w, c))
                 && (records_a_delivery(idx, c, src) && turned_away(c)
                     || orm_record(c, func, src).is_some_and(|model| {
-                        orm_kept(idx, func, c, with, model, src)
-                            && orm_turned_away(idx, func, c, with, model, src)
+                        let row = OrmRow {
+                            func,
+                            record: c,
+                            with,
+                            model,
+                        };
+                        orm_kept(idx, row, src) && orm_turned_away(idx, row, src)
                     }))
         }) else {
             continue;
@@ -356,6 +361,16 @@ fn records_a_delivery(idx: &NodeIndex<'_>, call: Node<'_>, src: &str) -> bool {
     }
     idx.functions_named(idx.callee_name(call, src), src)
         .any(|f| about(syntax::text(f, src)))
+}
+
+/// A delivery's row written through an ORM ahead of the transaction that applies the event: the
+/// function, the call that writes it, the transaction's `with` and the row's model.
+#[derive(Clone, Copy)]
+struct OrmRow<'t, 's> {
+    func: Node<'t>,
+    record: Node<'t>,
+    with: Node<'t>,
+    model: &'s str,
 }
 
 /// The model an ORM call writes a delivery's row of: `ProcessedEvent` in
@@ -405,14 +420,13 @@ fn orm_record<'s>(call: Node<'_>, func: Node<'_>, src: &'s str) -> Option<&'s st
 /// peewee's `create` commit on their own), nothing deletes it again, and nothing writes it after
 /// the transaction (a row marked processed once the work is done is a receipt, and the lookup
 /// that turns repeats away reads that mark).
-fn orm_kept(
-    idx: &NodeIndex<'_>,
-    func: Node<'_>,
-    record: Node<'_>,
-    with: Node<'_>,
-    model: &str,
-    src: &str,
-) -> bool {
+fn orm_kept(idx: &NodeIndex<'_>, row: OrmRow<'_, '_>, src: &str) -> bool {
+    let OrmRow {
+        func,
+        record,
+        with,
+        model,
+    } = row;
     let between = src
         .get(record.end_byte()..with.start_byte())
         .unwrap_or_default();
@@ -450,14 +464,13 @@ fn orm_kept(
 /// the write whose branch leaves (`if ProcessedEvent.objects.filter(...).exists(): continue`),
 /// or a unique row's refusal around the write or its commit (`except IntegrityError: return`).
 /// A lookup that reads a state (`status="processed"`) lets a failed event in again.
-fn orm_turned_away(
-    idx: &NodeIndex<'_>,
-    func: Node<'_>,
-    record: Node<'_>,
-    with: Node<'_>,
-    model: &str,
-    src: &str,
-) -> bool {
+fn orm_turned_away(idx: &NodeIndex<'_>, row: OrmRow<'_, '_>, src: &str) -> bool {
+    let OrmRow {
+        func,
+        record,
+        with,
+        model,
+    } = row;
     let own = |n: Node<'_>| {
         idx.enclosing(n, kinds::FUNCTION_DEFINITION)
             .is_some_and(|f| f.id() == func.id())

@@ -63,9 +63,7 @@ fn check(cx: &mut Ctx<'_>) {
         let under_a_lock = idx.within(func, kinds::WITH_STATEMENT).iter().any(|w| {
             syntax::contains(*w, load)
                 && syntax::contains(*w, stmt)
-                && syntax::name_words(syntax::with_clause(*w, src))
-                    .iter()
-                    .any(|word| matches!(word.as_str(), "lock" | "locks" | "locked" | "mutex"))
+                && syntax::names_a_lock(syntax::with_clause(*w, src))
         });
         if under_a_lock {
             continue;

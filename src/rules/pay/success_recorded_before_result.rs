@@ -16,7 +16,7 @@ pub(crate) static RULE: Rule = Rule {
 };
 
 /// Status values that say the money moved.
-const SUCCESS: &[&str] = &[
+pub(crate) const SUCCESS: &[&str] = &[
     "paid",
     "charged",
     "captured",
@@ -686,16 +686,7 @@ fn unchecked_call_before<'t>(
     // The record is made of the answer: `settle_payout(ref, payout_status_for(transfer.status))`
     // writes what the provider said, whatever it was.
     if !checked {
-        let record = syntax::text(stmt, src);
-        checked = names.iter().any(|n| {
-            [
-                format!("{n}.status"),
-                format!("{n}[\"status\"]"),
-                format!("{n}.get(\"status\""),
-            ]
-            .iter()
-            .any(|read| record.contains(read.as_str()))
-        });
+        checked = reads_status(syntax::text(stmt, src), &names);
     }
     (!checked).then_some((call, if none_only { "status_later" } else { why }))
 }
@@ -725,19 +716,22 @@ fn status_read_after(stmt: Node<'_>, block: Node<'_>, names: &[&str], src: &str)
         .into_iter()
         .skip_while(|s| s.id() != stmt.id())
         .skip(1)
-        .find(|s| {
-            let text = syntax::text(*s, src);
-            names.iter().any(|n| {
-                [
-                    format!("{n}.status"),
-                    format!("{n}[\"status\"]"),
-                    format!("{n}.get(\"status\""),
-                ]
-                .iter()
-                .any(|w| text.contains(w.as_str()))
-            })
-        })
+        .find(|s| reads_status(syntax::text(*s, src), names))
         .map(|s| syntax::lines(s).0)
+}
+
+/// Whether code reads the status of one of `names`: `intent.status`, `result["status"]`,
+/// `payment.get("status")`.
+fn reads_status(text: &str, names: &[&str]) -> bool {
+    names.iter().any(|n| {
+        [
+            format!("{n}.status"),
+            format!("{n}[\"status\"]"),
+            format!("{n}.get(\"status\""),
+        ]
+        .iter()
+        .any(|read| text.contains(read.as_str()))
+    })
 }
 
 /// Whether a record of success sits under an `if` (within its function) that weighs a verdict:

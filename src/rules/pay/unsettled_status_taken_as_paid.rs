@@ -864,11 +864,10 @@ fn under_a_settled_test(effect: Node<'_>, arm: Node<'_>, src: &str) -> bool {
 /// went through, read as it is.
 fn says_it_succeeded(cond: Node<'_>, src: &str) -> bool {
     let cond = unparenthesize(cond);
+    let flag = crate::rules::facts::last_name(syntax::text(cond, src));
     matches!(cond.kind(), kinds::ATTRIBUTE | kinds::IDENTIFIER)
-        && matches!(
-            crate::rules::facts::last_name(syntax::text(cond, src)),
-            "succeeded" | "success" | "is_success" | "is_successful" | "successful" | "ok"
-        )
+        && crate::rules::err::timeout_read_as_failure::SUCCESS_FLAGS
+            .contains(&flag.strip_prefix("is_").unwrap_or(flag))
 }
 
 /// Whether the function tests the same status elsewhere: an earlier `if status == "pending":
