@@ -3,7 +3,7 @@
 use tree_sitter::Node;
 
 use super::{HttpCall, Lib};
-use crate::python::{kinds, syntax};
+use crate::python::{Fields, kinds, syntax};
 use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
@@ -122,13 +122,65 @@ fn unbounded_reads(cx: &mut Ctx<'_>) {
     }
 }
 
+/// Whether a request's `**kwargs` are the function's own and never hold a timeout: the function
+/// sets none in them, and every call of it in the file (one at least) passes none
+/// (`self._request("POST", "/payouts", json=payload)` to `_request(self, method, path,
+/// **kwargs)` sending `self.session.request(method, url, headers=headers, **kwargs)`).
+fn kwargs_carry_no_timeout<'a>(cx: &impl Local<'a>, call: Node<'_>) -> bool {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return false;
+    };
+    let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
+        return false;
+    };
+    let splats: Vec<&str> = call
+        .field("arguments")
+        .map(crate::python::named_children)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|a| a.kind() == kinds::DICTIONARY_SPLAT)
+        .filter_map(|a| a.named_child(0))
+        .map(|n| syntax::text(n, src))
+        .collect();
+    let [splat] = splats.as_slice() else {
+        return false;
+    };
+    let own = func.field("parameters").is_some_and(|params| {
+        crate::python::named_children(params).iter().any(|p| {
+            p.kind() == kinds::DICTIONARY_SPLAT_PATTERN
+                && p.named_child(0)
+                    .is_some_and(|n| syntax::text(n, src) == *splat)
+        })
+    });
+    let body = syntax::text(func, src);
+    if !own
+        || ["\"timeout\"", "'timeout'", "timeout="]
+            .iter()
+            .any(|w| body.contains(w))
+    {
+        return false;
+    }
+    let name = syntax::function_name(func, src);
+    let mut calls = idx
+        .all(kinds::CALL)
+        .iter()
+        .filter(|c| syntax::callee_name(**c, src) == name && !syntax::contains(func, **c))
+        .peekable();
+    calls.peek().is_some()
+        && calls.all(|c| {
+            syntax::keyword_arg(*c, "timeout", src).is_none() && !syntax::has_dict_splat(*c)
+        })
+}
+
 /// Whether the call has no timeout of its own and its library's default does not bound it.
 fn waits_forever<'a>(cx: &impl Local<'a>, call: &HttpCall<'_>) -> bool {
     let src = cx.src();
     match syntax::keyword_arg(call.node, "timeout", src) {
         // `timeout=None` switches the timeout off, the client's default included.
         Some(t) => return t.kind() == kinds::NONE,
-        None if syntax::has_dict_splat(call.node) => return false,
+        None if syntax::has_dict_splat(call.node) && !kwargs_carry_no_timeout(cx, call.node) => {
+            return false;
+        }
         None => {}
     }
     match call.lib {

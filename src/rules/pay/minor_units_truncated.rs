@@ -15,9 +15,9 @@ pub(crate) static RULE: Rule = Rule {
     gate: Gate::When(gate),
 };
 
-/// Every finding is an `int(...)` of a product with a hundred.
+/// Every finding is an `int(...)` of a product with a hundred (or `10 ** exponent`).
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test && s.mentions(&["100"]) && s.mentions(&["int("])
+    !s.facts.is_test && s.mentions(&["100", "10**", "10 **"]) && s.mentions(&["int("])
 }
 
 /// Words of an amount beside the vocabulary's money arguments: what is split, kept or paid out.
@@ -91,9 +91,14 @@ fn hundredfold<'t>(product: Node<'t>, src: &str) -> Option<Node<'t>> {
         return None;
     }
     let (left, right) = (product.field("left")?, product.field("right")?);
+    // `100`, or the currency's scale `10 ** exponent`.
     let hundred = |n: Node<'_>| {
         matches!(n.kind(), kinds::INTEGER | kinds::FLOAT)
             && matches!(syntax::text(n, src), "100" | "100.0")
+            || n.kind() == kinds::BINARY_OPERATOR
+                && n.field("operator").map(|o| o.kind()) == Some("**")
+                && n.field("left")
+                    .is_some_and(|l| syntax::text(l, src) == "10")
     };
     if hundred(right) {
         Some(unwrap(left))
