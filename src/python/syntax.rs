@@ -743,6 +743,27 @@ pub fn named_for_a_read(name: &str) -> bool {
     )
 }
 
+/// The operands of a chain of one boolean operator (`a or b or c` for `"or"`), parentheses
+/// dropped; the node itself when it is no such chain.
+pub fn operands<'t>(node: Node<'t>, operator: &str) -> Vec<Node<'t>> {
+    let mut node = node;
+    while node.kind() == kinds::PARENTHESIZED_EXPRESSION {
+        match node.named_child(0) {
+            Some(inner) => node = inner,
+            None => break,
+        }
+    }
+    let op = node.field("operator").map(|o| o.kind());
+    match (node.field("left"), node.field("right")) {
+        (Some(l), Some(r)) if node.kind() == kinds::BOOLEAN_OPERATOR && op == Some(operator) => {
+            let mut out = operands(l, operator);
+            out.extend(operands(r, operator));
+            out
+        }
+        _ => vec![node],
+    }
+}
+
 /// Whether code names a lock of the application's own by its words (`locks.hold(...)`,
 /// `self._order_lock(order_id)`, `payment_mutex`): what a `with` takes to keep runs apart.
 pub fn names_a_lock(text: &str) -> bool {

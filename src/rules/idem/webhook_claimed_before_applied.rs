@@ -318,7 +318,7 @@ fn recorded_outside_the_transaction(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: 
                             with,
                             model,
                         };
-                        orm_kept(idx, row, src) && orm_turned_away(idx, row, src)
+                        row.kept(idx, src) && row.turned_away(idx, src)
                     }))
         }) else {
             continue;
@@ -415,97 +415,99 @@ fn orm_record<'s>(call: Node<'_>, func: Node<'_>, src: &'s str) -> Option<&'s st
     .then_some(model)
 }
 
-/// Whether the row an ORM call writes stays written when applying the event fails: it is
-/// committed before the transaction (`session.add(...)` needs its `commit()`; Django's and
-/// peewee's `create` commit on their own), nothing deletes it again, and nothing writes it after
-/// the transaction (a row marked processed once the work is done is a receipt, and the lookup
-/// that turns repeats away reads that mark).
-fn orm_kept(idx: &NodeIndex<'_>, row: OrmRow<'_, '_>, src: &str) -> bool {
-    let OrmRow {
-        func,
-        record,
-        with,
-        model,
-    } = row;
-    let between = src
-        .get(record.end_byte()..with.start_byte())
-        .unwrap_or_default();
-    if syntax::callee(record, src).ends_with(".add") && !between.contains("commit(") {
-        return false;
-    }
-    // `seen = ProcessedEvent.objects.create(...)`, or `session.add(seen)`: the row's own name.
-    let bound = syntax::bound_name(record, src).or_else(|| {
-        record
-            .field("arguments")
-            .and_then(|a| a.named_child(0))
-            .filter(|a| a.kind() == kinds::IDENTIFIER)
-            .map(|a| syntax::text(a, src))
-    });
-    let names_row = |text: &str| {
-        syntax::has_word(text, model) || bound.is_some_and(|b| syntax::has_word(text, b))
-    };
-    !idx.within(func, kinds::CALL).iter().any(|&c| {
-        c.start_byte() > record.end_byte() && {
-            let callee = syntax::callee(c, src);
-            let name = callee.rsplit('.').next().unwrap_or(callee);
-            let taken_back = name == "delete" && names_row(syntax::text(c, src));
-            let written_after = c.start_byte() >= with.end_byte()
-                && matches!(name, "save" | "update")
-                && names_row(callee);
-            taken_back || written_after
+impl OrmRow<'_, '_> {
+    /// Whether the row an ORM call writes stays written when applying the event fails: it is
+    /// committed before the transaction (`session.add(...)` needs its `commit()`; Django's and
+    /// peewee's `create` commit on their own), nothing deletes it again, and nothing writes it after
+    /// the transaction (a row marked processed once the work is done is a receipt, and the lookup
+    /// that turns repeats away reads that mark).
+    fn kept(self, idx: &NodeIndex<'_>, src: &str) -> bool {
+        let OrmRow {
+            func,
+            record,
+            with,
+            model,
+        } = self;
+        let between = src
+            .get(record.end_byte()..with.start_byte())
+            .unwrap_or_default();
+        if syntax::callee(record, src).ends_with(".add") && !between.contains("commit(") {
+            return false;
         }
-    }) && !bound.is_some_and(|b| {
-        src.get(with.end_byte()..func.end_byte())
-            .is_some_and(|after| syntax::has_word(after, b))
-    })
-}
+        // `seen = ProcessedEvent.objects.create(...)`, or `session.add(seen)`: the row's own name.
+        let bound = syntax::bound_name(record, src).or_else(|| {
+            record
+                .field("arguments")
+                .and_then(|a| a.named_child(0))
+                .filter(|a| a.kind() == kinds::IDENTIFIER)
+                .map(|a| syntax::text(a, src))
+        });
+        let names_row = |text: &str| {
+            syntax::has_word(text, model) || bound.is_some_and(|b| syntax::has_word(text, b))
+        };
+        !idx.within(func, kinds::CALL).iter().any(|&c| {
+            c.start_byte() > record.end_byte() && {
+                let callee = syntax::callee(c, src);
+                let name = callee.rsplit('.').next().unwrap_or(callee);
+                let taken_back = name == "delete" && names_row(syntax::text(c, src));
+                let written_after = c.start_byte() >= with.end_byte()
+                    && matches!(name, "save" | "update")
+                    && names_row(callee);
+                taken_back || written_after
+            }
+        }) && !bound.is_some_and(|b| {
+            src.get(with.end_byte()..func.end_byte())
+                .is_some_and(|after| syntax::has_word(after, b))
+        })
+    }
 
-/// Whether a repeat of the delivery is turned away on the ORM row: a lookup of the model before
-/// the write whose branch leaves (`if ProcessedEvent.objects.filter(...).exists(): continue`),
-/// or a unique row's refusal around the write or its commit (`except IntegrityError: return`).
-/// A lookup that reads a state (`status="processed"`) lets a failed event in again.
-fn orm_turned_away(idx: &NodeIndex<'_>, row: OrmRow<'_, '_>, src: &str) -> bool {
-    let OrmRow {
-        func,
-        record,
-        with,
-        model,
-    } = row;
-    let own = |n: Node<'_>| {
-        idx.enclosing(n, kinds::FUNCTION_DEFINITION)
-            .is_some_and(|f| f.id() == func.id())
-    };
-    let looked_up = idx.within(func, kinds::IF_STATEMENT).iter().any(|i| {
-        i.end_byte() <= record.start_byte()
-            && own(*i)
-            && i.field("condition").is_some_and(|c| {
-                let text = syntax::text(c, src);
-                syntax::has_word(text, model)
-                    && !["status", "state", "processed_at", "handled_at"]
-                        .iter()
-                        .any(|w| text.contains(w))
-            })
-            && i.field("consequence")
-                .is_some_and(|b| !syntax::block_falls_through(b, src))
-    });
-    looked_up
-        || idx
-            .within(func, kinds::EXCEPT_CLAUSE)
-            .iter()
-            .any(|&clause| {
-                own(clause)
-                    && syntax::try_of(clause).is_some_and(|t| {
-                        t.end_byte() <= with.start_byte() && t.end_byte() > record.start_byte()
-                    })
-                    && syntax::except_types(clause).iter().any(|t| {
-                        matches!(
-                            facts::last_name(syntax::text(*t, src)),
-                            "IntegrityError" | "UniqueViolation" | "UniqueViolationError"
-                        )
-                    })
-                    && syntax::except_body(clause)
-                        .is_some_and(|b| !syntax::block_falls_through(b, src))
-            })
+    /// Whether a repeat of the delivery is turned away on the ORM row: a lookup of the model before
+    /// the write whose branch leaves (`if ProcessedEvent.objects.filter(...).exists(): continue`),
+    /// or a unique row's refusal around the write or its commit (`except IntegrityError: return`).
+    /// A lookup that reads a state (`status="processed"`) lets a failed event in again.
+    fn turned_away(self, idx: &NodeIndex<'_>, src: &str) -> bool {
+        let OrmRow {
+            func,
+            record,
+            with,
+            model,
+        } = self;
+        let own = |n: Node<'_>| {
+            idx.enclosing(n, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| f.id() == func.id())
+        };
+        let looked_up = idx.within(func, kinds::IF_STATEMENT).iter().any(|i| {
+            i.end_byte() <= record.start_byte()
+                && own(*i)
+                && i.field("condition").is_some_and(|c| {
+                    let text = syntax::text(c, src);
+                    syntax::has_word(text, model)
+                        && !["status", "state", "processed_at", "handled_at"]
+                            .iter()
+                            .any(|w| text.contains(w))
+                })
+                && i.field("consequence")
+                    .is_some_and(|b| !syntax::block_falls_through(b, src))
+        });
+        looked_up
+            || idx
+                .within(func, kinds::EXCEPT_CLAUSE)
+                .iter()
+                .any(|&clause| {
+                    own(clause)
+                        && syntax::try_of(clause).is_some_and(|t| {
+                            t.end_byte() <= with.start_byte() && t.end_byte() > record.start_byte()
+                        })
+                        && syntax::except_types(clause).iter().any(|t| {
+                            matches!(
+                                facts::last_name(syntax::text(*t, src)),
+                                "IntegrityError" | "UniqueViolation" | "UniqueViolationError"
+                            )
+                        })
+                        && syntax::except_body(clause)
+                            .is_some_and(|b| !syntax::block_falls_through(b, src))
+                })
+    }
 }
 
 /// How long a claim is held.

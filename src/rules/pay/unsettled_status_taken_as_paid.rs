@@ -324,16 +324,11 @@ fn compared_terms(condition: Node<'_>) -> Vec<Node<'_>> {
 
 /// The operands of a chain of one boolean operator: `a or b or c`.
 fn chain<'t>(node: Node<'t>, operator: &str, out: &mut Vec<Node<'t>>) {
-    let node = unparenthesize(node);
-    let op = node.field("operator").map(|o| o.kind());
-    if node.kind() == kinds::BOOLEAN_OPERATOR && op == Some(operator) {
-        if let (Some(l), Some(r)) = (node.field("left"), node.field("right")) {
-            chain(l, operator, out);
-            chain(r, operator, out);
-        }
-    } else {
-        out.push(node);
-    }
+    out.extend(
+        syntax::operands(node, operator)
+            .into_iter()
+            .map(unparenthesize),
+    );
 }
 
 /// The status tests a condition makes: a single comparison, an `or` of positive ones on one

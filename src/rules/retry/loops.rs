@@ -354,7 +354,7 @@ fn forever_counter<'t, 's>(
             }
             // `if not retryable or attempt >= self._max_attempts: raise error`: either side of
             // an `or` leaves, so the comparison bounds the loop.
-            let cond = or_operands(stmt.field("condition")?)
+            let cond = syntax::operands(stmt.field("condition")?, "or")
                 .into_iter()
                 .find(|c| c.kind() == kinds::COMPARISON_OPERATOR && c.named_child_count() == 2)?;
             let (a, b) = (cond.named_child(0)?, cond.named_child(1)?);
@@ -367,30 +367,6 @@ fn forever_counter<'t, 's>(
                 _ => None,
             }
         })
-}
-
-/// The operands of a chain of `or` (`a or b or c`), parentheses dropped; the condition itself
-/// when it is no `or`.
-fn or_operands(cond: Node<'_>) -> Vec<Node<'_>> {
-    let mut cond = cond;
-    while cond.kind() == kinds::PARENTHESIZED_EXPRESSION {
-        match cond.named_child(0) {
-            Some(inner) => cond = inner,
-            None => break,
-        }
-    }
-    let is_or =
-        cond.kind() == kinds::BOOLEAN_OPERATOR && cond.child(1).is_some_and(|op| op.kind() == "or");
-    if !is_or {
-        return vec![cond];
-    }
-    let mut out = Vec::new();
-    for side in ["left", "right"] {
-        if let Some(part) = cond.field(side) {
-            out.extend(or_operands(part));
-        }
-    }
-    out
 }
 
 /// Whether an `if` statement's own block leaves the loop or the function.

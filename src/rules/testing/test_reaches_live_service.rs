@@ -539,21 +539,9 @@ fn stands_in_http(code: &str) -> bool {
 /// Whether a fixture hands the client a stand-in for its HTTP session
 /// (`BillingClient(API_URL, KEY, session=fake_paystream)`, `transport=stub_transport`).
 fn hands_a_fake_session(code: &str) -> bool {
-    ["session", "http", "transport", "requester"]
-        .iter()
-        .any(|slot| {
-            memchr::memmem::find_iter(code.as_bytes(), slot.as_bytes()).any(|at| {
-                let before = code[..at].chars().next_back();
-                if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
-                    return false;
-                }
-                let rest = code[at + slot.len()..].trim_start();
-                let Some(value) = rest.strip_prefix('=').filter(|r| !r.starts_with('=')) else {
-                    return false;
-                };
-                crate::rules::facts::names_a_stand_in(value.trim_start())
-            })
-        })
+    sessions_handed(code)
+        .into_iter()
+        .any(crate::rules::facts::names_a_stand_in)
 }
 
 /// Names whose patching takes the service out of the way: the functions on the path to it, and
