@@ -21,6 +21,7 @@ fn gate(s: &Scan<'_>) -> bool {
     let (idx, src) = (s.index(), s.src());
     idx.all(kinds::EXCEPT_CLAUSE).iter().any(|&clause| {
         swallowing_except(clause, idx, src).is_some()
+            || family_lookup_none(clause, idx, src).is_some()
             || lookup_set_to_none(clause, idx, src).is_some()
     }) || imports_contextlib(s.facts)
         && idx
@@ -51,9 +52,28 @@ fn check(cx: &mut Ctx<'_>) {
                 .arg("result", syntax::text(found.result, src).to_string())
                 .arg("test_line", syntax::lines(found.test).0.to_string())
                 .note("lookup_none");
+            if !syntax::is_broad_except(clause, src) {
+                finding.note("family");
+            }
             if !on_path {
                 finding.severity(Severity::Important);
             }
+        }
+    }
+    // A client's whole family of failures caught around a lookup that gives `None` for "not
+    // found": its timeouts and 5xx are in the family, and only a caller that reads `None` as
+    // "there is none" on its way to a payment is told.
+    for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
+        let Some(func) = family_lookup_none(clause, idx, src) else {
+            continue;
+        };
+        let qualname = crate::rules::facts::qualname(func, idx, src);
+        let Some(function) = cx.facts.and_then(|f| f.function(&qualname)).cloned() else {
+            continue;
+        };
+        if let Some((checker, checker_at)) = read_as_not_found(cx, &function) {
+            let caught = super::caught(clause, src);
+            report_not_found(cx, clause, caught, qualname, checker, checker_at).note("family");
         }
     }
     for (clause, func, caught) in swallowers(idx, src, contextlib) {
@@ -82,17 +102,7 @@ fn check(cx: &mut Ctx<'_>) {
             .filter(|_| clause.kind() == kinds::EXCEPT_CLAUSE)
             .and_then(|f| read_as_not_found(cx, f));
         if let Some((checker, checker_at)) = not_found {
-            let webhook = syntax::names_a_notification(&checker);
-            let finding = cx
-                .report(&RULE, clause)
-                .arg("caught", caught)
-                .arg("function", qualname)
-                .arg("checker", checker)
-                .arg("checker_at", checker_at)
-                .note("not_found");
-            if webhook {
-                finding.note("webhook");
-            }
+            report_not_found(cx, clause, caught, qualname, checker, checker_at);
             continue;
         }
         let annotation = syntax::return_annotation(func, src)
@@ -302,6 +312,59 @@ fn marks_done(name: &str) -> bool {
     };
     words.len() >= 2 && words.iter().any(|w| done(w))
         || words.first().is_some_and(|w| w == "complete")
+}
+
+/// The finding of a lookup whose failure gives what "not found" gives, tested by `checker`.
+fn report_not_found<'c, 'a>(
+    cx: &'c mut Ctx<'a>,
+    clause: Node<'_>,
+    caught: String,
+    qualname: String,
+    checker: String,
+    checker_at: String,
+) -> &'c mut crate::review::Finding {
+    let webhook = syntax::names_a_notification(&checker);
+    let finding = cx
+        .report(&RULE, clause)
+        .arg("caught", caught)
+        .arg("function", qualname)
+        .arg("checker", checker)
+        .arg("checker_at", checker_at)
+        .note("not_found");
+    if webhook {
+        finding.note("webhook");
+    }
+    finding
+}
+
+/// The function an `except` of a client's whole family of failures (`except StripeError`,
+/// `except MollieError` beside `MollieClient`) gives `None` from, where its `try` reads money
+/// already moved (`list_transfers`, `list_customer_payments`). A broad `except` is read by
+/// `swallowing_except`.
+fn family_lookup_none<'t>(clause: Node<'t>, idx: &NodeIndex<'t>, src: &str) -> Option<Node<'t>> {
+    if syntax::is_broad_except(clause, src) || !catches_a_family(clause, src) {
+        return None;
+    }
+    let func = idx.enclosing(clause, kinds::FUNCTION_DEFINITION)?;
+    let body = syntax::try_of(clause)?.field("body")?;
+    // Or a function named for that read (`find_payout`) whose `try` asks the provider
+    // (`self._http.get("/v1/payouts", ...)`).
+    let named_for_it = super::lookup_failure_read_as_empty::names_a_read_of_money_moved(
+        syntax::function_name(func, src),
+    );
+    idx.within(body, kinds::CALL)
+        .iter()
+        .any(|&call| {
+            super::lookup_failure_read_as_empty::reads_money_moved(call, src)
+                || named_for_it && syntax::receiver(call).is_some()
+        })
+        .then_some(())?;
+    handler_returns_none(clause, func, idx, src, &mut |_| false).then_some(func)
+}
+
+/// Whether the clause catches a client's whole family of failures, its timeouts with it.
+fn catches_a_family(clause: Node<'_>, src: &str) -> bool {
+    super::timeout_read_as_failure::catches_timeout(clause, src).is_some()
 }
 
 /// The caller that tests the result of a lookup of a payment or a payment's record
@@ -567,7 +630,8 @@ fn lookup_set_to_none<'t>(
     idx: &NodeIndex<'t>,
     src: &str,
 ) -> Option<LookupNone<'t>> {
-    if !syntax::is_broad_except(clause, src) {
+    let broad = syntax::is_broad_except(clause, src);
+    if !broad && !catches_a_family(clause, src) {
         return None;
     }
     let body = syntax::except_body(clause)?;
@@ -613,6 +677,11 @@ fn lookup_set_to_none<'t>(
     .iter()
     .any(|w| words.first().is_some_and(|f| f == w));
     if !looks_up || syntax::receiver(call).is_none() {
+        return None;
+    }
+    // A family caught (`except BankApiError`) is read only around a read of money moved: a
+    // client's lookup of a customer may well give "none" for its outage.
+    if !broad && !super::lookup_failure_read_as_empty::reads_money_moved(call, src) {
         return None;
     }
     let func = idx.enclosing(clause, kinds::FUNCTION_DEFINITION)?;

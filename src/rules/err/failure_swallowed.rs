@@ -21,13 +21,36 @@ pub(crate) static RULE: Rule = Rule {
     gate: Gate::When(gate),
 };
 
-/// Every finding is a broad `except` in a function of code, not of a test.
+/// Every finding is a broad `except` in a function of code, not of a test, or one of the
+/// database's failures in a handler of a delivery.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
         && s.index()
             .all(kinds::EXCEPT_CLAUSE)
             .iter()
-            .any(|&c| broad(c, s.src()))
+            .any(|&c| broad(c, s.src()) || storage_failure(c, s.src()))
+}
+
+/// An `except` of the database's whole family of failures (`SQLAlchemyError`,
+/// `DatabaseError`, `asyncpg.PostgresError`), not of a unique key turned away
+/// (`IntegrityError`, a repeat already applied): in a handler of a delivery, the write that
+/// applies it failed.
+fn storage_failure(clause: Node<'_>, src: &str) -> bool {
+    let types = syntax::except_types(clause);
+    !types.is_empty()
+        && types.iter().all(|t| {
+            let text = syntax::text(*t, src);
+            matches!(
+                text.rsplit('.').next().unwrap_or(text),
+                "SQLAlchemyError"
+                    | "DBAPIError"
+                    | "DatabaseError"
+                    | "OperationalError"
+                    | "InterfaceError"
+                    | "PostgresError"
+                    | "PyMongoError"
+            )
+        })
 }
 
 /// An `except` that catches everything, or a client's whole family of errors
@@ -74,7 +97,8 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     };
     for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
-        if !broad(clause, src) {
+        let storage = !broad(clause, src) && storage_failure(clause, src);
+        if !broad(clause, src) && !storage {
             continue;
         }
         let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
@@ -100,6 +124,11 @@ fn check(cx: &mut Ctx<'_>) {
         // normal answer tells the provider the notification was taken, and nothing is left to
         // decide it: the provider never sends it again.
         let inbound = inbound(cx, idx, func);
+        // Outside a delivery's handler a database failure logged is another matter: what is
+        // written stays as it was for the next run.
+        if storage && inbound.is_none() {
+            continue;
+        }
         if unknown_outcome_only(clause, src)
             && !syntax::block_falls_through(handler, src)
             && inbound != Some(Inbound::Provider)
@@ -174,7 +203,8 @@ fn check(cx: &mut Ctx<'_>) {
         }
         let qualname = facts::qualname(func, idx, src);
         let payment_module = cx.facts.is_some_and(|f| f.payment_module);
-        let refusal = !syntax::is_broad_except(clause, src)
+        let refusal = !storage
+            && !syntax::is_broad_except(clause, src)
             && super::timeout_read_as_failure::catches_timeout(clause, src).is_none();
         let finding = cx
             .report(&RULE, clause)
@@ -194,7 +224,9 @@ fn check(cx: &mut Ctx<'_>) {
                 super::timeout_read_as_failure::unavailable(last)
                     || syntax::contains_lowercase(last, "timeout")
             });
-        if refusal {
+        if storage {
+            finding.arg("caught", caught.join(", ")).note("storage");
+        } else if refusal {
             finding.arg("caught", caught.join(", ")).note("refusal");
         } else if unanswered {
             finding.arg("caught", caught.join(", ")).note("unanswered");

@@ -58,7 +58,7 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(body) = try_statement.field("body") else {
             continue;
         };
-        let Some(lookup) = lookup_in(idx, body, src) else {
+        let Some((lookup, named)) = lookup_in(idx, body, src) else {
             continue;
         };
         let name = syntax::function_name(func, src);
@@ -73,12 +73,12 @@ fn check(cx: &mut Ctx<'_>) {
         if !read {
             continue;
         }
-        let callee = syntax::callee_name(lookup, src);
-        // The read names money moved (`list_chargebacks`), or the function or the local does
-        // (`_already_captured` over `fetch_payment`) on the payment path.
+        // The read names money moved (`list_chargebacks`, `stripe.Refund.list`), or the
+        // function or the local does (`_already_captured` over `fetch_payment`) on the payment
+        // path.
         let qualname = facts::qualname(func, idx, src);
         let function = cx.facts.and_then(|f| f.function(&qualname));
-        if !(names_money_moved(callee)
+        if !(names_money_moved(named)
             || [name, answered].iter().any(|n| names_money_moved(n))
                 && cx.on_payment_path(function))
         {
@@ -89,7 +89,7 @@ fn check(cx: &mut Ctx<'_>) {
             .report(&RULE, clause)
             .arg("caught", caught)
             .arg("function", qualname)
-            .arg("lookup", shown(lookup, src))
+            .arg("lookup", shown(lookup, named, src))
             .arg("empty", syntax::text(value, src).to_string());
         if answered.is_empty() {
             finding.note("returned");
@@ -100,8 +100,11 @@ fn check(cx: &mut Ctx<'_>) {
 }
 
 /// The call as the message shows it: whole when short, by its callee when its arguments run
-/// long (`session.get(...)`).
-fn shown(call: Node<'_>, src: &str) -> String {
+/// long (`session.get(...)`), by the SDK's read when a helper is handed it (`stripe.Refund.list`).
+fn shown(call: Node<'_>, named: &str, src: &str) -> String {
+    if named != syntax::callee_name(call, src) {
+        return named.to_string();
+    }
     let whole = syntax::normalized(call, src);
     if whole.len() <= 60 {
         whole
@@ -180,31 +183,75 @@ fn empty(value: Node<'_>, src: &str) -> bool {
     )
 }
 
-/// The read the `try` guards: a method called on a client, a repository or a provider whose name
-/// says it reads (`list_chargebacks`, `fetch_payment`, `usage_total`).
-fn lookup_in<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &str) -> Option<Node<'t>> {
-    idx.within(body, kinds::CALL).iter().copied().find(|&call| {
-        let name = syntax::callee_name(call, src);
-        let words = syntax::name_words(name);
-        let reads = words.first().is_some_and(|w| {
-            matches!(
-                w.as_str(),
-                "list"
-                    | "fetch"
-                    | "get"
-                    | "retrieve"
-                    | "find"
-                    | "search"
-                    | "query"
-                    | "lookup"
-                    | "load"
-                    | "read"
-            )
-        }) || words
-            .iter()
-            .any(|w| matches!(w.as_str(), "total" | "totals" | "summary" | "sum"));
-        reads && syntax::receiver(call).is_some() && !facts::only_records(syntax::callee(call, src))
+/// The read the `try` guards, and the name that tells what it reads: a method called on a
+/// client, a repository or a provider whose name says it reads (`list_chargebacks`,
+/// `fetch_payment`, `usage_total`), or an SDK's read of a resource handed to a helper that
+/// calls it (`self._call("refund.list", stripe.Refund.list, charge=charge_id)`).
+fn lookup_in<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &'t str) -> Option<(Node<'t>, &'t str)> {
+    idx.within(body, kinds::CALL).iter().find_map(|&call| {
+        if reads(call, src) {
+            return Some((call, syntax::callee_name(call, src)));
+        }
+        let handed = call
+            .field("arguments")
+            .into_iter()
+            .flat_map(crate::python::named_children)
+            .find(|a| resource_read(*a, src))?;
+        Some((call, syntax::text(handed, src)))
     })
+}
+
+/// A call whose name says it reads, on a receiver: `client.list_chargebacks(...)`.
+fn reads(call: Node<'_>, src: &str) -> bool {
+    let name = syntax::callee_name(call, src);
+    reads_by_name(name)
+        && syntax::receiver(call).is_some()
+        && !facts::only_records(syntax::callee(call, src))
+}
+
+fn reads_by_name(name: &str) -> bool {
+    let words = syntax::name_words(name);
+    words.first().is_some_and(|w| {
+        matches!(
+            w.as_str(),
+            "list"
+                | "fetch"
+                | "get"
+                | "retrieve"
+                | "find"
+                | "search"
+                | "query"
+                | "lookup"
+                | "load"
+                | "read"
+        )
+    }) || words
+        .iter()
+        .any(|w| matches!(w.as_str(), "total" | "totals" | "summary" | "sum"))
+}
+
+/// `stripe.Refund.list`: a read of an SDK's resource class, named by the class.
+fn resource_read(node: Node<'_>, src: &str) -> bool {
+    if node.kind() != kinds::ATTRIBUTE {
+        return false;
+    }
+    let text = syntax::text(node, src);
+    let mut parts = text.rsplit('.');
+    let (Some(method), Some(class)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    class.starts_with(|c: char| c.is_ascii_uppercase()) && reads_by_name(method)
+}
+
+/// Whether a name says it reads money already moved: `find_payout`, `list_transfers`.
+pub(super) fn names_a_read_of_money_moved(name: &str) -> bool {
+    reads_by_name(name) && names_money_moved(name)
+}
+
+/// Whether `call` reads money already moved: `stripe.list_transfers(...)`,
+/// `mollie.list_customer_payments(...)`, `bank.find_payment(...)`.
+pub(super) fn reads_money_moved(call: Node<'_>, src: &str) -> bool {
+    reads(call, src) && names_a_read_of_money_moved(syntax::callee_name(call, src))
 }
 
 /// Whether the function gives another answer where the lookup worked: a `return` with a value,
@@ -247,7 +294,15 @@ fn names_money_moved(name: &str) -> bool {
         .any(|stem| w.starts_with(stem))
             || matches!(
                 w,
-                "captured" | "paid" | "landed" | "usage" | "balance" | "transactions" | "debits"
+                "captured"
+                    | "paid"
+                    | "landed"
+                    | "usage"
+                    | "balance"
+                    | "transactions"
+                    | "debits"
+                    | "sale"
+                    | "sales"
             )
     })
 }
@@ -264,6 +319,8 @@ mod tests {
             "usage_total",
             "landed",
             "refunds",
+            "find_sales",
+            "Refund.list",
         ] {
             assert!(names_money_moved(moved), "{moved}");
         }

@@ -39,7 +39,73 @@ fn gate(s: &Scan<'_>) -> bool {
             // and a failure marked.
             || s.mentions(&["nknown", "navailable"])
                 && s.mentions(&["FAIL", "fail", "Fail"])
-                && s.mentions(&["except ("]))
+                && s.mentions(&["except ("])
+            // A tuple of the errors of a request never sent (`_NOT_DELIVERED = (...)`).
+            || s.mentions(&["SENT", "DELIVERED", "REACHED"]))
+}
+
+/// `_NOT_DELIVERED = (httpx.ConnectError, httpx.TimeoutException, PayPalUnavailable)`, caught
+/// by the file as the errors of a request that never left: a read timeout among them, raised
+/// after the request was sent. What the code does for a request never delivered (mark it
+/// failed, release what it held, send it again under a new key) it does for one the provider
+/// may have carried out.
+fn timeout_counted_unsent(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for assignment in crate::rules::retry::eval::module_assignments(idx) {
+        let Some(name) = crate::rules::retry::eval::assigned_name(assignment, src) else {
+            continue;
+        };
+        if !names_unsent(name) {
+            continue;
+        }
+        let Some(members) = assignment
+            .field("right")
+            .filter(|r| matches!(r.kind(), kinds::TUPLE | kinds::LIST | kinds::SET))
+        else {
+            continue;
+        };
+        let caught = idx.all(kinds::EXCEPT_CLAUSE).iter().any(|&c| {
+            syntax::except_types(c)
+                .iter()
+                .any(|t| syntax::text(*t, src) == name)
+        });
+        if !caught {
+            continue;
+        }
+        let timeout = crate::python::named_children(members)
+            .into_iter()
+            .find(|m| read_timeout_class(facts::last_name(syntax::text(*m, src))));
+        if let Some(timeout) = timeout {
+            cx.report(&RULE, timeout)
+                .arg("constant", name)
+                .arg("timeout", syntax::text(timeout, src))
+                .note("not_sent");
+        }
+    }
+}
+
+/// A name for the errors of a request that never left: `_NOT_DELIVERED`, `NEVER_SENT`,
+/// `UNSENT_ERRORS`, `NOT_REACHED`.
+fn names_unsent(name: &str) -> bool {
+    let words = syntax::name_words(name);
+    let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+    has(&["unsent", "undelivered"])
+        || has(&["not", "never"]) && has(&["sent", "delivered", "reached", "send", "deliver"])
+}
+
+/// A timeout raised after the request may have been sent: `httpx.TimeoutException` (its read
+/// and write timeouts with it), `requests.Timeout`, `ReadTimeout`, `asyncio.TimeoutError`. Not
+/// `ConnectTimeout` or `PoolTimeout`, raised before a byte left.
+fn read_timeout_class(name: &str) -> bool {
+    matches!(
+        name,
+        "TimeoutException"
+            | "Timeout"
+            | "ReadTimeout"
+            | "WriteTimeout"
+            | "TimeoutError"
+            | "ReadTimeoutError"
+            | "ServerTimeoutError"
+    )
 }
 
 /// How a clause comes to catch a timeout.
@@ -359,7 +425,7 @@ fn timeout_built_on(
 
 /// A tuple of errors kept under a name that says they are the ones to retry
 /// (`stripe_client.RETRYABLE_ERRORS`, `TRANSIENT_ERRORS`): timeouts are among them.
-fn transient_set(name: &str) -> bool {
+pub(crate) fn transient_set(name: &str) -> bool {
     name.bytes()
         .all(|b| b.is_ascii_uppercase() || b == b'_' || b.is_ascii_digit())
         && syntax::name_words(name).iter().any(|w| {
@@ -459,6 +525,7 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     };
     left_out_of_the_wrapper(cx, idx, src);
+    timeout_counted_unsent(cx, idx, src);
     let mut given_up = Vec::new();
     // Asked only where the change defines classes on bases: most files define none.
     let classes = cx.change.side(cx.side).any(|f| !f.class_bases.is_empty());
@@ -493,10 +560,26 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(handler) = syntax::except_body(clause) else {
             continue;
         };
+        // The mark is for the errors of the clause that came with a status (a 5xx), under a
+        // class named for no answer.
+        let mut server_error = false;
         let (mark, test) = match failure_mark(idx, handler, src, caught) {
-            Some(mark) => (mark, None),
+            // `if exc.status is None: ...; return` ahead of the mark: the errors with no status,
+            // a timeout's, leave before it. Under a class named for no answer the rest are 5xx,
+            // as undecided; under a family they may be refusals, and nothing is said.
+            Some(mark) => match statusless_leave_before(idx, clause, handler, mark.line, src) {
+                Some(condition) if no_answer_caught(clause, src) => {
+                    server_error = true;
+                    (mark, Some(condition))
+                }
+                Some(_) => continue,
+                None => (mark, None),
+            },
             None if caught == Caught::Family => match status_branch(idx, clause, handler, src) {
-                Some((mark, test)) => (mark, Some(test)),
+                Some((mark, test, answered)) => {
+                    server_error = answered;
+                    (mark, Some(test))
+                }
                 None => {
                     raised_as_definite(cx, idx, clause, handler);
                     gave_up(cx, idx, clause, &mut given_up);
@@ -599,10 +682,21 @@ fn check(cx: &mut Ctx<'_>) {
             } else {
                 types.join(", ")
             };
-            finding.arg("caught", caught).note("family");
+            finding.arg("caught", caught);
+            // A class named for no answer is no family a timeout hides in: its message says so.
+            if !server_error {
+                finding.note("family");
+            }
         }
         if let Some(test) = test {
-            finding.arg("test", test).note("status_test");
+            let note = if server_error {
+                "server_error"
+            } else if test.starts_with("isinstance(") || test.contains(" isinstance(") {
+                "class_test"
+            } else {
+                "status_test"
+            };
+            finding.arg("test", test).note(note);
         }
         if persistent {
             finding.note("recorded");
@@ -1261,8 +1355,9 @@ fn status_branch(
     clause: Node<'_>,
     handler: Node<'_>,
     src: &str,
-) -> Option<(Mark, String)> {
+) -> Option<(Mark, String, bool)> {
     let alias = syntax::except_alias(clause, src)?;
+    let no_answer = no_answer_caught(clause, src);
     for &branch in idx.within(handler, kinds::IF_STATEMENT) {
         let Some(condition) = branch.field("condition") else {
             continue;
@@ -1270,7 +1365,10 @@ fn status_branch(
         let Some(statusless_passes) = statusless_passes(condition, alias, src) else {
             continue;
         };
-        let taken: Vec<Node<'_>> = if statusless_passes {
+        // `if exc.status is None:` keeps the timeouts as unknown; the rest are marked.
+        let answered = no_answer && tests_for_no_status(condition, alias, src);
+        let into_branch = statusless_passes != answered;
+        let taken: Vec<Node<'_>> = if into_branch {
             branch.field("consequence").into_iter().collect()
         } else {
             let mut cursor = branch.walk();
@@ -1299,10 +1397,56 @@ fn status_branch(
             .into_iter()
             .find_map(|n| failure_mark(idx, n, src, Caught::Family));
         if let Some(mark) = mark {
-            return Some((mark, syntax::normalized(condition, src)));
+            return Some((mark, syntax::normalized(condition, src), answered));
         }
     }
     None
+}
+
+/// `except MollieUnavailable as exc:`, a class named for an answer that never came: what it
+/// carries with a status is a 5xx, which decides the payment no more than a timeout does.
+fn no_answer_caught(clause: Node<'_>, src: &str) -> bool {
+    caught_names(clause, src).iter().any(|c| unavailable(c))
+}
+
+/// The test, as written, of an `if exc.status is None:` of the handler that leaves it before
+/// the failure marked at `line`: the errors with no status never reach the mark.
+fn statusless_leave_before(
+    idx: &NodeIndex<'_>,
+    clause: Node<'_>,
+    handler: Node<'_>,
+    line: u32,
+    src: &str,
+) -> Option<String> {
+    let alias = syntax::except_alias(clause, src)?;
+    idx.within(handler, kinds::IF_STATEMENT)
+        .iter()
+        .find_map(|&branch| {
+            let condition = branch.field("condition")?;
+            let leaves = syntax::lines(branch).1 < line
+                && tests_for_no_status(condition, alias, src)
+                && statusless_passes(condition, alias, src) == Some(true)
+                && syntax::elif_clauses(branch).is_empty()
+                && branch.field("alternative").is_none()
+                && branch
+                    .field("consequence")
+                    .is_some_and(|b| !syntax::block_falls_through(b, src));
+            leaves.then(|| syntax::normalized(condition, src))
+        })
+}
+
+/// `exc.status is None`, `exc.status_code is not None`, `exc.response is None`: a test of
+/// whether the error came with an answer at all, not of which answer.
+fn tests_for_no_status(condition: Node<'_>, alias: &str, src: &str) -> bool {
+    match condition.kind() {
+        kinds::PARENTHESIZED_EXPRESSION | kinds::NOT_OPERATOR => condition
+            .named_child(0)
+            .is_some_and(|c| tests_for_no_status(c, alias, src)),
+        kinds::COMPARISON_OPERATOR => condition
+            .named_child(1)
+            .is_some_and(|n| n.kind() == kinds::NONE),
+        _ => false,
+    }
 }
 
 /// Whether the failure marked at `line` is under a test of the provider's answer the caught
@@ -1327,6 +1471,13 @@ fn marked_only_for_an_answer(
                 return false;
             };
             let (first, last) = syntax::lines(body);
+            // `if isinstance(exc, RazorpayAPIError) and exc.is_rejection:` under `except
+            // (RazorpayAPIError, RazorpayUnavailable)`: the branch is for the class that answered.
+            if (first..=last).contains(&line)
+                && narrowed_to_an_answer(condition, clause, alias, src)
+            {
+                return true;
+            }
             let text = syntax::text(condition, src);
             let reads_the_answer = [
                 "is_client_error",
@@ -1352,12 +1503,71 @@ fn marked_only_for_an_answer(
         })
 }
 
+/// Whether a test keeps the errors of no answer out: `isinstance(exc, GatewayDeclined)`, alone
+/// or under an `and`, where the clause also catches a class of no answer
+/// (`GatewayUnavailable`) that the test does not name.
+fn narrowed_to_an_answer(condition: Node<'_>, clause: Node<'_>, alias: &str, src: &str) -> bool {
+    match condition.kind() {
+        kinds::PARENTHESIZED_EXPRESSION => condition
+            .named_child(0)
+            .is_some_and(|c| narrowed_to_an_answer(c, clause, alias, src)),
+        kinds::BOOLEAN_OPERATOR if condition.child(1).is_some_and(|o| o.kind() == "and") => {
+            [condition.field("left"), condition.field("right")]
+                .into_iter()
+                .flatten()
+                .any(|side| narrowed_to_an_answer(side, clause, alias, src))
+        }
+        kinds::CALL if syntax::callee(condition, src) == "isinstance" => {
+            let args = syntax::positional_args(condition);
+            let [error, classes] = args[..] else {
+                return false;
+            };
+            let named: Vec<&str> = match classes.kind() {
+                kinds::TUPLE => crate::python::named_children(classes)
+                    .into_iter()
+                    .map(|c| facts::last_name(syntax::text(c, src)))
+                    .collect(),
+                _ => vec![facts::last_name(syntax::text(classes, src))],
+            };
+            syntax::text(error, src) == alias
+                && named.iter().all(|n| no_answer_class(n).is_none())
+                && caught_names(clause, src)
+                    .iter()
+                    .any(|c| no_answer_class(c).is_some() && !named.contains(c))
+        }
+        _ => false,
+    }
+}
+
 /// Where a test of the caught error's status (`exc.status_code != 409`) sends an error that has
 /// none: `Some(true)` to its branch, `Some(false)` past it (`exc.status_code in (409, 503)`).
 /// `None` when the test is not only of the status, or rules the statusless out
 /// (`exc.is_client_error and ...`, `exc.status_code >= 500`).
 fn statusless_passes(condition: Node<'_>, alias: &str, src: &str) -> Option<bool> {
     match condition.kind() {
+        // `isinstance(exc, RazorpayUnavailable)`: the errors of no answer, a timeout's, pass.
+        kinds::CALL if syntax::callee(condition, src) == "isinstance" => {
+            let args = syntax::positional_args(condition);
+            let [error, classes] = args[..] else {
+                return None;
+            };
+            let named = |n: Node<'_>| no_answer_class(facts::last_name(syntax::text(n, src)));
+            let no_answer = match classes.kind() {
+                kinds::TUPLE => crate::python::named_children(classes)
+                    .into_iter()
+                    .any(|c| named(c).is_some()),
+                _ => named(classes).is_some(),
+            };
+            (syntax::text(error, src) == alias && no_answer).then_some(true)
+        }
+        // `isinstance(exc, Unavailable) or exc.is_rejection`: either side lets them in.
+        kinds::BOOLEAN_OPERATOR if condition.child(1).is_some_and(|o| o.kind() == "or") => {
+            let (left, right) = (condition.field("left")?, condition.field("right")?);
+            [left, right]
+                .iter()
+                .any(|side| statusless_passes(*side, alias, src) == Some(true))
+                .then_some(true)
+        }
         kinds::PARENTHESIZED_EXPRESSION => statusless_passes(condition.named_child(0)?, alias, src),
         kinds::NOT_OPERATOR => {
             statusless_passes(condition.field("argument")?, alias, src).map(|p| !p)
@@ -1374,6 +1584,14 @@ fn statusless_passes(condition: Node<'_>, alias: &str, src: &str) -> Option<bool
                         "status_code" | "status" | "http_status" | "code" | "http_code"
                     )
                 });
+            // `exc.status is None`: the errors with no status, a timeout's, pass.
+            if of_the_error && codes.kind() == kinds::NONE {
+                return match condition.child(1)?.kind() {
+                    "is" => Some(true),
+                    "is not" => Some(false),
+                    _ => None,
+                };
+            }
             let integers = |n: Node<'_>| match n.kind() {
                 kinds::INTEGER => true,
                 kinds::TUPLE | kinds::LIST | kinds::SET => {
@@ -1454,6 +1672,29 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
             if key.contains("from") || key.starts_with("expected") {
                 unsaid.push((value.start_byte(), value.end_byte()));
             }
+        }
+        // Nor the rows a query picks (`Refund.objects.filter(status=PENDING).update(status=
+        // FAILED)`): the state moved from, not the one the timeout is taken for.
+        if matches!(
+            syntax::callee_name(call, src),
+            "filter" | "filter_by" | "where" | "exclude"
+        ) && let Some(args) = call.field("arguments")
+        {
+            unsaid.push((args.start_byte(), args.end_byte()));
+        }
+        // Nor the reason a failure is written down with (`_fail(payout, f"funding outcome
+        // unknown: {exc}")`): the state written is the failure, whatever its note says.
+        if calls_failure(call, src).is_some() {
+            let reasons = call
+                .field("arguments")
+                .into_iter()
+                .flat_map(crate::python::named_children)
+                .map(|a| match a.kind() {
+                    kinds::KEYWORD_ARGUMENT => a.field("value").unwrap_or(a),
+                    _ => a,
+                })
+                .filter(|a| a.kind() == kinds::STRING);
+            unsaid.extend(reasons.map(|a| (a.start_byte(), a.end_byte())));
         }
     }
     unsaid.sort_unstable();
@@ -1642,8 +1883,31 @@ pub(super) fn calls_failure(call: Node<'_>, src: &str) -> Option<bool> {
         .first()
         .is_some_and(|w| matches!(w.as_str(), "record" | "mark" | "set" | "save"))
         && words.iter().any(|w| w == "error" || w == "errored");
+    // What was held for the payment let go (`release_refund`, `release_hold`): the payment is
+    // taken for one that did not happen. A lock or a lease let go is not.
+    let releases_the_money = words.first().is_some_and(|w| w == "release")
+        && words.len() >= 2
+        && !words.iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "lock"
+                    | "locks"
+                    | "lease"
+                    | "mutex"
+                    | "semaphore"
+                    | "slot"
+                    | "conn"
+                    | "connection"
+                    | "claim"
+                    | "key"
+                    | "token"
+                    | "worker"
+            )
+        });
     // A notice of the failure to the payer (`send_payment_failed_email`) is beside the state.
-    if (says_failed || records_an_error) && !crate::rules::pay::beside_the_money(name) {
+    if (says_failed || records_an_error || releases_the_money)
+        && !crate::rules::pay::beside_the_money(name)
+    {
         return Some(true);
     }
     let status_keyword = syntax::keyword_args(call, src)

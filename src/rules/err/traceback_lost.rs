@@ -48,7 +48,11 @@ fn check(cx: &mut Ctx<'_>) {
         if idx
             .enclosing(call, kinds::EXCEPT_CLAUSE)
             .is_some_and(|clause| {
-                own_errors_only(cx, idx, clause) || raised_by_its_try(clause, src)
+                own_errors_only(cx, idx, clause)
+                    || raised_by_its_try(clause, src)
+                    || raised_on(idx, clause, alias, src)
+                    || matches!(level, "warning" | "warn")
+                        && (no_answer_only(clause, src) || answer_only(clause, src))
             })
         {
             continue;
@@ -66,6 +70,56 @@ fn check(cx: &mut Ctx<'_>) {
         }
         finding.arg("receiver", receiver);
     }
+}
+
+/// Whether the handler sends the exception on (`raise`, `raise self.retry(exc=exc)`, `raise
+/// PayoutFailed(...) from exc`): whoever catches it next has the traceback, and the log line is
+/// only a note on the way.
+fn raised_on(idx: &NodeIndex<'_>, clause: Node<'_>, alias: &str, src: &str) -> bool {
+    idx.within(clause, kinds::RAISE_STATEMENT).iter().any(|r| {
+        let text = syntax::text(*r, src);
+        text.trim() == "raise" || syntax::has_word(text, alias)
+    })
+}
+
+/// Whether every class caught is one of no answer (`stripe.APIConnectionError`,
+/// `RateLimitError`, `httpx.TimeoutException`, `TRANSIENT_ERRORS`): logged as a warning, it is
+/// an expected turn the handler deals with, and its traceback ends in the HTTP library.
+fn no_answer_only(clause: Node<'_>, src: &str) -> bool {
+    let types = syntax::except_types(clause);
+    !types.is_empty()
+        && types.iter().all(|t| {
+            let text = syntax::text(*t, src);
+            let last = text.rsplit('.').next().unwrap_or(text);
+            matches!(
+                last,
+                "APIConnectionError"
+                    | "RateLimitError"
+                    | "APIError"
+                    | "ConnectionError"
+                    | "ConnectError"
+                    | "TimeoutException"
+                    | "TooManyRequests"
+                    | "ServiceUnavailable"
+            ) || super::timeout_read_as_failure::no_answer_class(last).is_some()
+                || super::timeout_read_as_failure::transient_set(last)
+        })
+}
+
+/// Whether every class caught is the provider's answer (`stripe.error.CardError`,
+/// `InvalidRequestError`, `PaymentDeclined`): the message is the answer, and where the client
+/// raised it is no news.
+fn answer_only(clause: Node<'_>, src: &str) -> bool {
+    let types = syntax::except_types(clause);
+    !types.is_empty()
+        && types.iter().all(|t| {
+            let text = syntax::text(*t, src);
+            let last = text.rsplit('.').next().unwrap_or(text);
+            matches!(
+                last,
+                "CardError" | "InvalidRequestError" | "HTTPStatusError"
+            ) || super::timeout_read_as_failure::named_for_a_refusal(last)
+        })
 }
 
 /// Whether the `try` raises every type its clause catches itself (`raise ValueError(f"capture

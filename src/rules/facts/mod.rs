@@ -1058,6 +1058,14 @@ fn function_facts(
         syntax::text(func, src),
         facts.lines.0,
     );
+    if !facts.steps.is_empty() {
+        facts.steps = crate::rules::idem::key_numbered_by_count::unsettled_steps(
+            func,
+            idx,
+            src,
+            &facts.steps,
+        );
+    }
     facts.sleep_param = sleep_param(func, src);
     if crate::rules::pay::verification_answer_taken_as_yes::verifies(&facts.name) {
         facts.returns_answer = crate::rules::pay::verification_answer_taken_as_yes::returns_answer(

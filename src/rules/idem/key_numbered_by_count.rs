@@ -27,11 +27,24 @@ pub(crate) static RULE: Rule = Rule {
 /// len(done) + 1`).
 const DEPTH: usize = 2;
 
+/// Words of a count or a counter: `len(`, `.count(`, `attempts`, `submissions`, `updated_at`.
+const COUNT_WORDS: &[&str] = &[
+    "len(",
+    "count",
+    "attempt",
+    "retr",
+    "tries",
+    "updated",
+    "modified",
+    "submissions",
+    "sends",
+];
+
 /// Every finding is a count (`len(`, `.count(`, `count_documents`, a field counting attempts)
 /// in the key of a payment, in code that names an idempotency key or pays.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.mentions(&["len(", "count", "attempt", "retr", "tries", "updated", "modified"])
+        && s.mentions(COUNT_WORDS)
         // A key site names an idempotency key, or is a reference handed to a payment.
         && (s.facts.functions.iter().any(|f| f.mentions_idempotency)
             || (s.facts.payment_module || s.facts.functions.iter().any(|f| f.payment))
@@ -47,11 +60,9 @@ fn check(cx: &mut Ctx<'_>) {
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         // A count or a counter in the function's text before its key sites are read.
         let text = syntax::text(func, src);
-        if ![
-            "len(", "count", "attempt", "retr", "tries", "updated", "modified",
-        ]
-        .iter()
-        .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
+        if !COUNT_WORDS
+            .iter()
+            .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
         {
             continue;
         }
@@ -73,12 +84,15 @@ fn check(cx: &mut Ctx<'_>) {
                         numbered_in_helper(idx, site.value, src)
                             .or_else(|| counted_from_handed_record(idx, func, site.value, src))
                             .map(|(counter, (step, stamped), field)| {
-                                (
-                                    counter,
-                                    step,
-                                    field,
-                                    if stamped { "stamped" } else { "helper" },
-                                )
+                                // A step of the function's own (`payment.submissions += 1`).
+                                let how = if stamped {
+                                    "stamped"
+                                } else if step.kind() == kinds::AUGMENTED_ASSIGNMENT {
+                                    "each_run"
+                                } else {
+                                    "helper"
+                                };
+                                (counter, step, field, how)
                             })
                     })
                     .or_else(|| {
@@ -109,7 +123,7 @@ fn check(cx: &mut Ctx<'_>) {
                     reported.push(at.id());
                     let function = facts::qualname(func, idx, src);
                     let place = (how == "claimed_elsewhere")
-                        .then(|| stepped_at(cx, syntax::callee_name(at, src), &field))
+                        .then(|| stepped_at(cx, claim_name(at, src), &field))
                         .flatten()
                         .unwrap_or_default();
                     let finding = cx
@@ -122,9 +136,12 @@ fn check(cx: &mut Ctx<'_>) {
                     if how == "stored" {
                         finding.arg("stored", syntax::normalized(at, src));
                     } else if how == "claimed_elsewhere" {
-                        finding
-                            .arg("claim", syntax::callee(at, src).to_string())
-                            .arg("place", place);
+                        let claim = if at.kind() == kinds::CALL {
+                            syntax::callee(at, src)
+                        } else {
+                            syntax::text(at, src)
+                        };
+                        finding.arg("claim", claim.to_string()).arg("place", place);
                     } else if matches!(how, "each_run" | "helper" | "stamped" | "saved") {
                         finding.arg("step_line", syntax::lines(at).0.to_string());
                     } else {
@@ -394,7 +411,12 @@ fn stored_through_a_local<'t>(
                 .find(|n| {
                     let text = syntax::text(*n, src);
                     let compact: String = text.split_whitespace().collect();
-                    (n.kind() == kinds::CALL && compact.contains(&keyword)
+                    // Or stepped in the store itself (`.update(submit_attempts=F("submit_attempts")
+                    // + 1)`), to the same count.
+                    (n.kind() == kinds::CALL
+                        && (compact.contains(&keyword)
+                            || syntax::keyword_arg(*n, field, src).is_some()
+                                && increments(text, field))
                         || n.kind() == kinds::ASSIGNMENT && text == assigned)
                         && !moved_for_a_reason(idx, func, *n, src)
                 })?;
@@ -563,6 +585,39 @@ pub(crate) fn stepped_fields(text: &str, first: u32) -> crate::rules::facts::Ste
     out.into()
 }
 
+/// The steps of `func` but those that number a new record made only once the last one is
+/// settled (`Attempt.objects.create(attempt_number=last.attempt_number + 1, ...)` after `if
+/// last.state == Attempt.State.IN_FLIGHT: return last`): a claim's caller resends the record in
+/// flight under its own number.
+pub(crate) fn unsettled_steps(
+    func: Node<'_>,
+    idx: &NodeIndex<'_>,
+    src: &str,
+    steps: &crate::rules::facts::Steps,
+) -> crate::rules::facts::Steps {
+    let settled = |(field, line): &(Box<str>, u32)| {
+        idx.within(func, kinds::CALL).iter().any(|&call| {
+            let (first, last) = syntax::lines(call);
+            (first..=last).contains(line)
+                && syntax::keyword_arg(call, field, src).is_some()
+                && made_once_the_last_is_settled(idx, call, src)
+        })
+    };
+    let kept: Vec<(Box<str>, u32)> = steps.iter().filter(|s| !settled(s)).cloned().collect();
+    kept.into()
+}
+
+/// The name of a claim: the function a call calls, or the one handed to a runner
+/// (`claim_batch` of `db.claim_batch`).
+fn claim_name<'s>(claim: Node<'_>, src: &'s str) -> &'s str {
+    if claim.kind() == kinds::CALL {
+        syntax::callee_name(claim, src)
+    } else {
+        let text = syntax::text(claim, src);
+        text.rsplit('.').next().unwrap_or(text)
+    }
+}
+
 /// `payout["submit_attempts"]` in the key, where `payout` is what a claim of another module
 /// returned (`await self._repo.claim_next_submission(...)`) and that claim moves the field on by
 /// one (`submit_attempts = p.submit_attempts + 1` in its SQL): every claim, the one after a
@@ -626,7 +681,18 @@ fn claimed_in_another_module<'t>(
                     })
                     .flatten()
             })?;
-            stepped_at(cx, syntax::callee_name(claim, src), field)?;
+            // Or a claim handed to a runner of the project (`await self._db(db.claim_batch,
+            // batch_id, now)`): the function handed is the claim.
+            let claim = if stepped_at(cx, syntax::callee_name(claim, src), field).is_some() {
+                claim
+            } else {
+                let handed = syntax::positional_args(claim)
+                    .into_iter()
+                    .next()
+                    .filter(|a| matches!(a.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE))?;
+                stepped_at(cx, claim_name(handed, src), field)?;
+                handed
+            };
             Some((read, claim, field.to_string()))
         })
 }
@@ -902,6 +968,33 @@ const FRESH_STATES: &[&str] = &[
 /// (`claimed_from_a_fresh_state`), or, for a helper of the project, by the states it is handed
 /// to move from (`_transition(dispute, (DisputeStatus.OPEN,), DisputeStatus.CONTESTING,
 /// contest_attempts=Dispute.contest_attempts + 1)`, `from_statuses=("open",)`).
+/// `Payment(invoice=invoice, attempt_number=previous.attempt_number + 1, ...)` in a function
+/// that first turns away a previous record still in flight (`if previous.status not in
+/// UNSUCCESSFUL: raise CollectionConflict(...)`): the count numbers a new record, made only once
+/// the last one is settled, and each record keeps its number, and so its key, for every resend.
+fn made_once_the_last_is_settled(idx: &NodeIndex<'_>, step: Node<'_>, src: &str) -> bool {
+    let class = syntax::callee_name(step, src);
+    let new_record = class.starts_with(|c: char| c.is_ascii_uppercase())
+        || class == "create" && syntax::callee(step, src).contains(".objects.");
+    if !new_record {
+        return false;
+    }
+    let Some(func) = idx.enclosing(step, kinds::FUNCTION_DEFINITION) else {
+        return false;
+    };
+    idx.within(func, kinds::IF_STATEMENT).iter().any(|&branch| {
+        branch.end_byte() <= step.start_byte()
+            && branch.field("condition").is_some_and(|c| {
+                let text = syntax::text(c, src);
+                (text.contains("status") || text.contains("state"))
+                    && (text.contains(" in ") || text.contains("=="))
+            })
+            && branch
+                .field("consequence")
+                .is_some_and(|b| !syntax::block_falls_through(b, src))
+    })
+}
+
 fn claim_from_a_fresh_state(idx: &NodeIndex<'_>, claim: Node<'_>, src: &str) -> bool {
     if claimed_from_a_fresh_state(syntax::text(claim, src)) || fresh_by_parameter(idx, claim, src) {
         return true;
@@ -1168,9 +1261,25 @@ fn numbered_in_helper<'t>(
         let caller = idx
             .enclosing(value, kinds::FUNCTION_DEFINITION)
             .unwrap_or(helper);
+        // `payment.submissions += 1` in the caller, ahead of the key: every run steps it.
+        let stepped_here = idx
+            .within(caller, kinds::AUGMENTED_ASSIGNMENT)
+            .iter()
+            .copied()
+            .find(|a| {
+                a.end_byte() <= value.start_byte()
+                    && a.field("left").is_some_and(|l| {
+                        l.kind() == kinds::ATTRIBUTE
+                            && l.field("attribute")
+                                .is_some_and(|f| syntax::text(f, src) == field)
+                    })
+                    && syntax::text(*a, src).contains("+=")
+                    && !moved_for_a_reason(idx, caller, *a, src)
+            })
+            .map(|a| (a, false));
         Some((
             read,
-            moved_by_a_claim(idx, caller, field, src)?,
+            stepped_here.or_else(|| moved_by_a_claim(idx, caller, field, src))?,
             field.to_string(),
         ))
     })
@@ -1199,7 +1308,8 @@ fn moved_by_a_claim<'t>(
                 let v = syntax::text(v, src);
                 v.contains(field) && (v.contains("+ 1") || v.contains("+1"))
             }))
-            && !claim_from_a_fresh_state(idx, *c, src);
+            && !claim_from_a_fresh_state(idx, *c, src)
+            && !made_once_the_last_is_settled(idx, *c, src);
         // `retry_claimed_at=now`: a new time on every claim.
         let stamps = stamps_time(field)
             && syntax::keyword_arg(*c, field, src).is_some_and(|v| the_time(syntax::text(v, src)));
@@ -1365,9 +1475,32 @@ fn moved_for_a_reason(idx: &NodeIndex<'_>, func: Node<'_>, step: Node<'_>, src: 
     ]
     .iter()
     .any(|k| {
-        idx.enclosing(step, k)
-            .is_some_and(|e| e.start_byte() > func.start_byte() && !only_found(e, step, src))
+        idx.enclosing(step, k).is_some_and(|e| {
+            e.start_byte() > func.start_byte()
+                && !only_found(e, step, src)
+                && !resends_the_unsettled(e, src)
+        })
     })
+}
+
+/// Whether `block` is an `if` that asks whether the record is still unsettled (`if
+/// existing.status is CaptureStatus.PENDING:`, "no answer last time: send it again"): the step
+/// it guards is taken exactly on the resend that must carry the first key.
+fn resends_the_unsettled(block: Node<'_>, src: &str) -> bool {
+    block.kind() == kinds::IF_STATEMENT
+        && syntax::elif_clauses(block).is_empty()
+        && block.field("condition").is_some_and(|c| {
+            let condition = syntax::text(c, src);
+            (condition.contains("status") || condition.contains("state"))
+                && !condition.contains("not ")
+                && !condition.contains("!=")
+                && syntax::name_words(condition).iter().any(|w| {
+                    matches!(
+                        w.as_str(),
+                        "pending" | "unknown" | "submitting" | "processing" | "uncertain"
+                    )
+                })
+        })
 }
 
 /// Whether `block` is an `if` that only asks whether the record the step moves was found
@@ -1394,7 +1527,16 @@ fn counts_attempts(field: &str) -> bool {
     syntax::name_words(field).iter().any(|w| {
         matches!(
             w.as_str(),
-            "count" | "attempt" | "attempts" | "retry" | "retries" | "tries" | "try"
+            "count"
+                | "attempt"
+                | "attempts"
+                | "retry"
+                | "retries"
+                | "tries"
+                | "try"
+                | "submissions"
+                | "sends"
+                | "resends"
         )
     })
 }

@@ -239,7 +239,13 @@ impl ChangeSet {
             return false;
         }
         let mut sends = false;
-        for (_, func) in self.functions_named(side, name) {
+        for (file, func) in self.functions_named(side, name) {
+            // A test's fake of the client (`def create_batch_payout(self, body, *,
+            // request_id): self.calls.append(request_id)`) sends nothing, and says nothing of
+            // what the code's client does.
+            if file.is_test {
+                continue;
+            }
             let param = match slot {
                 Slot::Keyword(k) => Some(&**k),
                 Slot::Position(i) => func.params.split(',').nth(usize::from(*i)),

@@ -153,6 +153,10 @@ fn number_kind(idx: &NodeIndex<'_>, src: &str, func: Option<Node<'_>>, amount: N
     if let Some(kind) = of_text(own) {
         return kind;
     }
+    // `attrs.pop("amount")` in a serializer's `validate`: what its `DecimalField` made.
+    if reads_a_decimal_field(own, src) {
+        return Kind::Decimal;
+    }
     let (Some(func), kinds::IDENTIFIER) = (func, amount.kind()) else {
         return Kind::Unknown;
     };
@@ -176,14 +180,7 @@ fn number_kind(idx: &NodeIndex<'_>, src: &str, func: Option<Node<'_>>, amount: N
         .filter(|a| a.end_byte() <= amount.start_byte())
         .filter(|a| a.field("left").is_some_and(|l| syntax::text(l, src) == own))
         .filter_map(|a| a.field("right"))
-        .any(|value| {
-            let text = syntax::text(value, src);
-            (text.contains("validated_data") || text.contains("cleaned_data"))
-                && text
-                    .split(['"', '\''])
-                    .nth(1)
-                    .is_some_and(|field| declared_decimal(src, field))
-        });
+        .any(|value| reads_a_decimal_field(syntax::text(value, src), src));
     if from_a_decimal_field {
         return Kind::Decimal;
     }
@@ -199,6 +196,19 @@ fn number_kind(idx: &NodeIndex<'_>, src: &str, func: Option<Node<'_>>, amount: N
         .find(|p| syntax::parameter_name(*p, src) == own)
         .map(|p| syntax::text(p, src));
     parameter.and_then(of_text).unwrap_or(Kind::Unknown)
+}
+
+/// `body.validated_data.get("amount")`, `form.cleaned_data["amount"]`, `attrs.pop("amount")` (a
+/// serializer's `validate`) of a field the file declares as a `DecimalField`.
+fn reads_a_decimal_field(text: &str, src: &str) -> bool {
+    (text.contains("validated_data")
+        || text.contains("cleaned_data")
+        || text.starts_with("attrs.")
+        || text.starts_with("attrs["))
+        && text
+            .split(['"', '\''])
+            .nth(1)
+            .is_some_and(|field| declared_decimal(src, field))
 }
 
 /// Whether the file declares `field` as a decimal field of a serializer, a form or a model

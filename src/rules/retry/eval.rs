@@ -153,7 +153,7 @@ impl<'t> Env<'t, '_> {
     }
 }
 
-fn assigned_name<'s>(assignment: Node<'_>, src: &'s str) -> Option<&'s str> {
+pub fn assigned_name<'s>(assignment: Node<'_>, src: &'s str) -> Option<&'s str> {
     let left = assignment.field("left")?;
     (left.kind() == kinds::IDENTIFIER).then(|| syntax::text(left, src))
 }

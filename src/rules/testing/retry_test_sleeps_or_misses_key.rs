@@ -361,27 +361,91 @@ fn hands_a_sleep(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return false;
     };
-    let hands = |scope: Node<'_>| {
+    // `via`: the test's call of the helper `scope` is, which may leave its fake out.
+    let hands = |scope: Node<'_>, via: Option<Node<'_>>| {
         idx.within(scope, kinds::CALL).iter().any(|&call| {
-            syntax::keyword_args(call, src)
-                .iter()
-                .any(|(name, _)| syntax::names_sleep(name))
+            syntax::keyword_args(call, src).iter().any(|(name, value)| {
+                syntax::names_sleep(name)
+                    && !via.is_some_and(|via| {
+                        real_sleep_unless_given(idx, scope, *value, src)
+                            .is_some_and(|param| !gives(via, scope, &param, src))
+                    })
+            })
         })
     };
     // Or a helper of the file that builds the client with one (`make_client(session)` setting
     // `kwargs.setdefault("sleep", lambda seconds: None)`).
-    hands(test.node)
+    hands(test.node, None)
         || idx.within(test.node, kinds::CALL).iter().any(|&call| {
             syntax::receiver(call).is_none()
                 && super::function_of_file(idx, src, idx.callee_name(call, src))
                     .filter(|helper| helper.id() != test.node.id())
                     .is_some_and(|helper| {
-                        hands(helper)
+                        hands(helper, Some(call))
                             || ["sleep", "sleeper", "sleep_fn"]
                                 .iter()
                                 .any(|p| sets_the_keyword(syntax::text(helper, src), p))
                     })
         })
+}
+
+/// Whether `call` of `func` gives it `param`: by name, or by its place.
+fn gives(call: Node<'_>, func: Node<'_>, param: &str, src: &str) -> bool {
+    if syntax::keyword_args(call, src)
+        .iter()
+        .any(|(name, _)| *name == param)
+    {
+        return true;
+    }
+    crate::rules::pay::positional_parameters(func, src)
+        .iter()
+        .position(|p| *p == param)
+        .is_some_and(|at| syntax::positional_args(call).len() > at)
+}
+
+/// The parameter of a helper whose fake the sleep it hands is, falling back to the real one
+/// when none is given: `sleep=sleep or asyncio.sleep`, `sleep = sleeps.append if sleeps is not
+/// None else time.sleep`.
+fn real_sleep_unless_given(
+    idx: &crate::python::NodeIndex<'_>,
+    helper: Node<'_>,
+    value: Node<'_>,
+    src: &str,
+) -> Option<String> {
+    let value = if value.kind() == kinds::IDENTIFIER {
+        idx.assigned_before(
+            Some(helper),
+            syntax::text(value, src),
+            value.start_byte(),
+            src,
+        )?
+    } else {
+        value
+    };
+    let real = |n: Node<'_>| {
+        matches!(
+            syntax::text(n, src),
+            "time.sleep" | "asyncio.sleep" | "sleep" | "trio.sleep" | "anyio.sleep"
+        )
+    };
+    let tested = match value.kind() {
+        kinds::BOOLEAN_OPERATOR => {
+            let (left, right) = (value.field("left")?, value.field("right")?);
+            real(right).then_some(left)?
+        }
+        kinds::CONDITIONAL_EXPRESSION => {
+            let parts = crate::python::named_children(value);
+            let [_, condition, otherwise] = parts[..] else {
+                return None;
+            };
+            real(otherwise).then_some(condition)?
+        }
+        _ => return None,
+    };
+    let params = crate::rules::pay::parameters(helper, src);
+    params
+        .into_iter()
+        .find(|p| syntax::has_word(syntax::text(tested, src), p))
 }
 
 /// A function or class of the change the test calls that takes the sleep it waits with between
@@ -551,7 +615,15 @@ fn left_to_default_in(
         let positional = syntax::positional_args(call).len() as u32;
         // `self` takes the first place of a method's parameters.
         let offset = u32::from(def.qualname.contains('.'));
-        let passed = syntax::keyword_arg(call, param, src).is_some()
+        // A fake that falls back to the real sleep when the test gives none (`sleep=sleep or
+        // asyncio.sleep`) is the real sleep for a test that gives none.
+        let falls_back = |value: Node<'_>| {
+            via.is_some_and(|via| {
+                real_sleep_unless_given(idx, scope, value, src)
+                    .is_some_and(|p| !gives(via, scope, &p, src))
+            })
+        };
+        let passed = syntax::keyword_arg(call, param, src).is_some_and(|v| !falls_back(v))
             || place.is_some_and(|p| p < positional + offset)
             || spread.as_ref().is_some_and(|(keys, updated)| {
                 keys.iter().any(|k| **k == *param)
