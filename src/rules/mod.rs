@@ -134,6 +134,7 @@ pub static ALL: &[&Rule] = &[
     &pay::answer_dropped_then_done::RULE,
     &pay::currency_left_to_default::RULE,
     &pay::paid_inside_the_records_transaction::RULE,
+    &pay::money_written_apart::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

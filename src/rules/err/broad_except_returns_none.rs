@@ -342,10 +342,14 @@ fn report_not_found<'c, 'a>(
 /// already moved (`list_transfers`, `list_customer_payments`). A broad `except` is read by
 /// `swallowing_except`.
 fn family_lookup_none<'t>(clause: Node<'t>, idx: &NodeIndex<'t>, src: &str) -> Option<Node<'t>> {
-    if syntax::is_broad_except(clause, src) || !catches_a_family(clause, src) {
+    if syntax::is_broad_except(clause, src) {
         return None;
     }
     let func = idx.enclosing(clause, kinds::FUNCTION_DEFINITION)?;
+    // The handler first: most give no `None`, and the calls of the `try` are not read.
+    if !handler_returns_none(clause, func, idx, src, &mut |_| false) {
+        return None;
+    }
     let body = syntax::try_of(clause)?.field("body")?;
     // Or a function named for that read (`find_payout`) whose `try` asks the provider
     // (`self._http.get("/v1/payouts", ...)`).
@@ -359,7 +363,8 @@ fn family_lookup_none<'t>(clause: Node<'t>, idx: &NodeIndex<'t>, src: &str) -> O
                 || named_for_it && syntax::receiver(call).is_some()
         })
         .then_some(())?;
-    handler_returns_none(clause, func, idx, src, &mut |_| false).then_some(func)
+    // Asked last: a family is told from the file's text, the dearest test here.
+    catches_a_family(clause, src).then_some(func)
 }
 
 /// Whether the clause catches a client's whole family of failures, its timeouts with it.
@@ -631,9 +636,6 @@ fn lookup_set_to_none<'t>(
     src: &str,
 ) -> Option<LookupNone<'t>> {
     let broad = syntax::is_broad_except(clause, src);
-    if !broad && !catches_a_family(clause, src) {
-        return None;
-    }
     let body = syntax::except_body(clause)?;
     let statements = syntax::statements(body);
     // The handler only logs and sets the name to `None`.
@@ -681,7 +683,11 @@ fn lookup_set_to_none<'t>(
     }
     // A family caught (`except BankApiError`) is read only around a read of money moved: a
     // client's lookup of a customer may well give "none" for its outage.
-    if !broad && !super::lookup_failure_read_as_empty::reads_money_moved(call, src) {
+    let family_of_money = || {
+        super::lookup_failure_read_as_empty::reads_money_moved(call, src)
+            && catches_a_family(clause, src)
+    };
+    if !broad && !family_of_money() {
         return None;
     }
     let func = idx.enclosing(clause, kinds::FUNCTION_DEFINITION)?;

@@ -29,7 +29,7 @@ fn gate(s: &Scan<'_>) -> bool {
             .index()
             .all(kinds::EXCEPT_CLAUSE)
             .iter()
-            .any(|&c| catches_timeout(c, s.src()).is_some())
+            .any(|&c| catches_timeout(c, s.src()).is_some() || catches_a_constant(c, s.src()))
             || s.mentions(super::unknown_given_up::UNKNOWN_WORDS)
                 // A count tested, and a failure marked.
                 && s.mentions(&["ttempt", "tries", "retr"])
@@ -39,9 +39,10 @@ fn gate(s: &Scan<'_>) -> bool {
             // and a failure marked.
             || s.mentions(&["nknown", "navailable"])
                 && s.mentions(&["FAIL", "fail", "Fail"])
-                && s.mentions(&["except ("])
-            // A tuple of the errors of a request never sent (`_NOT_DELIVERED = (...)`).
-            || s.mentions(&["SENT", "DELIVERED", "REACHED"]))
+                && s.mentions(&["except ("]))
+    // A tuple of the errors of a request never sent, and a retryable status handed back on the
+    // last attempt, are read in files that catch the transport's errors, by class or by a
+    // tuple of the module (`except _NOT_DELIVERED`): the gate's first test opens them.
 }
 
 /// `_NOT_DELIVERED = (httpx.ConnectError, httpx.TimeoutException, PayPalUnavailable)`, caught
@@ -50,6 +51,21 @@ fn gate(s: &Scan<'_>) -> bool {
 /// failed, release what it held, send it again under a new key) it does for one the provider
 /// may have carried out.
 fn timeout_counted_unsent(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    // Most files name no such tuple: their text is asked before their statements.
+    let bytes = src.as_bytes();
+    if ![
+        "SENT",
+        "DELIVERED",
+        "REACHED",
+        "_sent",
+        "_delivered",
+        "_reached",
+    ]
+    .iter()
+    .any(|w| memchr::memmem::find(bytes, w.as_bytes()).is_some())
+    {
+        return;
+    }
     for assignment in crate::rules::retry::eval::module_assignments(idx) {
         let Some(name) = crate::rules::retry::eval::assigned_name(assignment, src) else {
             continue;
@@ -83,6 +99,117 @@ fn timeout_counted_unsent(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
     }
 }
 
+/// `if response.status_code not in RETRYABLE_STATUS_CODES or attempt == attempts: return
+/// response` in a retry loop of a function that raises its error of no answer
+/// (`GoCardlessUnavailable`) when its transport errors run out: on the last attempt a 5xx, a 429
+/// or a 409 is handed back as if it were the provider's final answer, and the caller takes it
+/// for a refusal, while the payment may have been made.
+fn last_answer_passed_on(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    // Most files test no set of retryable statuses: their text is asked before their `if`s.
+    let bytes = src.as_bytes();
+    if memchr::memmem::find(bytes, b"not in").is_none()
+        || ![
+            "etry", "ETRY", "etri", "ETRI", "ransient", "RANSIENT", "emporary", "EMPORARY",
+        ]
+        .iter()
+        .any(|w| memchr::memmem::find(bytes, w.as_bytes()).is_some())
+    {
+        return;
+    }
+    for &branch in idx.all(kinds::IF_STATEMENT) {
+        let Some(condition) = branch
+            .field("condition")
+            .filter(|c| c.kind() == kinds::BOOLEAN_OPERATOR)
+        else {
+            continue;
+        };
+        if condition.child(1).is_none_or(|o| o.kind() != "or") {
+            continue;
+        }
+        let (Some(left), Some(right)) = (condition.field("left"), condition.field("right")) else {
+            continue;
+        };
+        let (status, last) = if not_a_retryable_status(left, src) {
+            (left, right)
+        } else if not_a_retryable_status(right, src) {
+            (right, left)
+        } else {
+            continue;
+        };
+        if !tests_the_last_attempt(last, src) {
+            continue;
+        }
+        let hands_back = branch.field("consequence").is_some_and(|b| {
+            syntax::statements(b)
+                .last()
+                .is_some_and(|s| s.kind() == kinds::RETURN_STATEMENT)
+        });
+        let in_a_loop = idx.enclosing(branch, kinds::FOR_STATEMENT).is_some()
+            || idx.enclosing(branch, kinds::WHILE_STATEMENT).is_some();
+        let Some(func) = idx.enclosing(branch, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        // The function's own error of no answer, raised when the attempts run out.
+        let unknown = idx
+            .within(func, kinds::RAISE_STATEMENT)
+            .iter()
+            .find_map(|r| {
+                let class = raised_class(*r, src)?;
+                no_answer_class(class).is_some().then_some(class)
+            });
+        let (true, true, Some(unknown)) = (hands_back, in_a_loop, unknown) else {
+            continue;
+        };
+        let function = facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, condition)
+            .arg("function", function.clone())
+            .arg("test", syntax::normalized(condition, src))
+            .arg(
+                "retryable",
+                status
+                    .named_child(1)
+                    .map_or_else(String::new, |set| syntax::normalized(set, src)),
+            )
+            .arg("unknown", unknown.to_string())
+            .note("last_answer");
+        finding.function = function;
+    }
+}
+
+/// `response.status_code not in RETRYABLE_STATUS_CODES`: a status tested against a set named
+/// for those worth another attempt.
+fn not_a_retryable_status(test: Node<'_>, src: &str) -> bool {
+    if test.kind() != kinds::COMPARISON_OPERATOR
+        || test.child(1).is_none_or(|o| o.kind() != "not in")
+    {
+        return false;
+    }
+    let (Some(status), Some(set)) = (test.named_child(0), test.named_child(1)) else {
+        return false;
+    };
+    syntax::text(status, src).contains("status")
+        && syntax::name_words(syntax::text(set, src)).iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "retryable" | "retriable" | "retry" | "transient" | "temporary"
+            )
+        })
+}
+
+/// `attempt == attempts`, `attempt >= self._max_attempts`: the last attempt.
+fn tests_the_last_attempt(test: Node<'_>, src: &str) -> bool {
+    if test.kind() != kinds::COMPARISON_OPERATOR
+        || test
+            .child(1)
+            .is_none_or(|o| !matches!(o.kind(), "==" | ">=" | ">"))
+    {
+        return false;
+    }
+    let text = syntax::text(test, src).to_ascii_lowercase();
+    text.contains("attempt") || text.contains("tries") || text.contains("retries")
+}
+
 /// A name for the errors of a request that never left: `_NOT_DELIVERED`, `NEVER_SENT`,
 /// `UNSENT_ERRORS`, `NOT_REACHED`.
 fn names_unsent(name: &str) -> bool {
@@ -106,6 +233,18 @@ fn read_timeout_class(name: &str) -> bool {
             | "ReadTimeoutError"
             | "ServerTimeoutError"
     )
+}
+
+/// Whether a clause catches a tuple kept under a module constant (`except _NOT_DELIVERED`,
+/// `except _TRANSPORT_ERRORS`): what it holds is read from the module.
+fn catches_a_constant(clause: Node<'_>, src: &str) -> bool {
+    syntax::except_types(clause).iter().any(|t| {
+        let name = facts::last_name(syntax::text(*t, src));
+        name.len() >= 3
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b == b'_' || b.is_ascii_digit())
+    })
 }
 
 /// How a clause comes to catch a timeout.
@@ -526,6 +665,7 @@ fn check(cx: &mut Ctx<'_>) {
     };
     left_out_of_the_wrapper(cx, idx, src);
     timeout_counted_unsent(cx, idx, src);
+    last_answer_passed_on(cx, idx, src);
     let mut given_up = Vec::new();
     // Asked only where the change defines classes on bases: most files define none.
     let classes = cx.change.side(cx.side).any(|f| !f.class_bases.is_empty());
@@ -1442,9 +1582,16 @@ fn tests_for_no_status(condition: Node<'_>, alias: &str, src: &str) -> bool {
         kinds::PARENTHESIZED_EXPRESSION | kinds::NOT_OPERATOR => condition
             .named_child(0)
             .is_some_and(|c| tests_for_no_status(c, alias, src)),
-        kinds::COMPARISON_OPERATOR => condition
-            .named_child(1)
-            .is_some_and(|n| n.kind() == kinds::NONE),
+        kinds::COMPARISON_OPERATOR => {
+            condition
+                .named_child(1)
+                .is_some_and(|n| n.kind() == kinds::NONE)
+                && condition.named_child(0).is_some_and(|n| {
+                    n.kind() == kinds::ATTRIBUTE
+                        && n.field("object")
+                            .is_some_and(|o| syntax::text(o, src) == alias)
+                })
+        }
         _ => false,
     }
 }
@@ -1824,6 +1971,7 @@ fn failure_word(text: &str) -> bool {
                 | "declined"
                 | "decline"
                 | "rejected"
+                | "refused"
                 | "error"
                 | "errored"
         )
@@ -1877,7 +2025,11 @@ pub(super) fn calls_failure(call: Node<'_>, src: &str) -> Option<bool> {
             w.as_str(),
             "fail" | "failed" | "failure" | "decline" | "declined" | "reject" | "rejected"
         )
-    });
+    })
+        // `mark_refund_refused(...)`, a record written; an error raised (`TopUpRefused`) is
+        // read as an answer handed back, by `raised_as_definite`.
+        || !name.starts_with(|c: char| c.is_ascii_uppercase())
+            && words.iter().any(|w| w == "refuse" || w == "refused");
     // `_record_error(invoice, attempt, exc, now)`: an error written down as the attempt's end.
     let records_an_error = words
         .first()

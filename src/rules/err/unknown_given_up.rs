@@ -40,6 +40,45 @@ pub(super) fn given_up<'t>(
     exhausted(idx, func, clause, src)
         .or_else(|| count_passed(idx, func, facts, try_statement, src))
         .or_else(|| retries_spent(idx, func, clause, src))
+        .or_else(|| spent_in_a_helper(idx, func, clause, src))
+}
+
+/// A handler that hands the record to a helper of the file to be tried again
+/// (`await self._defer_refund(job, str(exc))`), and that helper marks it failed once the rounds
+/// are counted out (`if job.attempts >= max_attempts: await repo.mark_refund_failed(...)`).
+fn spent_in_a_helper<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    clause: Node<'t>,
+    src: &str,
+) -> Option<GivenUp<'t>> {
+    let handler = syntax::except_body(clause)?;
+    idx.within(handler, kinds::CALL).iter().find_map(|&call| {
+        if syntax::receiver(call).is_some_and(|r| syntax::text(r, src) != "self") {
+            return None;
+        }
+        let name = syntax::callee_name(call, src);
+        let helper = idx
+            .all(kinds::FUNCTION_DEFINITION)
+            .iter()
+            .copied()
+            .find(|f| f.id() != func.id() && syntax::function_name(*f, src) == name)?;
+        idx.within(helper, kinds::IF_STATEMENT)
+            .iter()
+            .filter(|i| super::owned_by(**i, helper, idx))
+            .find_map(|&test| {
+                let condition = test.field("condition")?;
+                if !tests_a_count(condition, src) {
+                    return None;
+                }
+                let mark = first_failure(idx, helper, test.field("consequence")?, src)?;
+                Some(GivenUp {
+                    mark,
+                    because: condition,
+                    note: "given_up",
+                })
+            })
+    })
 }
 
 /// A timeout handler that asks for another run until the task's retries are spent, and then

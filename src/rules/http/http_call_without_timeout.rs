@@ -39,8 +39,14 @@ fn check(cx: &mut Ctx<'_>) {
         let src = cx.src();
         let callee = syntax::callee(call.node, src).to_string();
         let lines = syntax::lines(call.node);
-        let switched_off = syntax::keyword_arg(call.node, "timeout", src).is_some();
+        let given = syntax::keyword_arg(call.node, "timeout", src);
+        let switched_off = given.is_some();
+        // `timeout=timeout` of a parameter that defaults to `None`, and the call of the
+        // function that leaves it there.
+        let left =
+            given.and_then(|t| Some((syntax::text(t, src), none_by_default(cx, call.node, t)?)));
         let note = match call.lib {
+            _ if left.is_some() => "none_param",
             _ if switched_off => "none",
             Lib::Aiohttp => "aiohttp",
             Lib::Urllib => "urllib",
@@ -51,6 +57,11 @@ fn check(cx: &mut Ctx<'_>) {
             .report_lines(&RULE, lines, callee.clone())
             .arg("call", callee)
             .note(note);
+        if let Some((param, line)) = left {
+            finding
+                .arg("param", param.to_string())
+                .arg("caller_line", line.to_string());
+        }
         // A client module whose every endpoint lacks the timeout is one point, said once per
         // file: the fix is one helper or session setting, not a comment per call.
         finding.point = Some(note);
@@ -172,12 +183,55 @@ fn kwargs_carry_no_timeout<'a>(cx: &impl Local<'a>, call: Node<'_>) -> bool {
         })
 }
 
+/// `timeout=timeout` where `timeout` is a parameter of the function that defaults to `None`,
+/// never set in it before the call, and a call of the function in the file leaves it out
+/// (`self._post(path, body, key)` of `_post(..., *, timeout=None)`): the line of that call.
+fn none_by_default<'a>(cx: &impl Local<'a>, call: Node<'_>, given: Node<'_>) -> Option<u32> {
+    let (idx, src) = (cx.index()?, cx.src());
+    if given.kind() != kinds::IDENTIFIER {
+        return None;
+    }
+    let name = syntax::text(given, src);
+    let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
+    let defaults_to_none = func.field("parameters").is_some_and(|params| {
+        crate::python::named_children(params).iter().any(|p| {
+            matches!(
+                p.kind(),
+                kinds::DEFAULT_PARAMETER | kinds::TYPED_DEFAULT_PARAMETER
+            ) && syntax::parameter_name(*p, src) == name
+                && p.field("value").is_some_and(|v| v.kind() == kinds::NONE)
+        })
+    });
+    if !defaults_to_none
+        || idx
+            .assigned_before(Some(func), name, call.start_byte(), src)
+            .is_some()
+    {
+        return None;
+    }
+    let at = crate::rules::pay::positional_parameters(func, src)
+        .iter()
+        .position(|p| *p == name);
+    let function = syntax::function_name(func, src);
+    idx.all(kinds::CALL)
+        .iter()
+        .find(|c| {
+            syntax::callee_name(**c, src) == function
+                && !syntax::contains(func, **c)
+                && syntax::keyword_arg(**c, name, src).is_none()
+                && !syntax::has_dict_splat(**c)
+                && at.is_none_or(|at| syntax::positional_args(**c).len() <= at)
+        })
+        .map(|c| syntax::lines(*c).0)
+}
+
 /// Whether the call has no timeout of its own and its library's default does not bound it.
 fn waits_forever<'a>(cx: &impl Local<'a>, call: &HttpCall<'_>) -> bool {
     let src = cx.src();
     match syntax::keyword_arg(call.node, "timeout", src) {
-        // `timeout=None` switches the timeout off, the client's default included.
-        Some(t) => return t.kind() == kinds::NONE,
+        // `timeout=None` switches the timeout off, the client's default included; so does a
+        // parameter left to its `None` by a caller.
+        Some(t) => return t.kind() == kinds::NONE || none_by_default(cx, call.node, t).is_some(),
         None if syntax::has_dict_splat(call.node) && !kwargs_carry_no_timeout(cx, call.node) => {
             return false;
         }

@@ -18,6 +18,7 @@ pub mod item_refund_sized_by_order;
 pub mod metadata_compared_with_id;
 pub mod minor_units_divided;
 pub mod minor_units_truncated;
+pub mod money_written_apart;
 pub mod outcome_flag_ignored;
 pub mod paid_inside_the_records_transaction;
 pub mod paid_sum_ignores_status;

@@ -73,6 +73,20 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         }
         let Some(open) = open_transaction(idx, func, call, src) else {
+            // The function hands another job to `transaction.on_commit` (`on_commit(lambda:
+            // close_exhausted_invoice.delay(invoice.pk))`): it runs inside a transaction, and
+            // this one is sent before it commits.
+            if let Some(deferred) = deferred_beside(idx, func, call, src) {
+                let function = facts::qualname(func, idx, src);
+                let finding = cx
+                    .report(&RULE, call)
+                    .arg("function", function.clone())
+                    .arg("job", job.to_string())
+                    .arg("deferred", syntax::normalized(deferred, src))
+                    .arg("line", syntax::lines(deferred).0.to_string())
+                    .note("beside_on_commit");
+                finding.function = function;
+            }
             continue;
         };
         let function = facts::qualname(func, idx, src);
@@ -171,6 +185,10 @@ const MONEY: &[&str] = &[
     "funds",
     "reimburse",
     "reimbursement",
+    "fee",
+    "fees",
+    "invoice",
+    "invoices",
 ];
 
 /// Whether the job moves money: its name is a payment operation or names one
@@ -254,6 +272,28 @@ fn open_transaction(
         }
     }
     committed_after(idx, func, call, src, owned)
+}
+
+/// A call of `func` itself that hands work to `transaction.on_commit(...)`, other than the one
+/// `call` is in: the function expects to run inside a transaction.
+fn deferred_beside<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    call: Node<'t>,
+    src: &str,
+) -> Option<Node<'t>> {
+    idx.within(func, kinds::CALL).iter().copied().find(|&c| {
+        syntax::callee_name(c, src) == "on_commit"
+            && !syntax::contains(c, call)
+            && crate::rules::idem::owned_by(idx, c, Some(func))
+            // Not one inside a block that has closed by the time the job is queued (`with
+            // transaction.atomic(): ... on_commit(...)`, then `process_payout.delay(...)`
+            // after it): the job goes after that commit.
+            && !idx
+                .within(func, kinds::WITH_STATEMENT)
+                .iter()
+                .any(|w| syntax::contains(*w, c) && !syntax::contains(*w, call))
+    })
 }
 
 /// Whether the job is handed something the block got (`refund = await

@@ -680,7 +680,15 @@ fn defaulted(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
         let [key, default] = args.as_slice() else {
             continue;
         };
-        if !success_value(*default, src)
+        // `Refund.Status.PROCESSED`: Razorpay's and others' word for a refund done.
+        let processed = syntax::text(*default, src)
+            .rsplit('.')
+            .next()
+            .is_some_and(|w| {
+                w.trim_matches(['"', '\''])
+                    .eq_ignore_ascii_case("processed")
+            });
+        if !(success_value(*default, src) || processed)
             || !names_status(syntax::text(*key, src))
             || !kept_as_a_status(idx, call, src)
         {
