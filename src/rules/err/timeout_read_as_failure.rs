@@ -1664,26 +1664,37 @@ fn narrowed_to_an_answer(condition: Node<'_>, clause: Node<'_>, alias: &str, src
                 .flatten()
                 .any(|side| narrowed_to_an_answer(side, clause, alias, src))
         }
-        kinds::CALL if syntax::callee(condition, src) == "isinstance" => {
-            let args = syntax::positional_args(condition);
-            let [error, classes] = args[..] else {
-                return false;
-            };
-            let named: Vec<&str> = match classes.kind() {
-                kinds::TUPLE => crate::python::named_children(classes)
-                    .into_iter()
-                    .map(|c| facts::last_name(syntax::text(c, src)))
-                    .collect(),
-                _ => vec![facts::last_name(syntax::text(classes, src))],
-            };
-            syntax::text(error, src) == alias
-                && named.iter().all(|n| no_answer_class(n).is_none())
+        kinds::CALL => isinstance_of(condition, alias, src).is_some_and(|named| {
+            named.iter().all(|n| no_answer_class(n).is_none())
                 && caught_names(clause, src)
                     .iter()
                     .any(|c| no_answer_class(c).is_some() && !named.contains(c))
-        }
+        }),
         _ => false,
     }
+}
+
+/// The classes, by their last names, of `isinstance(exc, A)` or `isinstance(exc, (A, B))`
+/// asked of the caught error `alias`.
+fn isinstance_of<'s>(call: Node<'_>, alias: &str, src: &'s str) -> Option<Vec<&'s str>> {
+    if syntax::callee(call, src) != "isinstance" {
+        return None;
+    }
+    let args = syntax::positional_args(call);
+    let [error, classes] = args[..] else {
+        return None;
+    };
+    if syntax::text(error, src) != alias {
+        return None;
+    }
+    let named = match classes.kind() {
+        kinds::TUPLE => crate::python::named_children(classes)
+            .into_iter()
+            .map(|c| facts::last_name(syntax::text(c, src)))
+            .collect(),
+        _ => vec![facts::last_name(syntax::text(classes, src))],
+    };
+    Some(named)
 }
 
 /// Where a test of the caught error's status (`exc.status_code != 409`) sends an error that has
@@ -1693,20 +1704,10 @@ fn narrowed_to_an_answer(condition: Node<'_>, clause: Node<'_>, alias: &str, src
 fn statusless_passes(condition: Node<'_>, alias: &str, src: &str) -> Option<bool> {
     match condition.kind() {
         // `isinstance(exc, RazorpayUnavailable)`: the errors of no answer, a timeout's, pass.
-        kinds::CALL if syntax::callee(condition, src) == "isinstance" => {
-            let args = syntax::positional_args(condition);
-            let [error, classes] = args[..] else {
-                return None;
-            };
-            let named = |n: Node<'_>| no_answer_class(facts::last_name(syntax::text(n, src)));
-            let no_answer = match classes.kind() {
-                kinds::TUPLE => crate::python::named_children(classes)
-                    .into_iter()
-                    .any(|c| named(c).is_some()),
-                _ => named(classes).is_some(),
-            };
-            (syntax::text(error, src) == alias && no_answer).then_some(true)
-        }
+        kinds::CALL => isinstance_of(condition, alias, src)?
+            .iter()
+            .any(|c| no_answer_class(c).is_some())
+            .then_some(true),
         // `isinstance(exc, Unavailable) or exc.is_rejection`: either side lets them in.
         kinds::BOOLEAN_OPERATOR if condition.child(1).is_some_and(|o| o.kind() == "or") => {
             let (left, right) = (condition.field("left")?, condition.field("right")?);

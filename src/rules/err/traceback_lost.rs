@@ -86,23 +86,29 @@ fn raised_on(idx: &NodeIndex<'_>, clause: Node<'_>, alias: &str, src: &str) -> b
 /// `RateLimitError`, `httpx.TimeoutException`, `TRANSIENT_ERRORS`): logged as a warning, it is
 /// an expected turn the handler deals with, and its traceback ends in the HTTP library.
 fn no_answer_only(clause: Node<'_>, src: &str) -> bool {
+    every_caught(clause, src, |last| {
+        matches!(
+            last,
+            "APIConnectionError"
+                | "RateLimitError"
+                | "APIError"
+                | "ConnectionError"
+                | "ConnectError"
+                | "TimeoutException"
+                | "TooManyRequests"
+                | "ServiceUnavailable"
+        ) || super::timeout_read_as_failure::no_answer_class(last).is_some()
+            || super::timeout_read_as_failure::transient_set(last)
+    })
+}
+
+/// Whether the clause names classes, and every one's last name passes `test`.
+fn every_caught(clause: Node<'_>, src: &str, test: impl Fn(&str) -> bool) -> bool {
     let types = syntax::except_types(clause);
     !types.is_empty()
         && types.iter().all(|t| {
             let text = syntax::text(*t, src);
-            let last = text.rsplit('.').next().unwrap_or(text);
-            matches!(
-                last,
-                "APIConnectionError"
-                    | "RateLimitError"
-                    | "APIError"
-                    | "ConnectionError"
-                    | "ConnectError"
-                    | "TimeoutException"
-                    | "TooManyRequests"
-                    | "ServiceUnavailable"
-            ) || super::timeout_read_as_failure::no_answer_class(last).is_some()
-                || super::timeout_read_as_failure::transient_set(last)
+            test(text.rsplit('.').next().unwrap_or(text))
         })
 }
 
@@ -110,16 +116,12 @@ fn no_answer_only(clause: Node<'_>, src: &str) -> bool {
 /// `InvalidRequestError`, `PaymentDeclined`): the message is the answer, and where the client
 /// raised it is no news.
 fn answer_only(clause: Node<'_>, src: &str) -> bool {
-    let types = syntax::except_types(clause);
-    !types.is_empty()
-        && types.iter().all(|t| {
-            let text = syntax::text(*t, src);
-            let last = text.rsplit('.').next().unwrap_or(text);
-            matches!(
-                last,
-                "CardError" | "InvalidRequestError" | "HTTPStatusError"
-            ) || super::timeout_read_as_failure::named_for_a_refusal(last)
-        })
+    every_caught(clause, src, |last| {
+        matches!(
+            last,
+            "CardError" | "InvalidRequestError" | "HTTPStatusError"
+        ) || super::timeout_read_as_failure::named_for_a_refusal(last)
+    })
 }
 
 /// Whether the `try` raises every type its clause catches itself (`raise ValueError(f"capture

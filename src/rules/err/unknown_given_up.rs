@@ -63,35 +63,19 @@ fn spent_in_a_helper<'t>(
             .iter()
             .copied()
             .find(|f| f.id() != func.id() && syntax::function_name(*f, src) == name)?;
-        idx.within(helper, kinds::IF_STATEMENT)
-            .iter()
-            .filter(|i| super::owned_by(**i, helper, idx))
-            .find_map(|&test| {
-                let condition = test.field("condition")?;
-                if !tests_a_count(condition, src) {
-                    return None;
-                }
-                let mark = first_failure(idx, helper, test.field("consequence")?, src)?;
-                Some(GivenUp {
-                    mark,
-                    because: condition,
-                    note: "given_up",
-                })
-            })
+        counted_out(idx, helper, helper, src)
     })
 }
 
-/// A timeout handler that asks for another run until the task's retries are spent, and then
-/// marks the record failed (`if self.request.retries >= self.max_retries: fail_debit(...)`,
-/// before `raise self.retry(exc=exc)`).
-fn retries_spent<'t>(
+/// The first `if` of `func` in `block` that tests a count and marks the record failed under
+/// it.
+fn counted_out<'t>(
     idx: &NodeIndex<'t>,
     func: Node<'t>,
-    clause: Node<'t>,
+    block: Node<'t>,
     src: &str,
 ) -> Option<GivenUp<'t>> {
-    let handler = syntax::except_body(clause)?;
-    idx.within(handler, kinds::IF_STATEMENT)
+    idx.within(block, kinds::IF_STATEMENT)
         .iter()
         .filter(|i| super::owned_by(**i, func, idx))
         .find_map(|&test| {
@@ -106,6 +90,18 @@ fn retries_spent<'t>(
                 note: "given_up",
             })
         })
+}
+
+/// A timeout handler that asks for another run until the task's retries are spent, and then
+/// marks the record failed (`if self.request.retries >= self.max_retries: fail_debit(...)`,
+/// before `raise self.retry(exc=exc)`).
+fn retries_spent<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    clause: Node<'t>,
+    src: &str,
+) -> Option<GivenUp<'t>> {
+    counted_out(idx, func, syntax::except_body(clause)?, src)
 }
 
 /// Whether a handler that returns or raises for some errors sends the retryable ones round the
