@@ -58,11 +58,8 @@ fn spent_in_a_helper<'t>(
             return None;
         }
         let name = syntax::callee_name(call, src);
-        let helper = idx
-            .all(kinds::FUNCTION_DEFINITION)
-            .iter()
-            .copied()
-            .find(|f| f.id() != func.id() && syntax::function_name(*f, src) == name)?;
+        let helper = crate::rules::idem::event_dedup_skipped::function_named(idx, name, src)
+            .filter(|h| h.id() != func.id())?;
         counted_out(idx, helper, helper, src)
     })
 }

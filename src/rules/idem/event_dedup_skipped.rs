@@ -119,7 +119,7 @@ fn check(cx: &mut Ctx<'_>) {
 }
 
 /// The file's function called `name` (at module level or a method: the registry names it).
-fn function_named<'t>(idx: &NodeIndex<'t>, name: &str, src: &str) -> Option<Node<'t>> {
+pub(crate) fn function_named<'t>(idx: &NodeIndex<'t>, name: &str, src: &str) -> Option<Node<'t>> {
     idx.all(kinds::FUNCTION_DEFINITION)
         .iter()
         .copied()

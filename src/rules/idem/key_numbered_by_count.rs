@@ -1234,11 +1234,7 @@ fn numbered_in_helper<'t>(
         return None;
     }
     let name = syntax::callee_name(call, src);
-    let helper = idx
-        .all(kinds::FUNCTION_DEFINITION)
-        .iter()
-        .copied()
-        .find(|f| syntax::function_name(*f, src) == name)?;
+    let helper = super::event_dedup_skipped::function_named(idx, name, src)?;
     let mut reads = Vec::new();
     for &ret in idx.within(helper, kinds::RETURN_STATEMENT) {
         let Some(returned) = syntax::return_value(ret) else {
