@@ -169,6 +169,11 @@ const NOT_MONEY: &[&str] = &[
     "serialise",
     "serialized",
     "repr",
+    // `queue_refund_jobs(refund)`, `schedule_payout`: the money moves in the job, not in the call.
+    "queue",
+    "enqueue",
+    "schedule",
+    "jobs",
 ];
 
 /// `prorated_charge_cents`, `refund_amount`, `compute_capture_total`: a function that works out

@@ -140,6 +140,8 @@ pub static ALL: &[&Rule] = &[
     &retry::blocking_sleep_in_async::RULE,
     &retry::misleading_retry_constants::RULE,
     &retry::budget_exceeds_task_limit::RULE,
+    &retry::refusal_retried::RULE,
+    &retry::retry_without_bound::RULE,
     &scope::UNDECLARED_CHANGE,
     &sup::SUPPRESSION_WITHOUT_REASON,
     &sup::UNUSED_SUPPRESSION,

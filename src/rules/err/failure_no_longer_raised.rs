@@ -67,7 +67,7 @@ fn check(cx: &mut Ctx<'_>) {
             Some(Candidate {
                 func: idx.enclosing(clause, kinds::FUNCTION_DEFINITION)?,
                 clause,
-                caught: caught(clause, src),
+                caught: super::caught_types(clause, src),
             })
         })
         .collect();
@@ -224,15 +224,6 @@ fn gives_none(cx: &Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, src: &str) ->
         .is_some_and(|b| syntax::block_falls_through_unless(b, src, &mut |t| cx.never_returns(t)))
 }
 
-/// The types an `except` names, as written and joined (`GatewayDeclined, CardError`).
-fn caught(clause: Node<'_>, src: &str) -> String {
-    syntax::except_types(clause)
-        .into_iter()
-        .map(|t| syntax::text(t, src))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// The callers of `func` in the change that catch a named error somewhere, with where they
 /// call it (`path:line`).
 fn catching_callers<'c>(cx: &Ctx<'c>, here: &'c FileFacts, func: &'c FunctionFacts) -> Callers<'c> {
@@ -269,7 +260,7 @@ fn raised_before(
         .find(|f| facts::qualname(*f, idx, src) == qualname)?;
     idx.within(before, kinds::EXCEPT_CLAUSE)
         .iter()
-        .filter(|c| caught(**c, src) == types)
+        .filter(|c| super::caught_types(**c, src) == types)
         .flat_map(|c| idx.within(*c, kinds::RAISE_STATEMENT).iter())
         .find_map(|r| Some((raised_name(*r, src)?.to_string(), syntax::lines(*r).0)))
 }

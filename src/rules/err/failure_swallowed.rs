@@ -222,7 +222,7 @@ fn check(cx: &mut Ctx<'_>) {
             && caught.iter().all(|t| {
                 let last = t.rsplit('.').next().unwrap_or(t);
                 super::timeout_read_as_failure::unavailable(last)
-                    || syntax::contains_lowercase(last, "timeout")
+                    || super::timeout_read_as_failure::names_a_timeout(last)
             });
         if storage {
             finding.arg("caught", caught.join(", ")).note("storage");
@@ -348,7 +348,7 @@ fn unknown_outcome_only(clause: Node<'_>, src: &str) -> bool {
             let name = syntax::text(*t, src);
             let last = name.rsplit('.').next().unwrap_or(name);
             super::timeout_read_as_failure::unavailable(last)
-                || syntax::contains_lowercase(last, "timeout")
+                || super::timeout_read_as_failure::names_a_timeout(last)
         })
 }
 

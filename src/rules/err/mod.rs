@@ -22,14 +22,23 @@ use crate::review::Finding;
 use crate::rules::Ctx;
 use crate::rules::facts::FunctionFacts;
 
-/// What an `except` clause catches, as a message says it: `` `except Exception` ``, or
-/// `` `except:` `` for a bare one.
+/// What an `except` clause catches, as a message says it: `` `except Exception` ``,
+/// `` `except (KeyError, ValueError)` ``, or `` `except:` `` for a bare one.
 fn caught(clause: Node<'_>, src: &str) -> String {
+    match syntax::except_types(clause).len() {
+        0 => "`except:`".to_string(),
+        1 => format!("`except {}`", caught_types(clause, src)),
+        _ => format!("`except ({})`", caught_types(clause, src)),
+    }
+}
+
+/// The types an `except` names, as written and joined (`GatewayDeclined, CardError`).
+pub(crate) fn caught_types(clause: Node<'_>, src: &str) -> String {
     syntax::except_types(clause)
-        .first()
-        .map_or("`except:`".to_string(), |t| {
-            format!("`except {}`", syntax::text(*t, src))
-        })
+        .into_iter()
+        .map(|t| syntax::text(t, src))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Whether `node` belongs to `func` itself, not to a function nested in it.

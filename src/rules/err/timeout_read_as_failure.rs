@@ -259,6 +259,11 @@ pub(crate) enum Caught {
     Everything,
 }
 
+/// A class named for a timeout: `ReadTimeout`, `GatewayTimeoutError`, `AcquirerTimedOut`.
+pub(crate) fn names_a_timeout(name: &str) -> bool {
+    syntax::contains_lowercase(name, "timeout") || syntax::contains_lowercase(name, "timedout")
+}
+
 /// Exception names a timeout is raised as, or is a subclass of: the transport's whole family.
 const TRANSPORT_FAMILIES: &[&str] = &[
     "RequestException",
@@ -284,7 +289,7 @@ pub(crate) fn catches_timeout(clause: Node<'_>, src: &str) -> Option<Caught> {
         let name = syntax::text(t, src);
         let last = name.rsplit('.').next().unwrap_or(name);
         // `ConnectTimeout` alone: the request never left, and nothing can have been charged.
-        let named = last.to_ascii_lowercase().contains("timeout") && !last.starts_with("Connect");
+        let named = names_a_timeout(last) && !last.starts_with("Connect");
         if named {
             return Some(Caught::Named);
         }
@@ -471,8 +476,9 @@ fn transient_class(name: &str) -> bool {
 }
 
 /// Whether the change defines every class the clause names, and its errors of a request that
-/// got no answer (`GoCardlessTimeout`, `ProviderUnavailable`, `TransientError`), none of them
-/// one of those classes or built on one: the clause catches no timeout.
+/// got no answer (`GoCardlessTimeout`, `ProviderUnavailable`, `TransientError`) that are built
+/// on them or caught by another clause of the `try`, none of them one of those classes or built
+/// on one: the clause catches no timeout.
 fn lineage_leaves_out_timeouts(cx: &Ctx<'_>, clause: Node<'_>, src: &str) -> bool {
     let caught = caught_names(clause, src);
     let defined = |name: &str| cx.change.defines_class(cx.side, name);
@@ -493,15 +499,26 @@ fn lineage_leaves_out_timeouts(cx: &Ctx<'_>, clause: Node<'_>, src: &str) -> boo
             }
         }
     }
+    // `except KlarnaApiError: fail` beside `except KlarnaOutcomeUnknown: park`, the unknown
+    // defined on a base of its own: the code sends its timeouts to the other clause.
+    let beside: Vec<&str> = clause
+        .parent()
+        .map(crate::python::named_children)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE && c.id() != clause.id())
+        .flat_map(|c| caught_names(c, src))
+        .collect();
     let mut timeouts = cx
         .change
         .no_answer_classes(cx.side)
         .iter()
         .map(|(c, _)| c.as_str())
         .filter(|c| {
-            family
-                .iter()
-                .any(|r| *c == *r || cx.change.subclass_of(cx.side, c, r))
+            beside.contains(c)
+                || family
+                    .iter()
+                    .any(|r| *c == *r || cx.change.subclass_of(cx.side, c, r))
         });
     let mut any = false;
     let none_caught = timeouts.all(|t| {
@@ -526,7 +543,7 @@ fn caught_names<'s>(clause: Node<'_>, src: &'s str) -> Vec<&'s str> {
 /// (`GoCardlessTimeout`, not `ConnectTimeout`), `Some(false)` for an unavailable service or a
 /// failure worth trying again (`ProviderUnavailable`, `TransientError`).
 pub(crate) fn no_answer_class(name: &str) -> Option<bool> {
-    if syntax::contains_lowercase(name, "timeout") && !name.starts_with("Connect") {
+    if names_a_timeout(name) && !name.starts_with("Connect") {
         Some(true)
     } else if unavailable(name) || transient_class(name) {
         Some(false)
@@ -788,7 +805,7 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         }
         let persistent = mark.persistent;
-        let raises = mark.raises;
+        let raises = mark.raised_after;
         let finding = cx
             .report(&RULE, clause)
             .arg("function", facts::qualname(func, idx, src))
@@ -813,14 +830,11 @@ fn check(cx: &mut Ctx<'_>) {
                 .arg("shadowed_line", line.to_string())
                 .note("shadowed");
         } else if caught != Caught::Named {
-            let types: Vec<&str> = syntax::except_types(clause)
-                .into_iter()
-                .map(|t| syntax::text(t, src))
-                .collect();
+            let types = super::caught_types(clause, src);
             let caught = if types.is_empty() {
                 "except:".to_string()
             } else {
-                types.join(", ")
+                types
             };
             finding.arg("caught", caught);
             // A class named for no answer is no family a timeout hides in: its message says so.
@@ -888,7 +902,7 @@ fn shadows_an_unknown(cx: &Ctx<'_>, clause: Node<'_>, src: &str) -> Option<(Stri
             let name = syntax::text(t, src);
             let last = facts::last_name(name);
             let of_an_unknown = unavailable(last)
-                || syntax::contains_lowercase(last, "timeout") && !last.starts_with("Connect")
+                || names_a_timeout(last) && !last.starts_with("Connect")
                 || syntax::name_words(last).iter().any(|w| {
                     matches!(
                         w.as_str(),
@@ -1255,11 +1269,7 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
             .no_answer_classes(cx.side)
             .iter()
             .any(|(unknown, _)| cx.change.subclass_of(cx.side, raised, unknown));
-    if unavailable(raised)
-        || syntax::contains_lowercase(raised, "timeout")
-        || transient
-        || a_kind_of_the_unknown
-    {
+    if unavailable(raised) || names_a_timeout(raised) || transient || a_kind_of_the_unknown {
         return;
     }
     let Some(try_statement) = syntax::try_of(clause) else {
@@ -1301,7 +1311,7 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
                     CONNECTION_ONLY.contains(&name.rsplit('.').next().unwrap_or(name))
                 });
             let unknown = raised_error(syntax::except_body(c)?, src)
-                .filter(|u| unavailable(u) || syntax::contains_lowercase(u, "timeout"))?;
+                .filter(|u| unavailable(u) || names_a_timeout(u))?;
             connection_only.then(|| {
                 let names: Vec<&str> = types.iter().map(|t| syntax::text(*t, src)).collect();
                 (names.join(", "), unknown)
@@ -1797,8 +1807,10 @@ struct Mark {
     /// A status written or a failure recorded (`order.status = "failed"`, `mark_declined(o)`),
     /// not only a value handed back.
     persistent: bool,
-    /// The handler raises after it (so only a written mark is one).
+    /// The handler raises (so only a written mark is one).
     raises: bool,
+    /// It raises after the mark, on the mark's own path.
+    raised_after: bool,
 }
 
 /// The first statement of a handler that records or returns a failure, unless the handler
@@ -1885,7 +1897,11 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
     let assigned = idx
         .within(handler, kinds::ASSIGNMENT)
         .iter()
-        .filter_map(|&a| Some((a, assigns_failure(a, src)?, a.parent()?)));
+        .filter_map(|&a| {
+            let failure =
+                assigns_failure(a, src).or_else(|| local_failure_recorded(idx, a, src))?;
+            Some((a, failure, a.parent()?))
+        });
     // An error named for a refusal raised for the timeout (`raise PaymentDeclined(...)`) is a
     // "no" handed to the caller, not a record. One named for a failure (`raise
     // ChargeFailed(...)` once the retries are spent) says only that it did not work out.
@@ -1917,6 +1933,13 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
             line: syntax::lines(node).0,
             persistent,
             raises,
+            // On the mark's own path: not a `raise` of another branch (`if exc.code in
+            // RETRYABLE: raise`, then `mark_failed(...); return`).
+            raised_after: idx.within(handler, kinds::RAISE_STATEMENT).iter().any(|r| {
+                r.start_byte() > node.end_byte()
+                    && r.parent()
+                        .is_some_and(|block| syntax::contains(block, node))
+            }),
         })
 }
 
@@ -2007,9 +2030,62 @@ fn names_state(target: Node<'_>, src: &str) -> bool {
 
 /// `order.status = "failed"`: a written state.
 pub(super) fn assigns_failure(assignment: Node<'_>, src: &str) -> Option<bool> {
-    let left = assignment.field("left")?;
-    let right = assignment.field("right")?;
-    (names_state(left, src) && failure_value(right, src)).then_some(true)
+    targets_and_values(assignment)
+        .into_iter()
+        .any(|(left, right)| names_state(left, src) && failure_value(right, src))
+        .then_some(true)
+}
+
+/// Each target of an assignment with its value: `status, transfer_id = "refused", None` pairs
+/// `status` with `"refused"`.
+fn targets_and_values(assignment: Node<'_>) -> Vec<(Node<'_>, Node<'_>)> {
+    let (Some(left), Some(right)) = (assignment.field("left"), assignment.field("right")) else {
+        return Vec::new();
+    };
+    let many = |n: Node<'_>| {
+        matches!(
+            n.kind(),
+            kinds::PATTERN_LIST | kinds::TUPLE_PATTERN | kinds::EXPRESSION_LIST | kinds::TUPLE
+        )
+    };
+    if many(left) && many(right) {
+        crate::python::named_children(left)
+            .into_iter()
+            .zip(crate::python::named_children(right))
+            .collect()
+    } else {
+        vec![(left, right)]
+    }
+}
+
+/// A local status set to a failure (`status, reason = "refused", exc.describe()`) that the
+/// function then writes down (`repo.record_transfer_result(row.id, status=status)`).
+fn local_failure_recorded(idx: &NodeIndex<'_>, assignment: Node<'_>, src: &str) -> Option<bool> {
+    let (target, _) = targets_and_values(assignment)
+        .into_iter()
+        .find(|(left, right)| {
+            left.kind() == kinds::IDENTIFIER
+                && syntax::name_words(syntax::text(*left, src))
+                    .iter()
+                    .any(|w| matches!(w.as_str(), "status" | "state" | "outcome"))
+                && failure_value(*right, src)
+        })?;
+    let name = syntax::text(target, src);
+    let func = idx.enclosing(assignment, kinds::FUNCTION_DEFINITION)?;
+    idx.within(func, kinds::CALL)
+        .iter()
+        .filter(|c| c.start_byte() > assignment.end_byte())
+        .filter(|c| !facts::only_records(syntax::callee(**c, src)))
+        .any(|&c| {
+            let keyword = syntax::keyword_args(c, src)
+                .into_iter()
+                .any(|(_, v)| v.kind() == kinds::IDENTIFIER && syntax::text(v, src) == name);
+            keyword
+                || syntax::positional_args(c)
+                    .into_iter()
+                    .any(|v| v.kind() == kinds::IDENTIFIER && syntax::text(v, src) == name)
+        })
+        .then_some(true)
 }
 
 /// `mark_failed(order)`, `payment.decline()`, `repo.set_status(id, "failed")`,
@@ -2179,9 +2255,7 @@ fn unknown_first_caught_here(try_statement: Node<'_>, clause: Node<'_>, src: &st
         let last = name.rsplit('.').next().unwrap_or(name);
         !earlier.contains(&name)
             && (unavailable(last)
-                || only_unknowns_before
-                    && syntax::contains_lowercase(last, "timeout")
-                    && !last.starts_with("Connect"))
+                || only_unknowns_before && names_a_timeout(last) && !last.starts_with("Connect"))
     })
 }
 

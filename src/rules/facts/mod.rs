@@ -120,6 +120,9 @@ pub struct FunctionFacts {
     /// (`sleep: Sleep = asyncio.sleep`), and its place among the positional ones (`None`:
     /// keyword-only). A test that calls it without one waits for real.
     pub sleep_param: Option<Box<(Box<str>, Option<u32>)>>,
+    /// [test family] That parameter defaults to the library's own sleep (`sleep=time.sleep`),
+    /// taken when the module loaded: a test that patches `time.sleep` does not reach it.
+    pub sleep_captured: bool,
 }
 
 /// A parameter of a function sent as an idempotency key (`to: None`) or handed on to a call of
@@ -335,6 +338,23 @@ fn is_payment_word(word: &str) -> bool {
             | b"chargebee"
             | b"recurly"
             | b"mercadopago"
+            // Portuguese and Spanish: `pagamentos/`, `cobrancas.py`, `reembolsos/`.
+            | b"pagamento"
+            | b"pagamentos"
+            | b"pago"
+            | b"pagos"
+            | b"cobranca"
+            | b"cobrancas"
+            | b"cobro"
+            | b"cobros"
+            | b"reembolso"
+            | b"reembolsos"
+            | b"estorno"
+            | b"estornos"
+            | b"fatura"
+            | b"faturas"
+            | b"factura"
+            | b"facturas"
             | b"xendit"
             | b"authorizenet"
             | b"liqpay"
@@ -838,6 +858,25 @@ fn sleep_param(func: Node<'_>, src: &str) -> Option<Box<(Box<str>, Option<u32>)>
     None
 }
 
+/// `sleep_captured`: a parameter named for a sleep whose default is a library's sleep.
+fn sleep_captured(func: Node<'_>, src: &str) -> bool {
+    func.field("parameters")
+        .map(crate::python::named_children)
+        .unwrap_or_default()
+        .into_iter()
+        .any(|param| {
+            param
+                .field("name")
+                .is_some_and(|n| syntax::names_sleep(syntax::text(n, src)))
+                && param.field("value").is_some_and(|v| {
+                    matches!(
+                        syntax::text(v, src),
+                        "time.sleep" | "asyncio.sleep" | "anyio.sleep" | "trio.sleep" | "sleep"
+                    )
+                })
+        })
+}
+
 fn function_facts(
     func: Node<'_>,
     idx: &NodeIndex<'_>,
@@ -1067,6 +1106,7 @@ fn function_facts(
         );
     }
     facts.sleep_param = sleep_param(func, src);
+    facts.sleep_captured = facts.sleep_param.is_some() && sleep_captured(func, src);
     if crate::rules::pay::verification_answer_taken_as_yes::verifies(&facts.name) {
         facts.returns_answer = crate::rules::pay::verification_answer_taken_as_yes::returns_answer(
             func, idx, src, own,

@@ -25,7 +25,7 @@ fn gate(s: &Scan<'_>) -> bool {
 
 /// Whether the text may build a timeout that bounds the connect only (`unbounded_reads`).
 fn may_leave_reads_unbounded(src: &str) -> bool {
-    src.contains("Timeout(None") || src.contains("read=None")
+    src.contains("Timeout(None") || src.contains("read=None") || src.contains("ClientTimeout(")
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -88,9 +88,33 @@ fn unbounded_reads(cx: &mut Ctx<'_>) {
                 crate::rules::retry::eval::module_constant(idx, name, src)
                     .filter(|v| v.kind() == kinds::CALL)?
             }
+            // `self._charge_timeout`, set once in `__init__`.
+            kinds::ATTRIBUTE => {
+                let name = syntax::text(value, src);
+                idx.all(kinds::ASSIGNMENT).iter().find_map(|a| {
+                    let left = a.field("left")?;
+                    (syntax::text(left, src) == name)
+                        .then(|| a.field("right"))
+                        .flatten()
+                        .filter(|r| r.kind() == kinds::CALL)
+                })?
+            }
             _ => return None,
         };
         let callee = syntax::callee(made, src);
+        // aiohttp's `ClientTimeout(connect=5)` handed to a request: it replaces the session's,
+        // and with no `total` and no `sock_read` nothing bounds the wait for the answer.
+        if super::lib_of_callee(callee, cx.facts) == Some(Lib::Aiohttp)
+            && syntax::callee_name(made, src) == "ClientTimeout"
+        {
+            let bounded = |k: &str| {
+                syntax::keyword_arg(made, k, src).is_some_and(|v| v.kind() != kinds::NONE)
+            };
+            return (syntax::positional_args(made).is_empty()
+                && !bounded("total")
+                && !bounded("sock_read"))
+            .then(|| syntax::normalized(made, src));
+        }
         if super::lib_of_callee(callee, cx.facts) != Some(Lib::Httpx)
             || syntax::callee_name(made, src) != "Timeout"
         {

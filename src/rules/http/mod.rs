@@ -133,6 +133,9 @@ fn clients<'a>(cx: &impl Local<'a>) -> Vec<Client> {
         return Vec::new();
     };
     let mut out = Vec::new();
+    // `self._session = session if session is not None else _make_session()`: attributes bound
+    // to what a function of the file makes, resolved once the file's clients are known.
+    let mut made_by_helpers: Vec<(String, Vec<&str>)> = Vec::new();
     let mut bind = |target: Node<'_>, value: Node<'_>| {
         let value = crate::rules::idem::strip_await(value);
         // A client injected or made here (`session or requests.Session()`, `x if x else
@@ -144,12 +147,26 @@ fn clients<'a>(cx: &impl Local<'a>) -> Vec<Client> {
             }
             _ => vec![value],
         };
-        let made = alternatives.into_iter().find_map(|v| {
+        let made = alternatives.iter().copied().find_map(|v| {
             let v = crate::rules::idem::strip_await(v);
             (v.kind() == kinds::CALL)
                 .then(|| constructor(v, cx).map(|lib| (v, lib)))
                 .flatten()
         });
+        if made.is_none() && target.kind() == kinds::ATTRIBUTE {
+            let helpers: Vec<&str> = alternatives
+                .iter()
+                .map(|v| crate::rules::idem::strip_await(*v))
+                .filter(|v| v.kind() == kinds::CALL && syntax::positional_args(*v).is_empty())
+                .map(|v| syntax::callee_name(v, src))
+                .filter(|name| !name.is_empty())
+                .collect();
+            if !helpers.is_empty() {
+                let text = syntax::text(target, src);
+                let name = text.rsplit('.').next().unwrap_or(text).trim();
+                made_by_helpers.push((name.to_string(), helpers));
+            }
+        }
         if let Some((call, lib)) = made {
             let text = syntax::text(target, src);
             let name = text.rsplit('.').next().unwrap_or(text).trim();
@@ -176,6 +193,37 @@ fn clients<'a>(cx: &impl Local<'a>) -> Vec<Client> {
     for &with in idx.all(kinds::WITH_STATEMENT) {
         for (value, alias) in with_items(with) {
             bind(alias, value);
+        }
+    }
+    // A helper that makes the client (`sessao = requests.Session()`, mounts its adapters,
+    // `return sessao`): the attribute holds that client. Asked only of files that make one.
+    if !out.is_empty() {
+        for (name, helpers) in made_by_helpers {
+            let made = helpers.iter().find_map(|helper| {
+                idx.functions_named(helper, src).find_map(|f| {
+                    let returned = idx
+                        .within(f, kinds::RETURN_STATEMENT)
+                        .iter()
+                        .find_map(|r| syntax::return_value(*r))?;
+                    (returned.kind() == kinds::IDENTIFIER)
+                        .then(|| {
+                            out.iter().find(|c| {
+                                c.scope == Some(f.start_byte())
+                                    && c.name == syntax::text(returned, src)
+                            })
+                        })
+                        .flatten()
+                        .map(|c| (c.lib, c.timeout))
+                })
+            });
+            if let Some((lib, timeout)) = made {
+                out.push(Client {
+                    name,
+                    lib,
+                    timeout,
+                    scope: None,
+                });
+            }
         }
     }
     out
@@ -331,15 +379,18 @@ pub(crate) fn url_names_payment(cx: &Ctx<'_>, call: Node<'_>) -> bool {
         .or(syntax::keyword_arg(call, "url", src))
         .map(|u| syntax::text(u, src).to_ascii_lowercase())
         .unwrap_or_default();
-    url.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
-        .map(|w| w.strip_suffix('s').unwrap_or(w))
-        .any(|w| {
-            cx.vocab.is_payment_operation(w)
-                || matches!(
-                    w,
-                    "payment" | "billing" | "checkout" | "invoice" | "payment_intent"
-                )
-        })
+    let words = || url.split(|c: char| !c.is_ascii_alphanumeric() && c != '_');
+    // `/v1/charges/search`: a read of payments, whatever its method.
+    if words().any(|w| matches!(w, "search" | "query" | "lookup")) {
+        return false;
+    }
+    words().map(|w| w.strip_suffix('s').unwrap_or(w)).any(|w| {
+        cx.vocab.is_payment_operation(w)
+            || matches!(
+                w,
+                "payment" | "billing" | "checkout" | "invoice" | "payment_intent"
+            )
+    })
 }
 
 /// What names the method of `request(...)` or `stream(...)`: its first argument, or `method=`.

@@ -1156,6 +1156,27 @@ pub(crate) fn key_sites<'t>(
         for arg in syntax::positional_args(call) {
             pairs(arg, &mut out);
         }
+        // `self._headers(f"{idempotency_key}:{attempt}")`, where `_headers` sends its first
+        // parameter as the key: handed by position.
+        if let Some((change, side)) = callees
+            && syntax::handed_function(call, src).is_none()
+        {
+            let callee = idx.callee_name(call, src);
+            for (i, arg) in syntax::positional_args(call).into_iter().enumerate() {
+                let slot = Slot::Position(u16::try_from(i).unwrap_or(u16::MAX));
+                if arg.kind() == kinds::DICTIONARY || !change.sends_as_key(side, callee, &slot) {
+                    continue;
+                }
+                let param = change
+                    .functions_named(side, callee)
+                    .find_map(|(_, f)| f.params.split(',').nth(i).map(str::to_string))
+                    .unwrap_or_default();
+                out.push(Site {
+                    via: call.field("function").map(|f| syntax::normalized(f, src)),
+                    ..site(call, param, arg)
+                });
+            }
+        }
     }
     for &assignment in idx.within(body, kinds::ASSIGNMENT) {
         let (Some(left), Some(right)) = (assignment.field("left"), assignment.field("right"))

@@ -64,7 +64,11 @@ fn gate(s: &Scan<'_>) -> bool {
         && (s.facts.functions.iter().any(|f| f.http || f.payment)
             || sdk()
             // Requests the facts do not classify (`getattr(session, method)(...)`).
-            || http::calls_for_gates(s).iter().any(|c| !c.constructor))
+            || http::calls_for_gates(s).iter().any(|c| !c.constructor)
+            // A payment method handed, uncalled, to a retrying helper
+            // (`self._with_retries(self._sdk.payments.capture, ...)`).
+            || crate::rules::retry::has_retry_loop(s)
+                && s.mentions(&["refund", "capture", "charge", "payout", "transfer", "sale"]))
         && (crate::rules::retry::has_retry_loop(s)
             || retried()
             || http::retrying_transport::mentioned(s.src()))
@@ -129,6 +133,7 @@ fn check(cx: &mut Ctx<'_>) {
         }
     }
     keys_left_out(cx, idx, &all_attempts, &mut reported);
+    handed_to_a_retrying_helper(cx, idx, &all_attempts, &mut reported);
     let transports = http::retrying_transport::posts_retried(cx);
     if transports.is_empty() {
         return;
@@ -149,6 +154,87 @@ fn check(cx: &mut Ctx<'_>) {
                 reported.push(caller.id());
                 report_transport(cx, transport, caller);
             }
+        }
+    }
+}
+
+/// A provider's payment method handed, uncalled, to a helper of the file whose retry loop
+/// calls what it is handed (`self._read("transaction.refund", self._gateway.transaction.refund,
+/// transaction_id, options)`, where `_read` runs `self._call(operation, method, *args)` again
+/// after `GatewayUnavailable`): the payment is made again after a failure that may have come
+/// after the gateway took it, with no key.
+fn handed_to_a_retrying_helper(
+    cx: &mut Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    all_attempts: &[Attempt<'_>],
+    reported: &mut Vec<usize>,
+) {
+    let src = cx.src();
+    for attempt in all_attempts.iter().filter(|a| a.loop_line.is_some()) {
+        let params = pay::parameters(attempt.func, src);
+        // The call of the loop that runs the parameter: itself (`method(*args)`) or handed on
+        // (`self._call(operation, method, *args)`), and the parameter's place.
+        let runs: Vec<(Node<'_>, usize)> = idx
+            .within(attempt.body, kinds::CALL)
+            .iter()
+            .flat_map(|&c| {
+                let callee = syntax::callee(c, src);
+                let args = syntax::positional_args(c);
+                params
+                    .iter()
+                    .enumerate()
+                    .filter(move |(_, p)| {
+                        **p == callee
+                            || args.iter().any(|a| {
+                                a.kind() == kinds::IDENTIFIER && syntax::text(*a, src) == p.as_str()
+                            })
+                    })
+                    .map(move |(place, _)| (c, place))
+            })
+            .collect();
+        if runs.is_empty() {
+            continue;
+        }
+        let helper = syntax::function_name(attempt.func, src);
+        let loop_line = attempt.loop_line.unwrap_or_default();
+        for &call in idx.all(kinds::CALL) {
+            if idx.callee_name(call, src) != helper
+                || reported.contains(&call.id())
+                || syntax::code_names_idempotency(syntax::text(call, src))
+            {
+                continue;
+            }
+            let args = syntax::positional_args(call);
+            let Some((handed, inner)) = runs.iter().find_map(|&(inner, at)| {
+                let handed = *args.get(at)?;
+                let last = facts::last_name(syntax::text(handed, src));
+                (handed.kind() == kinds::ATTRIBUTE
+                    && (cx.vocab.is_payment_operation(last) || last == "sale"))
+                    .then_some((handed, inner))
+            }) else {
+                continue;
+            };
+            let Some(after) = retried_after(idx, attempt, inner, src) else {
+                continue;
+            };
+            let Some(caller) = idx.enclosing(call, kinds::FUNCTION_DEFINITION) else {
+                continue;
+            };
+            reported.push(call.id());
+            let caught = match &after {
+                After::Caught(ty) => ty.clone(),
+                After::Any => "any exception".to_string(),
+                After::Result => "a failed answer".to_string(),
+            };
+            let function = facts::qualname(caller, idx, src);
+            let shown = format!("{}(...)", syntax::normalized(handed, src));
+            cx.report(&RULE, call)
+                .arg("call", shown)
+                .arg("function", function)
+                .arg("helper", helper.to_string())
+                .arg("loop_line", loop_line.to_string())
+                .arg("caught", caught)
+                .note("handed");
         }
     }
 }

@@ -289,6 +289,19 @@ fn done_mark<'t>(
                     || (last.contains("status") || last.contains("state"))
                         && c.field("arguments")
                             .is_some_and(|a| names(syntax::text(a, src)))
+                    // `self._move(payout.id, {FUNDING}, PayoutStatus.FUNDED, funded_at=now)`:
+                    // a state of the operation's name handed to a writer of states.
+                    || !facts::only_records(callee)
+                        && syntax::positional_args(*c).into_iter().any(|a| {
+                            a.kind() == kinds::ATTRIBUTE
+                                && a.field("object").is_some_and(|o| {
+                                    let object = syntax::text(o, src);
+                                    syntax::contains_lowercase(object, "status")
+                                        || syntax::contains_lowercase(object, "state")
+                                })
+                                && a.field("attribute")
+                                    .is_some_and(|at| names(syntax::text(at, src)))
+                        })
             }
             && owned(*c)
             && !in_handler(*c)

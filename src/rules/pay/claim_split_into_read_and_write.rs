@@ -497,7 +497,8 @@ fn split_claim<'t>(
             if !free(&field) || !fresh(idx, func, record, stmt.start_byte(), src) {
                 continue;
             }
-            let tables = selected_from(func, src, stmt.start_byte());
+            let mut tables = selected_from(func, src, stmt.start_byte());
+            tables.extend(read_from(idx, func, record, stmt.start_byte(), src));
             if let Some(write) = write_after(
                 idx,
                 func,
@@ -842,6 +843,35 @@ fn locks_record(func: Node<'_>, src: &str, record: &str) -> bool {
         || row_locks(text).iter().any(|(_, _, records)| {
             records.is_empty() || records.iter().any(|r| same_record(r, record))
         })
+}
+
+/// What `record` was read from before byte `before`: the models of the call that gave it
+/// (`current = await RenewalCharge.get(id=charge.id)`), or the tables a method of the file
+/// that gave it selects from (`current = await self.get(payout_id)`).
+fn read_from(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    record: &str,
+    before: usize,
+    src: &str,
+) -> Vec<String> {
+    let Some(value) = idx.assigned_before(Some(func), record, before, src) else {
+        return Vec::new();
+    };
+    let value = crate::rules::idem::strip_await(value);
+    if value.kind() != kinds::CALL {
+        return Vec::new();
+    }
+    let mut out = records_named(syntax::text(value, src));
+    let name = idx.callee_name(value, src);
+    if !name.is_empty() {
+        for helper in idx.functions_named(name, src) {
+            if helper.id() != func.id() {
+                out.extend(selected_from(helper, src, helper.end_byte()));
+            }
+        }
+    }
+    out
 }
 
 /// The tables `func` selects from in SQL before byte `before`: what a fetched row is of.

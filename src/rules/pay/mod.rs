@@ -402,6 +402,8 @@ pub(crate) fn passes_money(call: Node<'_>, src: &str, vocab: &Vocabulary) -> boo
     };
     syntax::keyword_args(call, src)
         .iter()
+        // `timeout=aiohttp.ClientTimeout(total=10)`: a duration's total, not money.
+        .filter(|(name, _)| !name.contains("timeout"))
         .any(|(name, value)| vocab.is_money_argument(name) || words(syntax::text(*value, src)))
         || syntax::positional_args(call)
             .iter()

@@ -412,10 +412,18 @@ fn is_retry_like(idx: &NodeIndex<'_>, src: &str, l: &RetryLoop<'_>) -> bool {
         let lower = n.to_ascii_lowercase();
         RETRY_WORDS.iter().any(|w| lower.contains(w))
     });
-    let has_try = !idx.within(l.body, kinds::TRY_STATEMENT).is_empty();
+    let tries = idx.within(l.body, kinds::TRY_STATEMENT);
+    // `for tentativa in range(1, n + 1): try: ... else: return resposta.json()`: an attempt
+    // that leaves the loop once it works, whatever the counter is called.
+    let leaves_on_success = || {
+        tries.iter().any(|t| {
+            !idx.within(*t, kinds::RETURN_STATEMENT).is_empty()
+                || !idx.within(*t, kinds::BREAK_STATEMENT).is_empty()
+        })
+    };
     named
         || !l.sleeps(idx, src).is_empty()
-        || (has_try && (l.counter.is_none() || l.range.is_none()))
+        || (!tries.is_empty() && (l.counter.is_none() || l.range.is_none() || leaves_on_success()))
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@ pub mod blocking_sleep_in_async;
 pub mod budget_exceeds_task_limit;
 pub mod incomplete_retryable_set;
 pub mod misleading_retry_constants;
+pub mod refusal_retried;
+pub mod retry_without_bound;
 pub mod sleep_after_last_attempt;
 
 pub(crate) mod eval;

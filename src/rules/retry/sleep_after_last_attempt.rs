@@ -82,9 +82,18 @@ fn after_an_attempt(l: &RetryLoop<'_>, sleep: Node<'_>, idx: &NodeIndex<'_>, src
 /// The sleep sits under an `if` about the attempt count, or such an `if` leaves the loop before it.
 fn guarded(l: &RetryLoop<'_>, sleep: Node<'_>, idx: &NodeIndex<'_>, src: &str) -> bool {
     idx.within(l.body, kinds::IF_STATEMENT).iter().any(|stmt| {
+        // `if status in REFRESH: ... elif attempt + 1 < tries: sleep(...)`.
+        let under_an_elif = syntax::elif_clauses(*stmt).into_iter().any(|e| {
+            syntax::contains(e, sleep)
+                && e.field("condition")
+                    .is_some_and(|c| mentions_attempts(l, syntax::text(c, src)))
+        });
         let about_attempts = stmt
             .field("condition")
             .is_some_and(|c| mentions_attempts(l, syntax::text(c, src)));
+        if under_an_elif {
+            return true;
+        }
         if !about_attempts {
             return false;
         }

@@ -460,6 +460,26 @@ impl<'m> Mocks<'m> {
         target
     }
 
+    /// Whether every mock that mentions one of `tokens` patches the library's own sleep
+    /// (`monkeypatch.setattr("app.client.time.sleep", ...)`, `mock.patch("asyncio.sleep")`,
+    /// `monkeypatch.setattr(time, "sleep", ...)`), and no parameter is named like one: code that
+    /// took the sleep as a default when it loaded still has the real one.
+    pub fn library_sleep_only(&self, tokens: &[String]) -> bool {
+        let mentions = |t: &String| tokens.iter().any(|tok| !tok.is_empty() && t.contains(tok));
+        if self.params.iter().any(mentions) {
+            return false;
+        }
+        let mut any = false;
+        let all = self.texts().filter(|t| mentions(t)).all(|t| {
+            any = true;
+            t.contains("time.sleep")
+                || t.contains("asyncio.sleep")
+                || t.contains("time, \"sleep\"")
+                || t.contains("time, 'sleep'")
+        });
+        any && all
+    }
+
     /// Whether something mentions one of `tokens` (lowercase), or a parameter is named like one.
     pub fn cover(&self, tokens: &[String]) -> bool {
         self.texts().chain(self.params.iter()).any(|t| {

@@ -97,6 +97,7 @@ fn check(cx: &mut Ctx<'_>) {
         super::through_helpers(cx, &test, &mut callees);
         let mocks = Mocks::of(cx, &test, &file_mocks);
         let clock_mocked = mocks.cover(&clock_tokens);
+        let library_sleep_only = clock_mocked && mocks.library_sleep_only(&clock_tokens);
         // A task the test runs in its process sleeps as its own code does; whether it sends a
         // key is asked only of what the test calls itself.
         let sleeps = callees
@@ -104,7 +105,7 @@ fn check(cx: &mut Ctx<'_>) {
             .chain(super::tasks_run(cx, &test).iter())
             .find_map(|c| c.reach(cx, DEPTH, &SLEEPS))
             .filter(|r| {
-                !clock_mocked
+                (!clock_mocked || library_sleep_only && sleeps_with_a_captured_sleep(r))
                     && !r.path.iter().any(|step| mocks.replace_function(step))
                     && !mocks.spec_a_class_on(cx, &r.path)
                     && !mocks.configured_on(&r.path)
@@ -182,9 +183,13 @@ fn check(cx: &mut Ctx<'_>) {
             .report(&RULE, test.outer)
             .arg("test", test.facts.name.clone());
         if let Some(r) = &sleeps {
-            finding
-                .arg("sleeper", r.function.name.clone())
-                .note("sleep");
+            finding.arg("sleeper", r.function.name.clone());
+            // The test patches `time.sleep`, which the code took as a default long before.
+            finding.note(if clock_mocked {
+                "captured_sleep"
+            } else {
+                "sleep"
+            });
         }
         if let Some(call) = own_sleep {
             finding.arg("own_sleep", call).note("own_sleep");
@@ -841,7 +846,13 @@ fn same_for_every_attempt(line: &str) -> bool {
     let recorded = line.contains("call_args_list")
         || line
             .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .any(|w| w.ends_with("calls") || w.ends_with("_sent") || w.ends_with("requests"));
+            .any(|w| {
+                w.ends_with("calls")
+                    || w.ends_with("_sent")
+                    || w.ends_with("requests")
+                    // `stub.request_ids == ["batch-1"] * 2`: the ids each attempt carried.
+                    || w.ends_with("_ids")
+            });
     recorded && (line.contains("] *") || line.contains("len(set(") || line.contains("len({"))
 }
 
@@ -1043,6 +1054,11 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     {
         return true;
     }
+    // `paddle_api.post(CHARGE_URL, status=504, repeat=True)`: every attempt fails, so the code
+    // retries until its attempts run out, whatever the test is named for.
+    if !denied && repeats_a_failure(text) {
+        return true;
+    }
     let assigned = idx
         .within(test.node, kinds::ASSIGNMENT)
         .iter()
@@ -1058,6 +1074,33 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
     assigned
         .chain(passed)
         .any(|value| starts_with_exception(value, src))
+}
+
+/// A mock told to answer a failure on every call (aioresponses' `status=503, repeat=True`).
+fn repeats_a_failure(text: &str) -> bool {
+    text.lines().any(|line| {
+        let line = line.to_ascii_lowercase();
+        line.contains("repeat=true")
+            && ["status=5", "status=429", "exception="]
+                .iter()
+                .any(|w| line.contains(w))
+    })
+}
+
+/// Whether the sleeping function waits with a sleep its class or itself took as a default when
+/// the module loaded (`def __init__(self, ..., sleep=time.sleep)`, then `self.sleep(delay)`).
+fn sleeps_with_a_captured_sleep(r: &crate::rules::reach::Reach<'_>) -> bool {
+    r.function.sleep_captured
+        || r.function
+            .qualname
+            .rsplit_once('.')
+            .is_some_and(|(class, _)| {
+                r.file.functions.iter().any(|f| {
+                    f.sleep_captured
+                        && f.name == "__init__"
+                        && f.qualname.strip_suffix(".__init__") == Some(class)
+                })
+            })
 }
 
 /// `test_unknown_outcome_is_resent_under_the_same_key`: named for a request sent again.
@@ -1154,11 +1197,11 @@ fn sets_up_a_failure(text: &str) -> bool {
 }
 
 /// A fake scripted with the provider's answers by status (`fake.capture_script = [503, 503,
-/// "timeout", 429]`): a 429 or a gateway's 502–504 in a list. A bare `500` is as often an
-/// amount.
+/// "timeout", 429]`, `PayoutsStub(503, 500, 201)`): a 429 or a gateway's 502–504 in a list or
+/// first among a call's arguments. A bare `500` is as often an amount.
 fn scripts_a_failed_status(lower: &str) -> bool {
     ["429", "502", "503", "504"].iter().any(|code| {
-        ["[", ", ", ","].iter().any(|before| {
+        ["[", "(", ", ", ","].iter().any(|before| {
             lower
                 .match_indices(&format!("{before}{code}"))
                 .any(|(at, m)| {

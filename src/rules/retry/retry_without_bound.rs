@@ -1,0 +1,188 @@
+//! RETRY007 retry-without-bound: a `while True:` loop that sends a request again after a
+//! failure, leaves on success, and has no exit that counts its attempts or watches a deadline,
+//! or has one that only holds beside another condition (`if attempt >= max_attempts and
+//! failure.status_code != 429: raise`): for the failures that condition lets by, the loop
+//! never ends. The worker is held for as long as the provider keeps answering so (a rate limit
+//! that lasts, an outage), every attempt sends the payment again, and nothing reports it.
+//!
+//! Read in one function: the loop sleeps between attempts, an `except` or a status test goes
+//! round, and a `return` or `break` leaves on success (a worker's main loop, which never leaves,
+//! is not a retry). Left alone: an exit on a counter or a deadline that is enough on its own
+//! (`if attempt >= N: raise`, `... or time.monotonic() > deadline`).
+use tree_sitter::Node;
+
+use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::{Check, Ctx, Gate, Rule, Scan};
+
+pub(crate) static RULE: Rule = Rule {
+    id: "RETRY007",
+    doc: include_str!("../../../rules/retry/RETRY007.md"),
+    check: Check::Tree(check),
+    gate: Gate::When(gate),
+};
+
+/// Every finding is a `while True:` loop of code that sleeps.
+fn gate(s: &Scan<'_>) -> bool {
+    !s.facts.is_test && s.mentions(&["while True", "while 1"]) && s.mentions(&["sleep"])
+}
+
+fn check(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    for &lp in idx.all(kinds::WHILE_STATEMENT) {
+        let forever = lp
+            .field("condition")
+            .is_some_and(|c| matches!(syntax::text(c, src), "True" | "1"));
+        let (Some(body), Some(func)) = (
+            lp.field("body"),
+            idx.enclosing(lp, kinds::FUNCTION_DEFINITION),
+        ) else {
+            continue;
+        };
+        if !forever || !retries_one_request(idx, lp, body, src) {
+            continue;
+        }
+        let counters = counted(idx, body, src);
+        let exits: Vec<Node<'_>> = idx
+            .within(body, kinds::IF_STATEMENT)
+            .iter()
+            .copied()
+            .filter(|s| own(idx, *s, lp) && crate::rules::retry::loops::exits(idx, *s))
+            .filter_map(|s| s.field("condition"))
+            .collect();
+        let bounds = |n: Node<'_>| bounds(n, &counters, src);
+        // An exit that counts or watches the clock on its own side of an `or`: bounded.
+        if exits.iter().any(|c| {
+            syntax::operands(*c, "or")
+                .into_iter()
+                .any(&bounds)
+        }) {
+            continue;
+        }
+        // Bounded only beside another condition: `attempt >= max and status != 429`.
+        let beside = exits.iter().find_map(|c| {
+            syntax::operands(*c, "or").into_iter().find_map(|operand| {
+                let parts = syntax::operands(operand, "and");
+                let count = parts.iter().copied().find(|p| bounds(*p))?;
+                let other = parts.iter().copied().find(|p| p.id() != count.id())?;
+                Some((operand, other))
+            })
+        });
+        let function = crate::rules::facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, lp)
+            .arg("function", function)
+            .arg("loop_line", syntax::lines(lp).0.to_string());
+        match beside {
+            Some((condition, other)) => {
+                finding
+                    .arg("condition", syntax::normalized(condition, src))
+                    .arg("other", syntax::normalized(other, src))
+                    .note("beside");
+            }
+            None if counters.is_empty() => {
+                finding.note("uncounted");
+            }
+            None => {
+                finding
+                    .arg("counter", counters.join(", "))
+                    .note("counted_unread");
+            }
+        }
+    }
+}
+
+/// Whether the loop retries one request: it sleeps, a `try` or a test goes round after a
+/// failure, and a `return` or `break` of its own leaves once the request worked.
+fn retries_one_request(idx: &NodeIndex<'_>, lp: Node<'_>, body: Node<'_>, src: &str) -> bool {
+    let sleeps = idx
+        .within(body, kinds::CALL)
+        .iter()
+        .any(|c| own(idx, *c, lp) && syntax::names_sleep(syntax::callee_name(*c, src)));
+    let tries: Vec<Node<'_>> = idx
+        .within(body, kinds::TRY_STATEMENT)
+        .iter()
+        .copied()
+        .filter(|t| own(idx, *t, lp))
+        .collect();
+    // Success leaves from the `try` (its body or its `else`): `return response.json()`.
+    let leaves = tries.iter().any(|t| {
+        crate::python::named_children(*t)
+            .into_iter()
+            .filter(|c| c.kind() != kinds::EXCEPT_CLAUSE && c.kind() != kinds::FINALLY_CLAUSE)
+            .any(|part| {
+                [kinds::RETURN_STATEMENT, kinds::BREAK_STATEMENT]
+                    .iter()
+                    .any(|k| idx.within(part, k).iter().any(|n| own(idx, *n, lp)))
+            })
+    });
+    sleeps && leaves
+}
+
+/// Whether `node` belongs to loop `lp` itself: not to a function or a loop nested in it.
+fn own(idx: &NodeIndex<'_>, node: Node<'_>, lp: Node<'_>) -> bool {
+    let func = idx.enclosing(node, kinds::FUNCTION_DEFINITION);
+    let outer = idx.enclosing(lp, kinds::FUNCTION_DEFINITION);
+    func.map(|f| f.id()) == outer.map(|f| f.id())
+        && [kinds::WHILE_STATEMENT, kinds::FOR_STATEMENT]
+            .iter()
+            .filter_map(|k| idx.enclosing(node, k))
+            .all(|l| l.id() == lp.id() || syntax::contains(l, lp))
+}
+
+/// The names the loop's body counts (`attempt += 1`, `retries -= 1`).
+fn counted<'s>(idx: &NodeIndex<'_>, body: Node<'_>, src: &'s str) -> Vec<&'s str> {
+    let mut out: Vec<&str> = idx
+        .within(body, kinds::AUGMENTED_ASSIGNMENT)
+        .iter()
+        .filter_map(|a| a.field("left"))
+        .map(|l| syntax::text(l, src))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Whether a condition ends the loop by a count or the clock: a test that reads a counter of
+/// the loop, a deadline, the time elapsed, or the attempts left.
+fn bounds(condition: Node<'_>, counters: &[&str], src: &str) -> bool {
+    let mut node = condition;
+    while node.kind() == kinds::PARENTHESIZED_EXPRESSION {
+        match node.named_child(0) {
+            Some(inner) => node = inner,
+            None => return false,
+        }
+    }
+    if node.kind() == kinds::NOT_OPERATOR {
+        // `if not retries_left:`, `if not should_retry(status, retry_count):`.
+        return node
+            .field("argument")
+            .is_some_and(|a| bounds(a, counters, src));
+    }
+    // `a and b` is read part by part by the caller; any other test reads its words
+    // (`attempt >= N`, `self._gives_up(attempt)`).
+    if node.kind() == kinds::BOOLEAN_OPERATOR {
+        return false;
+    }
+    let text = syntax::text(node, src);
+    let words: Vec<&str> = text
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.iter().any(|w| counters.contains(w))
+        || words.iter().any(|w| {
+            let lower = w.to_ascii_lowercase();
+            [
+                "deadline",
+                "monotonic",
+                "elapsed",
+                "attempt",
+                "retries",
+                "tries",
+                "expires",
+            ]
+            .iter()
+            .any(|k| lower.contains(k))
+        })
+}
