@@ -99,6 +99,92 @@ fn timeout_counted_unsent(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
     }
 }
 
+/// States a record is sent from: put back there, it goes out again with the next run.
+const TO_SEND: &[&str] = &[
+    "pending",
+    "queued",
+    "ready",
+    "scheduled",
+    "unsent",
+    "to_send",
+];
+
+/// An unknown outcome put back to be sent again with no key: `except (PaddleTransientError,
+/// PaddleOutcomeUnknown): await _transition(charge, SUBMITTING, RenewalChargeStatus.PENDING)` in
+/// the run that picks `RenewalCharge.filter(status=RenewalChargeStatus.PENDING)` and sends
+/// `paddle.create_one_time_charge(...)` with no idempotency key. If the first request went
+/// through, the next run pays again.
+fn resent_without_a_key(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
+        let unknown = caught_names(clause, src).into_iter().any(|name| {
+            names_a_timeout(name) && !name.starts_with("Connect")
+                || syntax::name_words(name).iter().any(|w| {
+                    matches!(
+                        w.as_str(),
+                        "unknown" | "uncertain" | "ambiguous" | "indeterminate"
+                    )
+                })
+        });
+        if !unknown {
+            continue;
+        }
+        let (Some(handler), Some(try_statement)) = (syntax::except_body(clause), clause.parent())
+        else {
+            continue;
+        };
+        // The state written back: a call handed it, or an assignment of it.
+        let Some((mark, state)) = idx.within(handler, kinds::ATTRIBUTE).iter().find_map(|a| {
+            let last = a.field("attribute").map(|n| syntax::text(n, src))?;
+            let lower = last.to_ascii_lowercase();
+            TO_SEND.contains(&lower.as_str()).then(|| {
+                let shown = crate::rules::pay::statement_of(*a).unwrap_or(*a);
+                (shown, syntax::text(*a, src))
+            })
+        }) else {
+            continue;
+        };
+        let (Some(func), Some(body)) = (
+            idx.enclosing(clause, kinds::FUNCTION_DEFINITION),
+            try_statement.field("body"),
+        ) else {
+            continue;
+        };
+        // The run picks its records by that state, before it sends.
+        let Some(picked) = idx.within(func, kinds::CALL).iter().copied().find(|c| {
+            c.end_byte() <= try_statement.start_byte()
+                && matches!(idx.callee_name(*c, src), "filter" | "where" | "filter_by")
+                && c.field("arguments")
+                    .is_some_and(|a| syntax::text(a, src).contains(state))
+        }) else {
+            continue;
+        };
+        // A request under a key is answered once, however often it is sent.
+        let body_text = syntax::text(body, src);
+        let keyed = syntax::code_names_idempotency(body_text)
+            || idx.within(body, kinds::CALL).iter().any(|c| {
+                cx.change
+                    .functions_named(cx.side, idx.callee_name(*c, src))
+                    .any(|(_, f)| f.mentions_idempotency)
+            });
+        if keyed {
+            continue;
+        }
+        let Some((step, step_line)) = paying_step(cx, idx, func, body) else {
+            continue;
+        };
+        cx.report(&RULE, clause)
+            .arg("function", facts::qualname(func, idx, src))
+            .arg("step", step)
+            .arg("step_line", step_line.to_string())
+            .arg("mark", syntax::normalized(mark, src))
+            .arg("mark_line", syntax::lines(mark).0.to_string())
+            .arg("state", state.to_string())
+            .arg("picked", crate::rules::pay::first_line(picked, src))
+            .arg("picked_line", syntax::lines(picked).0.to_string())
+            .note("resent");
+    }
+}
+
 /// `if response.status_code not in RETRYABLE_STATUS_CODES or attempt == attempts: return
 /// response` in a retry loop of a function that raises its error of no answer
 /// (`GoCardlessUnavailable`) when its transport errors run out: on the last attempt a 5xx, a 429
@@ -682,6 +768,7 @@ fn check(cx: &mut Ctx<'_>) {
     };
     left_out_of_the_wrapper(cx, idx, src);
     timeout_counted_unsent(cx, idx, src);
+    resent_without_a_key(cx, idx, src);
     last_answer_passed_on(cx, idx, src);
     let mut given_up = Vec::new();
     // Asked only where the change defines classes on bases: most files define none.

@@ -120,10 +120,7 @@ fn check(cx: &mut Ctx<'_>) {
 
 /// The file's function called `name` (at module level or a method: the registry names it).
 pub(crate) fn function_named<'t>(idx: &NodeIndex<'t>, name: &str, src: &str) -> Option<Node<'t>> {
-    idx.all(kinds::FUNCTION_DEFINITION)
-        .iter()
-        .copied()
-        .find(|f| syntax::function_name(*f, src) == name)
+    idx.functions_named(name, src).next()
 }
 
 /// The call in `func` that asks whether `param` was delivered before, when an `if` leaves on its

@@ -223,6 +223,7 @@ fn refused_on_the_last_try(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
         };
         let found = joined_to_the_last_try(idx, looped, src)
             .or_else(|| kept_and_raised(idx, func, looped, src))
+            .or_else(|| refused_by_its_kind(idx, func, looped, src))
             .and_then(|(at, value)| {
                 (!sorts_by_status(idx, value, src)).then(|| {
                     let text: String = syntax::normalized(value, src).chars().take(80).collect();
@@ -380,6 +381,71 @@ fn kept_and_raised<'t>(
         return None;
     }
     Some((raise, from_an_answer))
+}
+
+/// After the loop, `if isinstance(last_error, DwollaError): raise DwollaRejected(...)`: a
+/// refusal raised for the last error the loop kept from an answer (`error =
+/// DwollaError.from_response(response)`, `last_error = error`), which on the last try is the
+/// server error the loop went round on. The `raise`, and the refusal made.
+fn refused_by_its_kind<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    looped: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, Node<'t>)> {
+    // Names the loop keeps from an answer, outside its `except`s, one alias deep.
+    let outside_handlers = |a: &Node<'_>| {
+        idx.enclosing(*a, kinds::EXCEPT_CLAUSE)
+            .is_none_or(|e| !syntax::contains(looped, e))
+    };
+    let assigned: Vec<(&str, Node<'t>)> = idx
+        .within(looped, kinds::ASSIGNMENT)
+        .iter()
+        .filter(|a| outside_handlers(a))
+        .filter_map(|a| {
+            let left = a.field("left").filter(|l| l.kind() == kinds::IDENTIFIER)?;
+            Some((syntax::text(left, src), a.field("right")?))
+        })
+        .collect();
+    let from_an_answer =
+        |v: Node<'_>| v.kind() == kinds::CALL && syntax::text(v, src).contains("resp");
+    let kept: Vec<&str> = assigned
+        .iter()
+        .filter(|(_, v)| {
+            from_an_answer(*v)
+                || v.kind() == kinds::IDENTIFIER
+                    && assigned
+                        .iter()
+                        .any(|(n, w)| *n == syntax::text(*v, src) && from_an_answer(*w))
+        })
+        .map(|(n, _)| *n)
+        .collect();
+    if kept.is_empty() {
+        return None;
+    }
+    idx.within(func, kinds::IF_STATEMENT)
+        .iter()
+        .find_map(|stmt| {
+            if stmt.start_byte() < looped.end_byte() {
+                return None;
+            }
+            let condition = stmt.field("condition")?;
+            if !kept
+                .iter()
+                .any(|k| syntax::has_word(syntax::text(condition, src), k))
+            {
+                return None;
+            }
+            let raise = syntax::statements(stmt.field("consequence")?)
+                .into_iter()
+                .find(|s| s.kind() == kinds::RAISE_STATEMENT)?;
+            let value = raise.named_child(0).filter(|v| v.kind() == kinds::CALL)?;
+            let made = syntax::callee(value, src);
+            let made = made.rsplit('.').next().unwrap_or(made);
+            (crate::rules::err::timeout_read_as_failure::named_for_a_refusal(made)
+                && !names_an_unknown_in(value, src))
+            .then_some((raise, value))
+        })
 }
 
 /// A term that says the attempts are spent: `final_try`, `is_last`, `attempt ==

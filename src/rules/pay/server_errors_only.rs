@@ -18,14 +18,14 @@ pub(crate) static RULE: Rule = Rule {
     gate: Gate::When(gate),
 };
 
-/// Every finding is a test for a 5xx.
+/// Every finding is a test for a 5xx, or of the statuses a loop tries again.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
         && s.facts
             .functions
             .iter()
             .any(|f| f.http || f.payment || s.vocab.is_payment_operation(&f.name))
-        && (s.mentions(&["500", "499", "INTERNAL_SERVER_ERROR"])
+        && (s.mentions(&["500", "499", "INTERNAL_SERVER_ERROR", " not in "])
             // A client class whose methods check their answers, one of which may not.
             || s.mentions(&["raise_for_status", "status_code", ".ok", "is_success", "is_error"])
                 && s.facts.functions.iter().filter(|f| f.http).count() >= 2)
@@ -36,6 +36,7 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     };
     unchecked_beside_checked(cx, idx, src);
+    all_but_retryable_returned(cx, idx, src);
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         let name = syntax::function_name(func, src);
         if !cx.vocab.is_payment_operation(name) || crate::rules::pay::beside_the_money(name) {
@@ -75,6 +76,98 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("function", function.clone())
             .arg("test", syntax::text(server, src).to_string())
             .arg("returned", crate::rules::pay::first_line(handed, src));
+        finding.function = function;
+    }
+}
+
+/// `if response.status_code not in RETRYABLE_STATUSES: return _json(response)` in the loop of
+/// a payment's POST: every answer the loop does not try again is handed back as the answer, a
+/// refusal (a 4xx) with the rest, read by something that never asks its status. The caller
+/// records a capture refused as accepted.
+fn all_but_retryable_returned(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    if !cx.facts.is_some_and(|f| f.payment_module)
+        || memchr::memmem::find(src.as_bytes(), b" not in ").is_none()
+    {
+        return;
+    }
+    for &stmt in idx.all(kinds::IF_STATEMENT) {
+        let Some(condition) = stmt.field("condition") else {
+            continue;
+        };
+        let test = syntax::text(condition, src);
+        let Some((answer, set)) = test.split_once(" not in ") else {
+            continue;
+        };
+        let answer = answer.trim();
+        let retries = syntax::name_words(facts::last_name(set.trim()))
+            .iter()
+            .any(|w| {
+                matches!(
+                    w.as_str(),
+                    "retry" | "retryable" | "retriable" | "transient" | "temporary"
+                )
+            });
+        if !retries || !(answer.ends_with("status") || answer.ends_with("status_code")) {
+            continue;
+        }
+        let response = answer.split('.').next().unwrap_or(answer);
+        let Some(ret) = stmt
+            .field("consequence")
+            .map(syntax::statements)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|s| s.kind() == kinds::RETURN_STATEMENT)
+        else {
+            continue;
+        };
+        let Some(value) = syntax::return_value(ret) else {
+            continue;
+        };
+        // `resp.raise_for_status()` (or `if not resp.ok: raise ...`) before the `return`.
+        let consequence = stmt.field("consequence");
+        if consequence.is_some_and(|block| {
+            let before = &src[block.start_byte()..ret.start_byte()];
+            checks_success(before) || before.contains("raise ")
+        }) {
+            continue;
+        }
+        let value = crate::rules::idem::strip_await(value);
+        if value.kind() != kinds::CALL
+            || !crate::rules::testing::has_word(syntax::text(value, src), response)
+        {
+            continue;
+        }
+        // Read by a helper of the file that asks the status (`_parse`, which raises on a 4xx),
+        // or by the client's own check: the refusal does not pass.
+        let reader = idx.callee_name(value, src);
+        let checked = reader == "raise_for_status"
+            || idx
+                .functions_named(reader, src)
+                .any(|f| checks_success(syntax::text(f, src)));
+        let reads_json = reader == "json" || idx.functions_named(reader, src).next().is_some();
+        if checked || !reads_json {
+            continue;
+        }
+        let Some(func) = idx.enclosing(stmt, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        // The POST of a payment: one that carries a key, in the loop around this test.
+        let posts = idx.within(func, kinds::CALL).iter().any(|&c| {
+            idx.callee_name(c, src) == "post"
+                || syntax::positional_args(c).first().is_some_and(|m| {
+                    syntax::string_value(*m, src).is_some_and(|m| m.eq_ignore_ascii_case("post"))
+                })
+        });
+        if !posts {
+            continue;
+        }
+        let function = facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, condition)
+            .arg("function", function.clone())
+            .arg("test", test.to_string())
+            .arg("returned", crate::rules::pay::first_line(value, src))
+            .note("all_but_retryable");
         finding.function = function;
     }
 }

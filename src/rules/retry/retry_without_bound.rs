@@ -52,12 +52,24 @@ fn check(cx: &mut Ctx<'_>) {
             .filter_map(|s| s.field("condition"))
             .collect();
         let bounds = |n: Node<'_>| bounds(n, &counters, src);
-        // An exit that counts or watches the clock on its own side of an `or`: bounded.
-        if exits.iter().any(|c| {
-            syntax::operands(*c, "or")
-                .into_iter()
-                .any(&bounds)
-        }) {
+        // An exit that counts or watches the clock on its own side of an `or`: bounded, unless
+        // a branch goes round before it is reached.
+        let bounded: Vec<Node<'_>> = exits
+            .iter()
+            .copied()
+            .filter(|c| syntax::operands(*c, "or").into_iter().any(&bounds))
+            .collect();
+        if let Some(bound) = bounded.first() {
+            if let Some((branch, branch_line)) = skips_the_bound(idx, lp, &bounded, &bounds, src) {
+                let function = crate::rules::facts::qualname(func, idx, src);
+                cx.report(&RULE, lp)
+                    .arg("function", function)
+                    .arg("loop_line", syntax::lines(lp).0.to_string())
+                    .arg("branch", branch)
+                    .arg("branch_line", branch_line.to_string())
+                    .arg("condition", syntax::normalized(*bound, src))
+                    .note("skipped");
+            }
             continue;
         }
         // Bounded only beside another condition: `attempt >= max and status != 429`.
@@ -91,6 +103,58 @@ fn check(cx: &mut Ctx<'_>) {
             }
         }
     }
+}
+
+/// A `continue` of the loop that no bounded exit comes before, under an `if` whose test is no
+/// bound itself or in an `except`: `if status_code == 429: sleep(delay); retry_count += 1;
+/// continue` above `if not should_retry(status_code, retry_count): raise`. The branch as
+/// shown (its test, or `except RateLimited`), and its line.
+fn skips_the_bound(
+    idx: &NodeIndex<'_>,
+    lp: Node<'_>,
+    bounded: &[Node<'_>],
+    bounds: &impl Fn(Node<'_>) -> bool,
+    src: &str,
+) -> Option<(String, u32)> {
+    // `continue` is not among the kinds the index keeps: the loop's subtree is walked.
+    syntax::descendants(lp, &[kinds::CONTINUE_STATEMENT])
+        .into_iter()
+        .filter(|c| own(idx, *c, lp))
+        .find_map(|c| {
+            // A bounded exit met on the way: its `if` ends before the `continue`, in a block
+            // that holds it.
+            let passed = bounded.iter().any(|condition| {
+                condition.parent().is_some_and(|stmt| {
+                    stmt.end_byte() <= c.start_byte()
+                        && stmt
+                            .parent()
+                            .is_some_and(|block| syntax::contains(block, c))
+                })
+            });
+            if passed {
+                return None;
+            }
+            let inside = |n: &Node<'_>| syntax::contains(lp, *n) && n.id() != lp.id();
+            let branch = idx.enclosing(c, kinds::IF_STATEMENT).filter(inside);
+            let handler = idx.enclosing(c, kinds::EXCEPT_CLAUSE).filter(inside);
+            match (branch, handler) {
+                (Some(b), h) if h.is_none_or(|h| h.start_byte() < b.start_byte()) => {
+                    let condition = b.field("condition")?;
+                    let guarded = syntax::operands(condition, "and").into_iter().any(bounds);
+                    (!guarded).then(|| (syntax::normalized(condition, src), syntax::lines(b).0))
+                }
+                (_, Some(h)) => {
+                    let types = crate::rules::err::caught_types(h, src);
+                    let shown = if types.is_empty() {
+                        "except:".to_string()
+                    } else {
+                        format!("except {types}")
+                    };
+                    Some((shown, syntax::lines(h).0))
+                }
+                _ => None,
+            }
+        })
 }
 
 /// Whether the loop retries one request: it sleeps, a `try` or a test goes round after a
