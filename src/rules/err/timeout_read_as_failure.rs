@@ -116,16 +116,10 @@ const TO_SEND: &[&str] = &[
 /// through, the next run pays again.
 fn resent_without_a_key(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
     for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
-        let unknown = caught_names(clause, src).into_iter().any(|name| {
-            names_a_timeout(name) && !name.starts_with("Connect")
-                || syntax::name_words(name).iter().any(|w| {
-                    matches!(
-                        w.as_str(),
-                        "unknown" | "uncertain" | "ambiguous" | "indeterminate"
-                    )
-                })
-        });
-        if !unknown {
+        if !caught_names(clause, src)
+            .into_iter()
+            .any(names_an_unknown_outcome)
+        {
             continue;
         }
         let (Some(handler), Some(try_statement)) = (syntax::except_body(clause), clause.parent())
@@ -343,6 +337,18 @@ pub(crate) enum Caught {
     Family,
     /// It catches everything: `Exception`, bare. A `return None` there is ERR001's.
     Everything,
+}
+
+/// A class named for a request whose outcome is not known: a timeout of the answer (not of
+/// the connect), or an unknown, uncertain, ambiguous or indeterminate outcome.
+fn names_an_unknown_outcome(name: &str) -> bool {
+    names_a_timeout(name) && !name.starts_with("Connect")
+        || syntax::name_words(name).iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "unknown" | "uncertain" | "ambiguous" | "indeterminate"
+            )
+        })
 }
 
 /// A class named for a timeout: `ReadTimeout`, `GatewayTimeoutError`, `AcquirerTimedOut`.
@@ -988,14 +994,7 @@ fn shadows_an_unknown(cx: &Ctx<'_>, clause: Node<'_>, src: &str) -> Option<(Stri
         for t in syntax::except_types(next) {
             let name = syntax::text(t, src);
             let last = facts::last_name(name);
-            let of_an_unknown = unavailable(last)
-                || names_a_timeout(last) && !last.starts_with("Connect")
-                || syntax::name_words(last).iter().any(|w| {
-                    matches!(
-                        w.as_str(),
-                        "unknown" | "uncertain" | "ambiguous" | "indeterminate"
-                    )
-                });
+            let of_an_unknown = unavailable(last) || names_an_unknown_outcome(last);
             if caught.iter().any(|c| facts::last_name(c) == last) || !of_an_unknown {
                 continue;
             }

@@ -57,12 +57,10 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         }
         // The POST of the operation: by HTTP, or through a helper handed the method.
-        let posts = idx.within(func, kinds::CALL).iter().any(|&c| {
-            crate::rules::pay::http_payment(cx, c)
-                || syntax::positional_args(c).first().is_some_and(|m| {
-                    syntax::string_value(*m, src).is_some_and(|m| m.eq_ignore_ascii_case("post"))
-                })
-        });
+        let posts = idx
+            .within(func, kinds::CALL)
+            .iter()
+            .any(|&c| crate::rules::pay::http_payment(cx, c) || handed_post(c, src));
         if !posts {
             continue;
         }
@@ -152,12 +150,10 @@ fn all_but_retryable_returned(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) 
             continue;
         };
         // The POST of a payment: one that carries a key, in the loop around this test.
-        let posts = idx.within(func, kinds::CALL).iter().any(|&c| {
-            idx.callee_name(c, src) == "post"
-                || syntax::positional_args(c).first().is_some_and(|m| {
-                    syntax::string_value(*m, src).is_some_and(|m| m.eq_ignore_ascii_case("post"))
-                })
-        });
+        let posts = idx
+            .within(func, kinds::CALL)
+            .iter()
+            .any(|&c| idx.callee_name(c, src) == "post" || handed_post(c, src));
         if !posts {
             continue;
         }
@@ -170,6 +166,13 @@ fn all_but_retryable_returned(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) 
             .note("all_but_retryable");
         finding.function = function;
     }
+}
+
+/// A call that hands a helper the method `"POST"` first: `self._request("POST", path, ...)`.
+fn handed_post(call: Node<'_>, src: &str) -> bool {
+    syntax::positional_args(call).first().is_some_and(|m| {
+        syntax::string_value(*m, src).is_some_and(|m| m.eq_ignore_ascii_case("post"))
+    })
 }
 
 /// Code that looks at whether the answer succeeded, or at client errors too.
