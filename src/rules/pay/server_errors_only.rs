@@ -97,15 +97,9 @@ fn all_but_retryable_returned(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) 
             continue;
         };
         let answer = answer.trim();
-        let retries = syntax::name_words(facts::last_name(set.trim()))
-            .iter()
-            .any(|w| {
-                matches!(
-                    w.as_str(),
-                    "retry" | "retryable" | "retriable" | "transient" | "temporary"
-                )
-            });
-        if !retries || !(answer.ends_with("status") || answer.ends_with("status_code")) {
+        if !crate::rules::retry::refusal_retried::names_retries(set.trim())
+            || !(answer.ends_with("status") || answer.ends_with("status_code"))
+        {
             continue;
         }
         let response = answer.split('.').next().unwrap_or(answer);

@@ -102,7 +102,7 @@ fn check(cx: &mut Ctx<'_>) {
 
 /// Whether a name says its set is what to retry: `RETRYABLE_STATUSES`, `RETRY_ON`,
 /// `self._transient_codes`.
-fn names_retries(name: &str) -> bool {
+pub(crate) fn names_retries(name: &str) -> bool {
     let last = name.rsplit('.').next().unwrap_or(name);
     syntax::name_words(last).iter().any(|w| {
         matches!(
