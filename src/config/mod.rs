@@ -83,6 +83,30 @@ impl Default for Vocabulary {
                 "execute_payment",
                 "initiate_payment",
                 "perform_payment",
+                // The same operations in the languages payment code is written in:
+                // `maak_terugbetaling`, `auszahlung_senden`, `initier_virement`, `reembolsar`.
+                "terugbetaling",
+                "uitbetaling",
+                "betalen",
+                "erstattung",
+                "rueckerstattung",
+                "auszahlung",
+                "ueberweisung",
+                "abbuchung",
+                "zahlen",
+                "remboursement",
+                "rembourser",
+                "virement",
+                "transfert",
+                "prelevement",
+                "reembolso",
+                "reembolsar",
+                "estorno",
+                "estornar",
+                "cobrar",
+                "pagar",
+                "transferencia",
+                "transferir",
             ]),
             money_arguments: words(&["amount", "currency", "total", "sum", "price", "value"]),
             entities: words(&[
@@ -199,9 +223,13 @@ fn works_out_an_amount(name: &str) -> bool {
 /// Whether `name`, or one of its `_`-separated words, is one of `words` (case-insensitive):
 /// `capture_payment` names `capture`. Asked for every function and call: the name is split once.
 fn names_one_of(name: &str, words: &[String]) -> bool {
-    let lower = name.to_ascii_lowercase();
-    let known = |part: &str| words.iter().any(|w| w == part);
-    known(&lower) || lower.split('_').any(known)
+    // Compared in place, without a lowercased copy: asked of every function name by many rules.
+    let known = |part: &str| {
+        words
+            .iter()
+            .any(|w| w.len() == part.len() && w.eq_ignore_ascii_case(part))
+    };
+    known(name) || name.split('_').any(known)
 }
 
 /// Which rules run and how severe their findings are, from the configuration.

@@ -42,8 +42,9 @@ pub struct ModuleFacts {
     /// For a module that imports pymemcache: whether it asks its clients to wait for the
     /// server's replies (`default_noreply=False`). `None` for every other module.
     pub memcache_replies: Option<bool>,
-    /// A configuration class for the tests sets Flask-Caching to an in-process cache
-    /// (`class TestConfig(Config): CACHE_TYPE = "SimpleCache"`).
+    /// The tests' configuration puts the cache in the process: a class for the tests sets
+    /// Flask-Caching's type (`class TestConfig(Config): CACHE_TYPE = "SimpleCache"`), or an
+    /// autouse fixture sets Django's (`settings.CACHES = {...: "...locmem.LocMemCache"}`).
     pub local_test_cache: bool,
 }
 
@@ -615,6 +616,10 @@ pub(crate) fn assignment(a: Node<'_>, name: &str, src: &str) -> Option<Assignmen
 /// Whether a class of the module named for the tests (`TestConfig`, `TestingConfig`) sets
 /// Flask-Caching's `CACHE_TYPE` to a cache in the process (`SimpleCache`, `NullCache`).
 fn local_test_cache(idx: &NodeIndex<'_>, src: &str) -> bool {
+    if memchr::memmem::find(src.as_bytes(), b".CACHES").is_some() && autouse_local_caches(idx, src)
+    {
+        return true;
+    }
     if memchr::memmem::find(src.as_bytes(), b"CACHE_TYPE").is_none() {
         return false;
     }
@@ -633,6 +638,28 @@ fn local_test_cache(idx: &NodeIndex<'_>, src: &str) -> bool {
                         )
                     })
             })
+    })
+}
+
+/// pytest-django's `settings` fixture set, in an autouse fixture, to a cache in the process:
+/// `settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}`.
+fn autouse_local_caches(idx: &NodeIndex<'_>, src: &str) -> bool {
+    idx.all(kinds::ASSIGNMENT).iter().any(|a| {
+        let local = a.field("left").is_some_and(|l| {
+            l.kind() == kinds::ATTRIBUTE && syntax::text(l, src).ends_with(".CACHES")
+        }) && a.field("right").is_some_and(|v| {
+            let value = syntax::text(v, src).to_ascii_lowercase();
+            value.contains("locmem") || value.contains("dummycache")
+        });
+        local
+            && idx
+                .enclosing(*a, kinds::DECORATED_DEFINITION)
+                .is_some_and(|d| {
+                    syntax::decorators(d).iter().any(|dec| {
+                        let text = syntax::text(*dec, src);
+                        text.contains("fixture") && text.contains("autouse=True")
+                    })
+                })
     })
 }
 

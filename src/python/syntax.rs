@@ -120,9 +120,11 @@ pub(crate) fn callee_parts(call: Node<'_>) -> CalleeParts {
 }
 
 /// Whether a callee's last name is a sleep: `sleep`, or a function a class keeps for it
-/// (`self._sleep`, `self.backoff_sleep`: `asyncio.sleep` by default, a fake in tests).
+/// (`self._sleep`, `self.backoff_sleep`: `asyncio.sleep` by default, a fake in tests), or a
+/// library's async twin of it (`sleep_async`).
 pub fn names_sleep(name: &str) -> bool {
-    name.trim_start_matches('_') == "sleep" || name.ends_with("_sleep")
+    let name = name.trim_start_matches('_');
+    name == "sleep" || name == "sleep_async" || name.ends_with("_sleep")
 }
 
 /// Whether a name (a path, a function's, a class's) is of code that takes a provider's

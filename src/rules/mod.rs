@@ -89,6 +89,7 @@ pub static ALL: &[&Rule] = &[
     &idem::unknown_outcome_new_key::RULE,
     &idem::resend_window_outlives_key::RULE,
     &idem::window_from_last_send::RULE,
+    &idem::key_from_the_clock::RULE,
     &pay::charge_amount_source_changed::RULE,
     &pay::success_recorded_before_result::RULE,
     &pay::arguments_swapped::RULE,
@@ -280,6 +281,24 @@ impl ChangeSet {
             }
             names
         })
+    }
+
+    /// Whether a file of the change raises `class` only where the connection was never made
+    /// (`FileFacts::raised_unsent`), and no class of no answer is built on it.
+    pub fn raised_unsent(&self, side: Side, class: &str) -> bool {
+        self.side(side)
+            .any(|f| f.raised_unsent.iter().any(|c| c == class))
+            && !self
+                .no_answer_classes(side)
+                .iter()
+                .any(|(c, _)| c != class && self.subclass_of(side, c, class))
+    }
+
+    /// Whether a file of the change raises `class` from a handler of a transport failure that
+    /// may come after the request left (`FileFacts::raised_unanswered`).
+    pub fn raised_unanswered(&self, side: Side, class: &str) -> bool {
+        self.side(side)
+            .any(|f| f.raised_unanswered.iter().any(|c| c == class))
     }
 
     /// Whether the change's files on `side` define a class named `class`.

@@ -693,6 +693,7 @@ fn no_error(value: Node<'_>, src: &str) -> bool {
             "unconfirmed",
         ]
         .iter()
+        .chain(super::timeout_read_as_failure::FOREIGN_STATES)
         .any(|w| text.contains(w))
 }
 

@@ -35,6 +35,8 @@ enum Answer<'t> {
     Returned(Node<'t>),
     /// `landed = 0`: a local the function goes on with.
     Assigned { name: &'t str, value: Node<'t> },
+    /// `continue`: the item is skipped in a search that answers "none" when nothing matched.
+    Skipped,
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -65,10 +67,20 @@ fn check(cx: &mut Ctx<'_>) {
         // The empty value, the local it is kept in (none when returned), and whether the code
         // goes on with it.
         let (value, answered, read) = match answer {
-            Answer::Returned(value) => (value, "", returns_otherwise(idx, func, clause, src)),
-            Answer::Assigned { name, value } => {
-                (value, name, read_after(try_statement, func, name, src))
-            }
+            Answer::Returned(value) => (
+                syntax::text(value, src),
+                "",
+                returns_otherwise(idx, func, clause, src),
+            ),
+            Answer::Assigned { name, value } => (
+                syntax::text(value, src),
+                name,
+                read_after(try_statement, func, name, src),
+            ),
+            Answer::Skipped => match search_ends_empty(idx, func, try_statement, src) {
+                Some(none) => (none, "", true),
+                None => continue,
+            },
         };
         if !read {
             continue;
@@ -90,8 +102,10 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("caught", caught)
             .arg("function", qualname)
             .arg("lookup", shown(lookup, named, src))
-            .arg("empty", syntax::text(value, src).to_string());
-        if answered.is_empty() {
+            .arg("empty", value.to_string());
+        if matches!(answer, Answer::Skipped) {
+            finding.note("skipped");
+        } else if answered.is_empty() {
             finding.note("returned");
         } else {
             finding.arg("local", answered).note("assigned");
@@ -123,9 +137,11 @@ fn catches_failures(clause: Node<'_>, src: &str) -> bool {
 fn empty_answer<'t>(clause: Node<'t>, src: &'t str) -> Option<Answer<'t>> {
     // The handler ends in the empty value, as written: the text is asked before the tree.
     let text = syntax::text(clause, src).trim_end();
-    if !["[]", "{}", "()", "0", "0.0", "(0)", "\"0\")", "'0')"]
-        .iter()
-        .any(|e| text.ends_with(e))
+    if ![
+        "[]", "{}", "()", "0", "0.0", "(0)", "\"0\")", "'0')", "continue",
+    ]
+    .iter()
+    .any(|e| text.ends_with(e))
     {
         return None;
     }
@@ -141,6 +157,7 @@ fn empty_answer<'t>(clause: Node<'t>, src: &'t str) -> Option<Answer<'t>> {
         return None;
     }
     match last.kind() {
+        kinds::CONTINUE_STATEMENT => Some(Answer::Skipped),
         kinds::RETURN_STATEMENT => syntax::return_value(*last)
             .filter(|v| empty(*v, src))
             .map(Answer::Returned),
@@ -264,6 +281,49 @@ fn returns_otherwise(idx: &NodeIndex<'_>, func: Node<'_>, clause: Node<'_>, src:
                 .is_some_and(|f| f.id() == func.id())
             && syntax::return_value(*r).is_some_and(|v| !empty(v, src) && v.kind() != kinds::NONE)
     })
+}
+
+/// The answer of a search whose `try` skips a failed item: the `for` loop right around the
+/// `try` returns what matched, and the function answers none (`return None`, `return []`, or
+/// falls off its end) once the loop ends. A loop that goes on to something else after a
+/// failure (a batch that sends the rest) is no search.
+fn search_ends_empty<'s>(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    try_statement: Node<'_>,
+    src: &'s str,
+) -> Option<&'s str> {
+    let block = try_statement.parent()?;
+    let lp = block
+        .parent()
+        .filter(|l| l.kind() == kinds::FOR_STATEMENT)?;
+    let found = idx.within(block, kinds::RETURN_STATEMENT).iter().any(|r| {
+        idx.enclosing(*r, kinds::FUNCTION_DEFINITION)
+            .is_some_and(|f| f.id() == func.id())
+            && syntax::return_value(*r).is_some_and(|v| !empty(v, src) && v.kind() != kinds::NONE)
+    });
+    if !found {
+        return None;
+    }
+    let mut next = lp.next_named_sibling();
+    while next.is_some_and(|n| n.kind() == kinds::COMMENT) {
+        next = next.and_then(|n| n.next_named_sibling());
+    }
+    match next {
+        Some(ret) if ret.kind() == kinds::RETURN_STATEMENT => match syntax::return_value(ret) {
+            None => Some("None"),
+            Some(v) if v.kind() == kinds::NONE || empty(v, src) => Some(syntax::text(v, src)),
+            Some(_) => None,
+        },
+        None if lp
+            .parent()
+            .and_then(|b| b.parent())
+            .is_some_and(|f| f.id() == func.id()) =>
+        {
+            Some("None")
+        }
+        _ => None,
+    }
 }
 
 /// Whether the local is read after the `try`, where the code decides on it.

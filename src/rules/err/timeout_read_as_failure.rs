@@ -574,7 +574,14 @@ fn transient_class(name: &str) -> bool {
 fn lineage_leaves_out_timeouts(cx: &Ctx<'_>, clause: Node<'_>, src: &str) -> bool {
     let caught = caught_names(clause, src);
     let defined = |name: &str| cx.change.defines_class(cx.side, name);
-    if caught.is_empty() || !caught.iter().all(|c| defined(c)) {
+    // `except requests.ConnectionError: raise GoCardlessError(...)` in the client: a reset
+    // after the request left comes as the caught class, whatever the lineage says.
+    if caught.is_empty()
+        || !caught.iter().all(|c| defined(c))
+        || caught
+            .iter()
+            .any(|c| cx.change.raised_unanswered(cx.side, c))
+    {
         return false;
     }
     // The caught classes and what they are built on, as far as the change defines them: a
@@ -608,6 +615,7 @@ fn lineage_leaves_out_timeouts(cx: &Ctx<'_>, clause: Node<'_>, src: &str) -> boo
         .map(|(c, _)| c.as_str())
         .filter(|c| {
             beside.contains(c)
+                || caught.iter().any(|r| same_client(c, r))
                 || family
                     .iter()
                     .any(|r| *c == *r || cx.change.subclass_of(cx.side, c, r))
@@ -620,6 +628,27 @@ fn lineage_leaves_out_timeouts(cx: &Ctx<'_>, clause: Node<'_>, src: &str) -> boo
             .all(|c| *c != t && !cx.change.subclass_of(cx.side, t, c))
     });
     any && none_caught
+}
+
+/// Whether a class of no answer is the same client's as an error class: `GoCardlessUnavailable`
+/// beside `GoCardlessError`, `AdyenTimeout` beside `AdyenApiError`. Defined on a base of its
+/// own, it is where that client's timeouts go.
+fn same_client(no_answer: &str, error: &str) -> bool {
+    let brand = error
+        .strip_suffix("Error")
+        .or_else(|| error.strip_suffix("Exception"))
+        .unwrap_or("");
+    let first_word = brand
+        .char_indices()
+        .skip(1)
+        .find(|(_, c)| c.is_ascii_uppercase())
+        .map_or(brand, |(i, _)| &brand[..i]);
+    let stem = if first_word.len() >= 5 {
+        first_word
+    } else {
+        brand
+    };
+    stem.len() >= 3 && no_answer.starts_with(stem) && no_answer != error
 }
 
 /// The classes an `except` clause names, by their last names (`GoCardlessAPIError` of
@@ -693,12 +722,16 @@ pub(crate) fn unavailable(name: &str) -> bool {
         || lower("unknown")
         || lower("indeterminate")
         || lower("ambiguous")
-        || lower("uncertain"))
+        || lower("uncertain")
+        || FOREIGN_UNKNOWNS.iter().any(|w| lower(w)))
     {
         return false;
     }
     let words = syntax::name_words(name);
     let has = |w: &str| words.iter().any(|x| x == w);
+    if words.iter().any(|w| FOREIGN_UNKNOWNS.contains(&w.as_str())) {
+        return true;
+    }
     // Or one named for the unknown itself: `PayPalUnknownOutcome`, `OutcomeUnknown`,
     // `IndeterminateResult`.
     has("unavailable")
@@ -869,6 +902,18 @@ fn check(cx: &mut Ctx<'_>) {
             if built_on.is_none() {
                 continue;
             }
+        }
+        // `except GatewayUnavailable`, which the client raises only from `except
+        // requests.ConnectTimeout`: the request never left.
+        if caught == Caught::Family
+            && shadowed.is_none()
+            && built_on.is_none()
+            && kind_of.is_none()
+            && caught_names(clause, src)
+                .iter()
+                .all(|c| cx.change.raised_unsent(cx.side, c))
+        {
+            continue;
         }
         // `except GoCardlessAPIError`, where the change builds its timeouts on another branch
         // of the client's errors: they pass this clause by.
@@ -2043,9 +2088,42 @@ pub(crate) fn named_for_a_refusal(name: &str) -> bool {
         matches!(
             w.as_str(),
             "decline" | "declined" | "reject" | "rejected" | "refused" | "refusal"
-        )
+        ) || FOREIGN_REFUSALS.contains(&w.as_str())
     })
 }
+
+/// Refusals in the languages payment code is written in: `AirwallexAbgelehnt`,
+/// `TransfertRefuse`, `TerugbetalingGeweigerd`, `PagamentoRecusado`, `PagoRechazado`.
+const FOREIGN_REFUSALS: &[&str] = &[
+    "abgelehnt",
+    "ablehnung",
+    "refuse",
+    "refusee",
+    "rejete",
+    "rejetee",
+    "geweigerd",
+    "weigering",
+    "recusado",
+    "recusada",
+    "rechazado",
+    "rechazada",
+];
+
+/// Unknown outcomes and unavailable services in those languages: `AirwallexUnklar`,
+/// `IssueIncertaine`, `FlutterwaveIndisponible`, `UitkomstOnbekend`, `ResultadoDesconhecido`.
+const FOREIGN_UNKNOWNS: &[&str] = &[
+    "unklar",
+    "ungewiss",
+    "incertain",
+    "incertaine",
+    "indisponible",
+    "onbekend",
+    "onzeker",
+    "desconhecido",
+    "desconocido",
+    "incierto",
+    "indisponivel",
+];
 
 /// Words in a handler that say the outcome is kept as unknown, or found out: a pending state,
 /// a check with the provider, another attempt.
@@ -2068,6 +2146,18 @@ pub(super) const UNKNOWN_OUTCOME: &[&str] = &[
     "retrieve",
     "processing",
     "in_progress",
+    // The same in the languages payment code is written in: `status="onbekend"`, `"unklar"`.
+    "onbekend",
+    "unklar",
+    "unbekannt",
+    "ausstehend",
+    "inconnu",
+    "incertain",
+    "en_attente",
+    "desconhecido",
+    "desconocido",
+    "pendente",
+    "pendiente",
 ];
 
 /// Words of a status that say the payment did not happen.
@@ -2084,9 +2174,43 @@ fn failure_word(text: &str) -> bool {
                 | "refused"
                 | "error"
                 | "errored"
-        )
+        ) || FOREIGN_FAILURES.contains(&w.as_str())
     })
 }
+
+/// States of a failure or of an outcome not known, in the languages payment code is written
+/// in: what a handler that records one writes (`status="onbekend"`, `"mislukt"`).
+pub(super) const FOREIGN_STATES: &[&str] = &[
+    "onbekend",
+    "unklar",
+    "unbekannt",
+    "inconnu",
+    "incertain",
+    "desconhecido",
+    "desconocido",
+    "pendente",
+    "pendiente",
+    "mislukt",
+    "fehlgeschlagen",
+    "echoue",
+    "falhou",
+    "fallido",
+];
+
+/// Failed states in the languages payment code is written in: `"mislukt"`,
+/// `"fehlgeschlagen"`, `"echoue"`, `"falhou"`, `"fallido"`.
+const FOREIGN_FAILURES: &[&str] = &[
+    "mislukt",
+    "fehlgeschlagen",
+    "gescheitert",
+    "echoue",
+    "echec",
+    "falhou",
+    "falhada",
+    "falhado",
+    "fallido",
+    "fallida",
+];
 
 /// A value that names a failed state: `"failed"`, `PaymentStatus.DECLINED`, `Status.ERROR`.
 fn failure_value(value: Node<'_>, src: &str) -> bool {

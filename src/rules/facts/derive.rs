@@ -190,6 +190,7 @@ pub fn derive_old(
     // cache bindings are the new version's with the runs' own swapped for the old text's.
     let (memory_caches, cache_clients, rebound) =
         old_cache_bindings(new, new_facts, &parsed, &runs)?;
+    let (raised_unsent, raised_unanswered) = super::raised_by_handlers(old);
     let skeleton = FileFacts {
         path: new_facts.path.clone(),
         module: new_facts.module.clone(),
@@ -202,6 +203,8 @@ pub fn derive_old(
         functions: Vec::new(),
         calls: Vec::new(),
         class_bases: super::class_bases(old),
+        raised_unsent,
+        raised_unanswered,
     };
     // The untouched code's facts are copied: a name the change makes a cache client (or a
     // map) in one version and not in the other would classify its calls differently there.

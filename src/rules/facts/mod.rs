@@ -261,6 +261,14 @@ pub struct FileFacts {
     /// (`("OutcomeUnknown", ["AuthorizeNetError"])`): for rules that ask whether one error
     /// is a kind of another across the change's files.
     pub class_bases: Vec<(String, Vec<String>)>,
+    /// Errors the file raises only from a handler of a connection never made
+    /// (`except requests.ConnectTimeout: raise GatewayUnavailable(...)`): whatever they are
+    /// named, they say the request was not sent.
+    pub raised_unsent: Vec<String>,
+    /// Errors the file raises from a handler of a transport failure that may come after the
+    /// request left (`except requests.ConnectionError: raise GoCardlessError(...)`): whatever
+    /// they are named, they carry requests that got no answer.
+    pub raised_unanswered: Vec<String>,
 }
 
 impl FileFacts {
@@ -299,8 +307,8 @@ impl FileFacts {
 /// provider (`fiat/paypal.py`). Asked for every word of every import of every file, so the word
 /// is lowercased once and matched by length and bytes, not compared with each word in turn.
 fn is_payment_word(word: &str) -> bool {
-    // As long as the longest word, `authorizenet`.
-    let mut lower = [0u8; 12];
+    // As long as the longest word, `terugbetalingen`.
+    let mut lower = [0u8; 16];
     let Some(buf) = lower.get_mut(..word.len()) else {
         return false;
     };
@@ -362,6 +370,31 @@ fn is_payment_word(word: &str) -> bool {
             | b"worldpay"
             | b"revolut"
             | b"psp"
+            | b"airwallex"
+            | b"flutterwave"
+            | b"dwolla"
+            | b"mangopay"
+            // German, French and Dutch: `zahlungen/`, `auszahlung.py`, `virements/`,
+            // `paiements.py`, `terugbetalingen.py`.
+            | b"zahlung"
+            | b"zahlungen"
+            | b"auszahlung"
+            | b"auszahlungen"
+            | b"zahllauf"
+            | b"rechnung"
+            | b"rechnungen"
+            | b"paiement"
+            | b"paiements"
+            | b"virement"
+            | b"virements"
+            | b"remboursement"
+            | b"facture"
+            | b"factures"
+            | b"betaling"
+            | b"betalingen"
+            | b"terugbetaling"
+            | b"terugbetalingen"
+            | b"incasso"
     )
 }
 
@@ -484,6 +517,7 @@ pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
             PAYMENT_SDKS.contains(&root) || has_payment_word(importing_module(&i.target))
         });
     let (memory_caches, cache_clients) = cache_bindings(idx, src, &imports);
+    let (raised_unsent, raised_unanswered) = raised_by_handlers(src);
     let file_facts = FileFacts {
         path: path.to_string(),
         module: module_of(path),
@@ -496,6 +530,8 @@ pub fn gather(path: &str, file: &ParsedFile, vocab: &Vocabulary) -> FileFacts {
         functions: Vec::new(),
         calls: Vec::new(),
         class_bases: class_bases(src),
+        raised_unsent,
+        raised_unanswered,
     };
     gather_code(file, file_facts, vocab)
 }
@@ -539,6 +575,110 @@ pub(crate) fn class_bases(src: &str) -> Vec<(String, Vec<String>)> {
         }
     }
     out
+}
+
+/// `FileFacts::raised_unsent` of a file's text: each `raise Name(` under an `except` line (the
+/// nearest line above it indented less) that names only errors of a connection never made.
+/// Read from the text, as `class_bases` is, for the old version's facts.
+/// And `FileFacts::raised_unanswered`: each `raise Name(` under an `except` line that names a
+/// transport failure other than a connection never made. Both from one pass over the raises.
+pub(crate) fn raised_by_handlers(src: &str) -> (Vec<String>, Vec<String>) {
+    let mut unsent: Vec<String> = Vec::new();
+    let mut unanswered: Vec<String> = Vec::new();
+    let mut elsewhere: Vec<&str> = Vec::new();
+    for (name, types) in raised_in_handlers(src) {
+        if !types.is_empty() && types.iter().all(|t| unsent_error(t)) {
+            if !unsent.iter().any(|u| u == name) {
+                unsent.push(name.to_string());
+            }
+        } else {
+            elsewhere.push(name);
+        }
+        if types
+            .iter()
+            .any(|t| !unsent_error(t) && transport_failure(t))
+            && !unanswered.iter().any(|u| u == name)
+        {
+            unanswered.push(name.to_string());
+        }
+    }
+    unsent.retain(|u| !elsewhere.contains(&u.as_str()));
+    (unsent, unanswered)
+}
+
+/// A transport failure of requests, httpx or aiohttp, by its last name.
+fn transport_failure(name: &str) -> bool {
+    matches!(
+        name,
+        "ConnectionError"
+            | "Timeout"
+            | "ReadTimeout"
+            | "RequestException"
+            | "TransportError"
+            | "TimeoutException"
+            | "ReadError"
+            | "RemoteProtocolError"
+            | "NetworkError"
+            | "ClientError"
+            | "ServerDisconnectedError"
+            | "ClientOSError"
+            | "TimeoutError"
+    )
+}
+
+/// Each `raise Name(` of the file with the error types of the `except` line it sits under
+/// (the nearest line above it indented less), empty when it is under none.
+fn raised_in_handlers(src: &str) -> Vec<(&str, Vec<&str>)> {
+    let mut out = Vec::new();
+    let indent = |line: &str| line.len() - line.trim_start().len();
+    for at in memchr::memmem::find_iter(src.as_bytes(), b"raise ") {
+        let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+        if !src[line_start..at].bytes().all(|b| b == b' ' || b == b'\t') {
+            continue;
+        }
+        let rest = &src[at + "raise ".len()..];
+        let name = rest
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .next()
+            .unwrap_or("");
+        if !rest[name.len()..].starts_with('(') || name.is_empty() {
+            continue;
+        }
+        let name = last_name(name);
+        let depth = at - line_start;
+        // The nearest line above that is indented less: the block the `raise` is in.
+        let opener = src[..line_start]
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#') && indent(l) < depth)
+            .map(str::trim_start);
+        let types: Vec<&str> = opener
+            .and_then(|l| l.strip_prefix("except"))
+            .map(|l| l.split(" as ").next().unwrap_or(l))
+            .map(|types| {
+                types
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+                    .filter(|t| !t.is_empty())
+                    .map(last_name)
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push((name, types));
+    }
+    out
+}
+
+/// An error raised before a byte of the request left: a connection refused or never made.
+fn unsent_error(name: &str) -> bool {
+    matches!(
+        name,
+        "ConnectTimeout"
+            | "ConnectError"
+            | "ConnectTimeoutError"
+            | "NewConnectionError"
+            | "ClientConnectorError"
+            | "PoolTimeout"
+    )
 }
 
 /// `FileFacts::serialises_writers` of a file's text.
@@ -843,7 +983,9 @@ fn sleep_param(func: Node<'_>, src: &str) -> Option<Box<(Box<str>, Option<u32>)>
         match param.kind() {
             "default_parameter" | "typed_default_parameter" => {
                 let name = param.field("name").map_or("", |n| syntax::text(n, src));
-                if syntax::names_sleep(name) {
+                // Named for it, or given a library's sleep whatever its name (`schlafen:
+                // Callable[[float], Awaitable[None]] = asyncio.sleep`, `attendre=time.sleep`).
+                if syntax::names_sleep(name) || library_sleep(param, src) {
                     return Some(Box::new((name.into(), positional)));
                 }
             }
@@ -864,17 +1006,17 @@ fn sleep_captured(func: Node<'_>, src: &str) -> bool {
         .map(crate::python::named_children)
         .unwrap_or_default()
         .into_iter()
-        .any(|param| {
-            param
-                .field("name")
-                .is_some_and(|n| syntax::names_sleep(syntax::text(n, src)))
-                && param.field("value").is_some_and(|v| {
-                    matches!(
-                        syntax::text(v, src),
-                        "time.sleep" | "asyncio.sleep" | "anyio.sleep" | "trio.sleep" | "sleep"
-                    )
-                })
-        })
+        .any(|param| library_sleep(param, src))
+}
+
+/// A parameter whose default is a library's sleep: `sleep=time.sleep`, `slaap=asyncio.sleep`.
+fn library_sleep(param: Node<'_>, src: &str) -> bool {
+    param.field("value").is_some_and(|v| {
+        matches!(
+            syntax::text(v, src),
+            "time.sleep" | "asyncio.sleep" | "anyio.sleep" | "trio.sleep" | "sleep"
+        )
+    })
 }
 
 fn function_facts(

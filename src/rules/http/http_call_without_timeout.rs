@@ -80,11 +80,18 @@ fn unbounded_reads(cx: &mut Ctx<'_>) {
     if !may_leave_reads_unbounded(src) {
         return;
     }
-    let unbounded = |value: Node<'_>| -> Option<String> {
+    let unbounded = |call: Node<'_>, value: Node<'_>| -> Option<String> {
         let made = match value.kind() {
             kinds::CALL => value,
             kinds::IDENTIFIER => {
-                let name = syntax::text(value, src);
+                // A module constant, or a parameter's default (`timeout: httpx.Timeout =
+                // FLUTTERWAVE_TIMEOUT` of the `__init__` that builds the client).
+                let name = idx
+                    .enclosing(call, kinds::FUNCTION_DEFINITION)
+                    .and_then(|f| syntax::defaulted_parameter(f, syntax::text(value, src), src))
+                    .and_then(|p| p.field("value"))
+                    .filter(|v| v.kind() == kinds::IDENTIFIER)
+                    .map_or_else(|| syntax::text(value, src), |v| syntax::text(v, src));
                 crate::rules::retry::eval::module_constant(idx, name, src)
                     .filter(|v| v.kind() == kinds::CALL)?
             }
@@ -132,18 +139,22 @@ fn unbounded_reads(cx: &mut Ctx<'_>) {
         .filter_map(|&call| {
             // A client or a stream built to wait for events (`AsyncClient(timeout=
             // httpx.Timeout(5.0, read=None))` for a server's event stream) waits on purpose;
-            // what is reported is a request handed such a timeout.
-            if matches!(
-                syntax::callee_name(call, src),
-                "Client" | "AsyncClient" | "stream"
-            ) {
-                return None;
+            // a client of a file that streams nothing sends its requests with it.
+            match syntax::callee_name(call, src) {
+                "stream" => return None,
+                "Client" | "AsyncClient" if streams(src) => return None,
+                _ => {}
             }
             let value = syntax::keyword_arg(call, "timeout", src)?;
-            let made = unbounded(value)?;
+            let made = unbounded(call, value)?;
             Some((call, syntax::normalized(value, src), made))
         })
-        .filter(|(call, _, _)| super::on_money_path(cx, *call))
+        // A client is made once for every request of a payment module.
+        .filter(|(call, _, _)| {
+            super::on_money_path(cx, *call)
+                || matches!(syntax::callee_name(*call, src), "Client" | "AsyncClient")
+                    && cx.facts.is_some_and(|f| f.payment_module)
+        })
         .collect();
     for (call, given, made) in found {
         let callee = syntax::callee(call, src).to_string();
@@ -155,6 +166,21 @@ fn unbounded_reads(cx: &mut Ctx<'_>) {
             .note("read_none");
         finding.point = Some("read_none");
     }
+}
+
+/// Whether the file reads a stream of events, for which a client waits without end on purpose.
+fn streams(src: &str) -> bool {
+    [
+        ".stream(",
+        "iter_lines",
+        "iter_bytes",
+        "httpx_sse",
+        "connect_sse",
+        "EventSource",
+        "websocket",
+    ]
+    .iter()
+    .any(|w| src.contains(w))
 }
 
 /// Whether a request's `**kwargs` are the function's own and never hold a timeout: the function

@@ -150,6 +150,12 @@ pub(crate) fn makes_random_token(node: Node<'_>, idx: &NodeIndex<'_>, src: &str)
 /// the facts pass); or about a retry whose attempts call such a function of another file; or
 /// about a payment whose key goes under another name.
 fn gate(s: &Scan<'_>) -> bool {
+    // A test's keys go to a stub: a loop of a fixture that makes rows numbered by attempt
+    // (`Payment.create(idempotency_key=f"payment-{invoice.id}-{n}")`) moves no money.
+    !s.facts.is_test && gate_code(s)
+}
+
+fn gate_code(s: &Scan<'_>) -> bool {
     s.facts.functions.iter().any(|f| {
         f.mentions_idempotency
             || f.decorators
@@ -171,6 +177,10 @@ pub(crate) fn names_key(text: &str) -> bool {
 }
 
 fn check(cx: &mut Ctx<'_>) {
+    // As the gate: a test's keys go to a stub.
+    if cx.facts.is_some_and(|f| f.is_test) {
+        return;
+    }
     key_replaced_by_the_claim(cx);
     request_key_or_random(cx);
     resent_from_a_handler(cx);
@@ -206,7 +216,9 @@ fn check(cx: &mut Ctx<'_>) {
                 }
                 continue;
             };
-            if reported.contains(&made.id()) {
+            if reported.contains(&made.id())
+                || kept_with_a_record_found_first(idx, attempt.func, made, src)
+            {
                 continue;
             }
             reported.push(made.id());
@@ -373,8 +385,10 @@ fn run_by_retried_tasks(
             .filter(|site| own(site.at))
             .filter_map(|site| {
                 let (made, call) = made_in(idx, &whole, site.at, site.value, src)?;
-                (call.kind() == kinds::CALL && fallback_choice(call, made).is_none())
-                    .then_some((site, made, call))
+                (call.kind() == kinds::CALL
+                    && fallback_choice(call, made).is_none()
+                    && !kept_with_a_record_found_first(idx, func, made, src))
+                .then_some((site, made, call))
             })
             .collect();
         if fresh.is_empty() {
@@ -464,18 +478,28 @@ fn kept_with_a_record_found_first(
                 syntax::statements(body).last().is_some_and(|last| {
                     last.kind() == kinds::RETURN_STATEMENT
                         && syntax::return_value(*last).is_some_and(|v| {
-                            v.kind() == kinds::IDENTIFIER
-                                && stmt.field("condition").is_some_and(|c| {
-                                    identifiers(syntax::text(c, src))
-                                        .any(|w| w == syntax::text(v, src))
+                            // `return existing`, or its id (`return unfinished.id`).
+                            let root = match v.kind() {
+                                kinds::IDENTIFIER => Some(syntax::text(v, src)),
+                                kinds::ATTRIBUTE => v
+                                    .field("object")
+                                    .filter(|o| o.kind() == kinds::IDENTIFIER)
+                                    .map(|o| syntax::text(o, src)),
+                                _ => None,
+                            };
+                            root.is_some_and(|root| {
+                                stmt.field("condition").is_some_and(|c| {
+                                    identifiers(syntax::text(c, src)).any(|w| w == root)
                                 })
+                            })
                         })
                 })
             })
     });
     found_first
         && idx.within(func, kinds::CALL).iter().any(|&c| {
-            c.start_byte() > made.start_byte()
+            // After the key is made, or the call it is made in (`Payment.create(key=...)`).
+            (c.start_byte() > made.start_byte() || syntax::contains(c, made))
                 && own(c)
                 && matches!(
                     syntax::callee_name(c, src),
@@ -918,6 +942,11 @@ fn helper_keys<'t>(
             let Some((made, fresh)) = made_in(idx, &inner, site.at, site.value, src) else {
                 continue;
             };
+            // Made once for a record the helper stores, after it hands back the one a previous
+            // attempt stored.
+            if kept_with_a_record_found_first(idx, helper, made, src) {
+                continue;
+            }
             let from = fallback_choice(fresh, made)
                 .and_then(|choice| choice.named_child(0))
                 .filter(|f| f.kind() == kinds::IDENTIFIER)
@@ -1185,6 +1214,15 @@ pub(crate) fn key_sites<'t>(
         };
         if names_key(syntax::text(left, src)) {
             out.push(site(assignment, syntax::normalized(left, src), right));
+        } else if left.kind() == kinds::SUBSCRIPT
+            && left
+                .field("subscript")
+                .and_then(|k| syntax::string_value(k, src))
+                .is_some_and(dedup_handle)
+            && super::retried_without_key::provider_dedups_on_reference(src)
+        {
+            // `payload["reference"] = ...` for a provider that tells a payment sent again by it.
+            out.push(site(assignment, syntax::normalized(left, src), right));
         } else {
             pairs(right, &mut out);
         }
@@ -1207,7 +1245,8 @@ pub(crate) fn key_sites<'t>(
 }
 
 /// A payment's own reference, which providers that dedup on it (Paystack's `reference`,
-/// Flutterwave's `tx_ref`) take for the same payment when it comes again.
+/// Flutterwave's `tx_ref`, Authorize.net's `invoiceNumber`) take for the same payment when it
+/// comes again.
 pub(crate) fn dedup_handle(name: &str) -> bool {
     matches!(
         name,
@@ -1219,6 +1258,8 @@ pub(crate) fn dedup_handle(name: &str) -> bool {
             | "external_id"
             | "external_reference"
             | "client_reference_id"
+            // Authorize.net's duplicate check within its `duplicateWindow`.
+            | "invoice_number"
     )
         // PayU's `extRefundId`, `extOrderId`: the merchant's own id of the operation.
         || name

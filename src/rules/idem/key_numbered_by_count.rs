@@ -55,8 +55,10 @@ fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
-    numbered_by_the_record(cx, idx, src);
     let mut reported: Vec<usize> = Vec::new();
+    // The counts a key site was found numbered by: a helper that makes the key of the same
+    // count is not told of again.
+    let mut counts: Vec<String> = Vec::new();
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         // A count or a counter in the function's text before its key sites are read.
         let text = syntax::text(func, src);
@@ -121,6 +123,7 @@ fn check(cx: &mut Ctx<'_>) {
                     && !reported.contains(&at.id())
                 {
                     reported.push(at.id());
+                    counts.push(field.clone());
                     let function = facts::qualname(func, idx, src);
                     let place = (how == "claimed_elsewhere")
                         .then(|| stepped_at(cx, claim_name(at, src), &field))
@@ -170,6 +173,7 @@ fn check(cx: &mut Ctx<'_>) {
             finding.function = function;
         }
     }
+    numbered_by_the_record(cx, idx, src, &counts);
 }
 
 /// The count that numbers `value`: a `len(...)` or `.count()` of records of money moved, in
@@ -659,28 +663,41 @@ fn claimed_in_another_module<'t>(
                     .filter(|v| v.kind() == kinds::CALL)
             };
             // Claimed here, or by the caller that hands the row in (`payout = await
-            // repo.claim_next(...)`, then `await self._submit(payout, report)`).
-            let claim = claimed_by(func, record, read.start_byte()).or_else(|| {
-                crate::rules::pay::parameters(func, src)
-                    .iter()
-                    .any(|p| p == record)
-                    .then(|| {
-                        let name = syntax::function_name(func, src);
-                        idx.all(kinds::CALL).iter().find_map(|call| {
-                            if syntax::callee_name(*call, src) != name {
-                                return None;
-                            }
-                            let caller = idx.enclosing(*call, kinds::FUNCTION_DEFINITION)?;
-                            syntax::positional_args(*call)
-                                .into_iter()
-                                .filter(|a| a.kind() == kinds::IDENTIFIER)
-                                .find_map(|a| {
-                                    claimed_by(caller, syntax::text(a, src), call.start_byte())
-                                })
-                        })
+            // repo.claim_next(...)`, then `await self._submit(payout, report)`), or claimed by
+            // its id before the send (`queries.claim_for_submission(conn, inv.id, now)`, which
+            // moves `attempts` on): the count read is one behind the row's, and moves with it.
+            let claim = claimed_by(func, record, read.start_byte())
+                .or_else(|| {
+                    idx.within(func, kinds::CALL).iter().copied().find(|call| {
+                        call.end_byte() <= read.start_byte()
+                            && syntax::positional_args(*call).iter().any(|a| {
+                                let a = syntax::text(*a, src);
+                                a == format!("{record}.id") || a == format!("{record}_id")
+                            })
+                            && stepped_at(cx, syntax::callee_name(*call, src), field).is_some()
                     })
-                    .flatten()
-            })?;
+                })
+                .or_else(|| {
+                    crate::rules::pay::parameters(func, src)
+                        .iter()
+                        .any(|p| p == record)
+                        .then(|| {
+                            let name = syntax::function_name(func, src);
+                            idx.all(kinds::CALL).iter().find_map(|call| {
+                                if syntax::callee_name(*call, src) != name {
+                                    return None;
+                                }
+                                let caller = idx.enclosing(*call, kinds::FUNCTION_DEFINITION)?;
+                                syntax::positional_args(*call)
+                                    .into_iter()
+                                    .filter(|a| a.kind() == kinds::IDENTIFIER)
+                                    .find_map(|a| {
+                                        claimed_by(caller, syntax::text(a, src), call.start_byte())
+                                    })
+                            })
+                        })
+                        .flatten()
+                })?;
             // Or a claim handed to a runner of the project (`await self._db(db.claim_batch,
             // batch_id, now)`): the function handed is the claim.
             let claim = if stepped_at(cx, syntax::callee_name(claim, src), field).is_some() {
@@ -730,28 +747,57 @@ fn stored_key_numbered<'t>(value: Node<'t>, src: &str) -> Option<(Node<'t>, Node
 /// The key a function named for it makes of its record's count of attempts (`def
 /// idempotency_key(self): return f"payout-{self.id}-{self.submit_attempts}"`, a model's
 /// property), where a function of the change moves that count on by one for every send.
-fn numbered_by_the_record(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+fn numbered_by_the_record(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str, told: &[String]) {
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         let name = syntax::function_name(func, src);
-        if !super::key_made_per_attempt::names_key(name) {
+        // `idempotency_key(self)`, or a helper named for the key it makes (`capture_key(order,
+        // shipment)`) of a record it is handed.
+        if !(super::key_made_per_attempt::names_key(name)
+            || syntax::name_words(name).last().is_some_and(|w| w == "key"))
+        {
             continue;
         }
+        let params = crate::rules::pay::parameters(func, src);
+        let record_of =
+            |record: &str| record == "self" || params.iter().any(|p| p == record && p != "self");
         let found = idx
             .within(func, kinds::RETURN_STATEMENT)
             .iter()
             .filter_map(|r| r.named_child(0))
             .find_map(|value| {
-                syntax::descendants(value, &[kinds::ATTRIBUTE])
+                // What it returns, and what the names it returns were given on the way
+                // (`operation = f"capture/{shipment.reference}/{shipment.capture_attempts}"`).
+                let given = syntax::descendants(value, &[kinds::IDENTIFIER])
                     .into_iter()
-                    .find_map(|read| {
-                        let (record, field) = object_and_field(read, src)?;
-                        (syntax::text(record, src) == "self" && counts_attempts(field))
-                            .then(|| (value, read, field.to_string()))
-                    })
+                    .chain((value.kind() == kinds::IDENTIFIER).then_some(value))
+                    .filter_map(|n| {
+                        idx.assigned_before(
+                            Some(func),
+                            syntax::text(n, src),
+                            value.start_byte(),
+                            src,
+                        )
+                    });
+                std::iter::once(value).chain(given).find_map(|made| {
+                    syntax::descendants(made, &[kinds::ATTRIBUTE])
+                        .into_iter()
+                        .find_map(|read| {
+                            let (record, field) = object_and_field(read, src)?;
+                            (record_of(syntax::text(record, src)) && counts_attempts(field))
+                                .then(|| (value, read, field.to_string()))
+                        })
+                })
             });
         let Some((value, count, field)) = found else {
             continue;
         };
+        // A record handed in (not the model's own property) is read where the file may take
+        // an attempt in flight back without a step (`_reclaim_stale`, `_resume_unresolved`):
+        // then the count numbers new attempts by design.
+        let handed = syntax::text(count, src).split('.').next() != Some("self");
+        if told.contains(&field) || handed && takes_back_in_flight(idx, src) {
+            continue;
+        }
         let Some(place) = stepped_on_a_send(cx, &field) else {
             continue;
         };
@@ -768,6 +814,22 @@ fn numbered_by_the_record(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
     }
 }
 
+/// Whether a function of the file is named for taking back what is in flight or sending a
+/// payment anew on purpose: `_reclaim_stale`, `_reclaim_unresolved_attempt`, `resume_pending`,
+/// `reissue`.
+fn takes_back_in_flight(idx: &NodeIndex<'_>, src: &str) -> bool {
+    idx.all(kinds::FUNCTION_DEFINITION).iter().any(|f| {
+        syntax::name_words(syntax::function_name(*f, src))
+            .iter()
+            .any(|w| {
+                matches!(
+                    w.as_str(),
+                    "reclaim" | "resume" | "resend" | "unresolved" | "stale" | "reissue"
+                )
+            })
+    })
+}
+
 /// Where a function of the change moves `field` on by one for a send (a claim's SQL, a job
 /// that sends again), not one named for what follows a failure (`handle_payment_failed`,
 /// `_schedule_retry`, `reopen_after_decline`): a round numbered after the provider said no is a
@@ -779,6 +841,9 @@ fn stepped_on_a_send(cx: &Ctx<'_>, field: &str) -> Option<String> {
                 matches!(
                     w.as_str(),
                     "fail" | "failed" | "failure" | "schedule" | "scheduled" | "error" | "bounce"
+                    // `_claim_new_attempt`: a new payment by design, which the run after a
+                    // timeout does not take (it resends the attempt in flight).
+                    | "new"
                 )
             })
     };

@@ -906,10 +906,25 @@ fn carries_key(
         return None;
     }
     // `json=body` after `body = {"request_id": request_id, ...}`: the key is in the body.
-    let body_keyed = keyword_args
+    let bodies: Vec<Node<'_>> = keyword_args
         .iter()
         .filter(|(name, _)| matches!(*name, "json" | "data"))
-        .filter_map(|&(_, body)| match body.kind() {
+        .map(|&(_, body)| body)
+        .collect();
+    let dedups_on_reference = provider_dedups_on_reference(src);
+    let keys_the_body = |key: &str| {
+        let flat: String = key
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
+        crate::rules::idem::is_idempotency_text(key)
+            || BODY_KEYS.contains(&flat.as_str())
+            || dedups_on_reference && super::key_made_per_attempt::dedup_handle(key)
+    };
+    let body_keyed = bodies
+        .iter()
+        .filter_map(|&body| match body.kind() {
             kinds::IDENTIFIER => {
                 idx.assigned_before(Some(func), syntax::text(body, src), call.start_byte(), src)
             }
@@ -919,13 +934,20 @@ fn carries_key(
         // PayPal's `{"sender_batch_header": {"sender_batch_id": ...}}`: a key one level down.
         .flat_map(|b| syntax::descendants(b, &[kinds::PAIR]))
         .filter_map(|p| p.field("key").and_then(|k| syntax::string_value(k, src)))
-        .any(|key| {
-            let flat: String = key
-                .chars()
-                .filter(|c| c.is_ascii_alphanumeric())
-                .map(|c| c.to_ascii_lowercase())
-                .collect();
-            crate::rules::idem::is_idempotency_text(key) || BODY_KEYS.contains(&flat.as_str())
+        .any(keys_the_body)
+        // A body handed in whole (`def _post_transfer(self, payload)`) whose reference the
+        // function reads (`reference = payload["reference"]`): it is sent with the body.
+        || bodies.iter().any(|&body| {
+            body.kind() == kinds::IDENTIFIER
+                && syntax::descendants(func, &[kinds::SUBSCRIPT])
+                    .iter()
+                    .filter(|s| {
+                        s.field("value")
+                            .is_some_and(|v| syntax::text(v, src) == syntax::text(body, src))
+                    })
+                    .filter_map(|s| s.field("subscript"))
+                    .filter_map(|k| syntax::string_value(k, src))
+                    .any(keys_the_body)
         });
     if body_keyed {
         return Some(true);
@@ -961,6 +983,16 @@ fn carries_key(
         return None;
     }
     Some(false)
+}
+
+/// Whether the file calls a provider that takes a payment sent again under the same reference
+/// for the same payment (Flutterwave's `reference` and `tx_ref`, Paystack's `reference`): there
+/// the reference in the body is the key. Other providers (Adyen's `reference`) keep it only as
+/// a label, and pay twice.
+pub(crate) fn provider_dedups_on_reference(src: &str) -> bool {
+    ["flutterwave", "paystack"]
+        .iter()
+        .any(|p| syntax::contains_lowercase(src, p))
 }
 
 /// A header whose name says it identifies the request (`X-Request-Token`, `X-Unique-Id`,

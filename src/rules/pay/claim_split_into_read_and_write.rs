@@ -146,12 +146,16 @@ fn check(cx: &mut Ctx<'_>) {
         // key of its own (`idempotency_key=f"capture-{order.pk}"`) is made once by the provider
         // however many runs pass.
         // An own claim asked the key itself (`own_claim`): a key the record makes is made once.
+        // So is a request under a key its record makes (`request_id=f"{order.id}:create"`):
+        // two runs that both pass get the same answer back.
         if super::state_checked_then_set::speaks_of(cx, idx, func, split.test)
             || own.is_none()
                 && idx.within(func, kinds::CALL).iter().any(|c| {
                     c.start_byte() > split.test.end_byte()
-                        && super::pays(cx, *c, src)
-                        && super::state_checked_then_set::keyed(*c, src)
+                        && (super::pays(cx, *c, src)
+                            && super::state_checked_then_set::keyed(*c, src)
+                            || c.end_byte() <= split.write.start_byte()
+                                && keyed_by_the_record(*c, &split.record, src))
                 })
         {
             continue;
@@ -356,14 +360,39 @@ fn money_after<'t>(
 /// reference`, `charge(order)`): two runs send the same, and the provider takes the second for
 /// a repeat. One numbered by an attempt or made fresh does not.
 fn made_once_by(call: Node<'_>, record: &str, src: &str) -> bool {
-    let from_record = |text: &str| {
-        !record.is_empty()
-            && (syntax::has_word(text, record) || text.contains(&format!("{record}_id")))
-            && !["uuid", "attempt", "token", "now(", "time("]
-                .iter()
-                .any(|w| text.contains(w))
-    };
-    let keys: Vec<Node<'_>> = syntax::keyword_args(call, src)
+    let keys = key_arguments(call, src);
+    if !keys.is_empty() {
+        return keys
+            .iter()
+            .any(|v| from_record(syntax::text(*v, src), record));
+    }
+    call.child_by_field_name("arguments")
+        .is_some_and(|a| from_record(syntax::text(a, src), record))
+}
+
+/// Whether a request's idempotency key (`idempotency_key=`, PayPal's `request_id=`) comes from
+/// the record alone: a reference or a label beside it (`client_reference_id=`) keys nothing.
+fn keyed_by_the_record(call: Node<'_>, record: &str, src: &str) -> bool {
+    syntax::keyword_args(call, src).into_iter().any(|(k, v)| {
+        (syntax::contains_lowercase(k, "idempotency") || k == "request_id")
+            && from_record(syntax::text(v, src), record)
+    })
+}
+
+/// A key's text made from the record (`f"capture-{order.id}"`, `debit.reference`), not from an
+/// attempt or something fresh.
+fn from_record(text: &str, record: &str) -> bool {
+    !record.is_empty()
+        && (syntax::has_word(text, record) || text.contains(&format!("{record}_id")))
+        && !["uuid", "attempt", "token", "now(", "time("]
+            .iter()
+            .any(|w| text.contains(w))
+}
+
+/// The values of a call's arguments that name a key or a reference: `idempotency_key=`,
+/// `reference=`, `invoice_number=`.
+fn key_arguments<'t>(call: Node<'t>, src: &str) -> Vec<Node<'t>> {
+    syntax::keyword_args(call, src)
         .into_iter()
         .filter(|(k, _)| {
             let words = syntax::name_words(k);
@@ -377,12 +406,7 @@ fn made_once_by(call: Node<'_>, record: &str, src: &str) -> bool {
                 })
         })
         .map(|(_, v)| v)
-        .collect();
-    if !keys.is_empty() {
-        return keys.iter().any(|v| from_record(syntax::text(*v, src)));
-    }
-    call.child_by_field_name("arguments")
-        .is_some_and(|a| from_record(syntax::text(a, src)))
+        .collect()
 }
 
 /// Whether code updates rows: an ORM's `update(`, SQL's `UPDATE `.

@@ -407,8 +407,13 @@ fn refused_by_its_kind<'t>(
             Some((syntax::text(left, src), a.field("right")?))
         })
         .collect();
-    let from_an_answer =
-        |v: Node<'_>| v.kind() == kinds::CALL && syntax::text(v, src).contains("resp");
+    // `DwollaError.from_response(response)`, `AirwallexFehler.aus_antwort(antwort)`.
+    let from_an_answer = |v: Node<'_>| {
+        v.kind() == kinds::CALL
+            && ["resp", "answer", "reply", "antwort", "reponse", "antwoord"]
+                .iter()
+                .any(|w| syntax::contains_lowercase(syntax::text(v, src), w))
+    };
     let kept: Vec<&str> = assigned
         .iter()
         .filter(|(_, v)| {
@@ -618,13 +623,17 @@ fn raised_unknown<'s>(idx: &NodeIndex<'_>, body: Node<'_>, src: &'s str) -> Opti
         .or_else(kept)
 }
 
-/// An error named for an answer that did not come: `Unavailable`, `OutcomeUnknown`, or a
-/// client's own timeout (`GatewayTimeout`), which it raises for a 5xx too.
+/// An error named for an answer that did not come: `Unavailable`, `OutcomeUnknown`, a
+/// client's own timeout (`GatewayTimeout`), which it raises for a 5xx too, or the signal its
+/// retry goes round on (`_Transient`, `RetryableError`), which ends as the unknown.
 fn names_the_unknown(name: &str) -> bool {
     crate::rules::err::timeout_read_as_failure::unavailable(name)
-        || syntax::name_words(name)
-            .iter()
-            .any(|w| w == "timeout" || w == "timedout")
+        || syntax::name_words(name).iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "timeout" | "timedout" | "transient" | "retryable" | "retriable"
+            )
+        })
 }
 
 /// The name of the error a `raise` raises: `raise X(...)`, `raise X`, `raise mod.X(...) from e`;
@@ -639,7 +648,18 @@ fn raised_name<'s>(raise: Node<'_>, src: &'s str) -> Option<&'s str> {
     } else {
         syntax::text(value, src)
     };
-    Some(callee.rsplit('.').next().unwrap_or(callee))
+    // `KlarnaRejected.from_response(response)`: the class a constructor of its own makes.
+    let mut parts = callee.rsplit('.');
+    let last = parts.next().unwrap_or(callee);
+    match parts.next() {
+        Some(class)
+            if last.starts_with(|c: char| c.is_ascii_lowercase())
+                && class.starts_with(|c: char| c.is_ascii_uppercase()) =>
+        {
+            Some(class)
+        }
+        _ => Some(last),
+    }
 }
 
 /// Whether the function reads the whole range of server errors somewhere: `>= 500`, `> 499`,

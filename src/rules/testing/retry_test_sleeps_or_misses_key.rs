@@ -35,6 +35,16 @@ const RETRY_WORDS: &[&str] = &[
     // `test_no_answer_after_all_attempts_...`, `test_gives_up_after_max_attempts`.
     "attempts",
     "gives_up",
+    // The same in the languages payment teams name their tests in: `test_delai_entre_
+    // tentatives`, `test_drei_versuche`, `test_wordt_herhaald`, `test_reintentos`.
+    "tentative",
+    "tentativa",
+    "intento",
+    "reessai",
+    "versuch",
+    "wiederhol",
+    "poging",
+    "herhaal",
 ];
 /// Ways a test stops real waiting: a patched sleep, a fake clock. Not frozen or travelling
 /// time (`freeze_time`, `time_machine`): they patch what time it is, and `time.sleep` under
@@ -64,6 +74,8 @@ fn check(cx: &mut Ctx<'_>) {
             // are read.
             let mut callees = callees_under_test(cx, t);
             super::through_helpers(cx, t, &mut callees);
+            // And a task it runs in its process (`submit_refund.apply(args=[...])`).
+            callees.extend(super::tasks_run(cx, t));
             callees
         })
         .map(|c| c.name)
@@ -554,8 +566,16 @@ fn takes_a_sleep<'c>(
     let (param, place) = def.sleep_param.as_deref()?;
     // The constructor stores the sleep; a method of its class waits with it
     // (`await self._sleep(delay)`).
+    // Or hands it to tenacity, which waits with it (`Retrying(..., sleep=self._sleep)`).
+    // A sleep of another name is called as it was kept (`await self._schlafen(delay)`).
     let waits = |f: &crate::rules::facts::FunctionFacts| {
-        f.sleeps || f.callees.iter().any(|c| syntax::names_sleep(c))
+        f.sleeps
+            || f.callees.iter().any(|c| {
+                syntax::names_sleep(c)
+                    || c == "Retrying"
+                    || c == "AsyncRetrying"
+                    || c.trim_start_matches('_') == &**param
+            })
     };
     let sleeps = if def.name == "__init__" {
         let class = def.qualname.strip_suffix("__init__")?;
@@ -1220,8 +1240,18 @@ fn starts_with_exception(value: Node<'_>, src: &str) -> bool {
         let text = syntax::text(first, src);
         let head = text.split('(').next().unwrap_or(text);
         let last = head.rsplit('.').next().unwrap_or(head);
-        ["Error", "Timeout", "Exception", "Unavailable"]
-            .iter()
-            .any(|s| last.ends_with(s))
+        // Or an answer of a server that failed (`httpx.Response(503, ...)`), as respx scripts it.
+        let failed_answer = last.ends_with("Response")
+            && first.kind() == kinds::CALL
+            && syntax::positional_args(first)
+                .first()
+                .is_some_and(|status| {
+                    let status = syntax::text(*status, src);
+                    status == "429" || status.len() == 3 && status.starts_with('5')
+                });
+        failed_answer
+            || ["Error", "Timeout", "Exception", "Unavailable"]
+                .iter()
+                .any(|s| last.ends_with(s))
     })
 }
