@@ -12,7 +12,7 @@
 use tree_sitter::Node;
 
 use super::key_made_per_attempt::{self as per_attempt, Site};
-use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::python::{Fields, kinds, syntax};
 use crate::rules::retry::attempts;
 use crate::rules::{Check, Ctx, Gate, Rule, Scan, facts};
 
@@ -65,7 +65,14 @@ fn check(cx: &mut Ctx<'_>) {
             {
                 continue;
             }
-            let made = resolved(idx, func, at, value, src);
+            // What a key sent by name was given before it is sent (`key = f"..."`); a
+            // parameter, or a name given nothing here, stays as it is.
+            let made = (value.kind() == kinds::IDENTIFIER)
+                .then(|| {
+                    idx.assigned_before(Some(func), syntax::text(value, src), at.start_byte(), src)
+                })
+                .flatten()
+                .unwrap_or(value);
             let Some(clock) = clock_call(made, src) else {
                 continue;
             };
@@ -149,35 +156,6 @@ fn stored(at: Node<'_>, src: &str) -> bool {
             .is_some_and(|l| l.kind() == kinds::ATTRIBUTE),
         _ => false,
     }
-}
-
-/// What a key sent by name was given in the function before it is sent: `key` of
-/// `key = f"..."`. A parameter, or a name given nothing here, stays as it is.
-fn resolved<'t>(
-    idx: &NodeIndex<'t>,
-    func: Node<'t>,
-    at: Node<'t>,
-    value: Node<'t>,
-    src: &str,
-) -> Node<'t> {
-    if value.kind() != kinds::IDENTIFIER {
-        return value;
-    }
-    let name = syntax::text(value, src);
-    idx.within(func, kinds::ASSIGNMENT)
-        .iter()
-        .filter(|a| a.end_byte() <= at.start_byte())
-        .filter(|a| {
-            a.field("left")
-                .is_some_and(|l| syntax::text(l, src) == name)
-        })
-        .filter(|a| {
-            idx.enclosing(**a, kinds::FUNCTION_DEFINITION)
-                .is_some_and(|f| f.id() == func.id())
-        })
-        .filter_map(|a| a.field("right"))
-        .next_back()
-        .unwrap_or(value)
 }
 
 /// A call in the key that reads the time of day: `time.time()`, `datetime.now(tz)`,

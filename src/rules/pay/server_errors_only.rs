@@ -118,7 +118,10 @@ fn all_but_retryable_returned(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) 
         let consequence = stmt.field("consequence");
         // `settled = resp.json()` then `return settled`: the value is what the name was given.
         let value = consequence
-            .and_then(|block| named_value(block, ret, value, src))
+            .filter(|_| value.kind() == kinds::IDENTIFIER)
+            .and_then(|block| {
+                idx.assigned_before(Some(block), syntax::text(value, src), ret.start_byte(), src)
+            })
             .unwrap_or(value);
         // `resp.raise_for_status()` (or `if not resp.ok: raise ...`) before the `return`.
         if consequence.is_some_and(|block| {
@@ -164,25 +167,6 @@ fn all_but_retryable_returned(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) 
             .note("all_but_retryable");
         finding.function = function;
     }
-}
-
-/// What a returned name was last given in the block before the `return`: `settled` of
-/// `settled = resp.json()`.
-fn named_value<'t>(block: Node<'t>, ret: Node<'_>, value: Node<'_>, src: &str) -> Option<Node<'t>> {
-    if value.kind() != kinds::IDENTIFIER {
-        return None;
-    }
-    let name = syntax::text(value, src);
-    syntax::statements(block)
-        .into_iter()
-        .take_while(|s| s.end_byte() <= ret.start_byte())
-        .filter_map(|s| s.named_child(0).filter(|a| a.kind() == kinds::ASSIGNMENT))
-        .filter(|a| {
-            a.field("left")
-                .is_some_and(|l| syntax::text(l, src) == name)
-        })
-        .filter_map(|a| a.field("right"))
-        .last()
 }
 
 /// A call that hands a helper the method `"POST"` first: `self._request("POST", path, ...)`.
