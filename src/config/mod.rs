@@ -107,6 +107,13 @@ impl Default for Vocabulary {
                 "pagar",
                 "transferencia",
                 "transferir",
+                "rimborso",
+                "rimborsare",
+                "addebito",
+                "addebitare",
+                "zwrot",
+                "wyplata",
+                "obciazenie",
             ]),
             money_arguments: words(&["amount", "currency", "total", "sum", "price", "value"]),
             entities: words(&[

@@ -617,7 +617,7 @@ fn claim_read_as_taken(
 }
 
 /// A lookup whose every failure is turned into "not found".
-struct LookupNone<'t> {
+pub(super) struct LookupNone<'t> {
     /// `client.find_payout(settlement.reference)`.
     call: Node<'t>,
     /// `payout`, set to the lookup's answer in the `try` and to `None` in the handler.
@@ -630,7 +630,7 @@ struct LookupNone<'t> {
 /// after it tests `payout` for `None`: an outage, a bug, a 5xx all read as "no such payout",
 /// and whatever the code does for a payment never made (send it again, mark it failed) it does
 /// for one that may have been made.
-fn lookup_set_to_none<'t>(
+pub(super) fn lookup_set_to_none<'t>(
     clause: Node<'t>,
     idx: &NodeIndex<'t>,
     src: &str,

@@ -693,7 +693,8 @@ fn no_error(value: Node<'_>, src: &str) -> bool {
             "unconfirmed",
         ]
         .iter()
-        .chain(super::timeout_read_as_failure::FOREIGN_STATES)
+        .chain(super::timeout_read_as_failure::FOREIGN_UNKNOWN_STATES)
+        .chain(super::timeout_read_as_failure::FOREIGN_FAILURES)
         .any(|w| text.contains(w))
 }
 

@@ -48,7 +48,9 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         };
         let (first, last) = syntax::lines(clause);
-        if !cx.touches_added(first, last) || !catches_failures(clause, src) {
+        if !cx.touches_added(first, last)
+            || !(catches_failures(clause, src) || catches_kept_failures(idx, clause, src))
+        {
             continue;
         }
         let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
@@ -75,7 +77,16 @@ fn check(cx: &mut Ctx<'_>) {
             Answer::Assigned { name, value } => (
                 syntax::text(value, src),
                 name,
-                read_after(try_statement, func, name, src),
+                read_after(try_statement, func, name, src)
+                    // `transfer = None`, then `if transfer is None: keep it pending; return`:
+                    // the failure is told from the answer after all.
+                    && !(value.kind() == kinds::NONE
+                        && (none_handled(idx, func, try_statement, name, src)
+                            // ERR001 tells of a lookup's answer set to `None` and tested.
+                            || super::broad_except_returns_none::lookup_set_to_none(
+                                clause, idx, src,
+                            )
+                            .is_some())),
             ),
             Answer::Skipped => match search_ends_empty(idx, func, try_statement, src) {
                 Some(none) => (none, "", true),
@@ -133,12 +144,36 @@ fn catches_failures(clause: Node<'_>, src: &str) -> bool {
         || super::timeout_read_as_failure::catches_timeout(clause, src).is_some()
 }
 
+/// `except ERRORI_ESITO_INCERTO`, a tuple the module keeps of transport errors and timeouts
+/// (`(timeout_error.ReadTimeoutError, connection_error.ConnectionError, ServerError)`).
+fn catches_kept_failures(idx: &NodeIndex<'_>, clause: Node<'_>, src: &str) -> bool {
+    syntax::except_types(clause).iter().any(|t| {
+        t.kind() == kinds::IDENTIFIER
+            && crate::rules::retry::eval::module_constant(idx, syntax::text(*t, src), src)
+                .filter(|v| matches!(v.kind(), kinds::TUPLE | kinds::LIST))
+                .is_some_and(|members| {
+                    crate::python::named_children(members).iter().any(|m| {
+                        let name = facts::last_name(syntax::text(*m, src));
+                        [
+                            "Timeout",
+                            "Connection",
+                            "Transport",
+                            "Unavailable",
+                            "ServerError",
+                        ]
+                        .iter()
+                        .any(|w| name.contains(w))
+                    })
+                })
+    })
+}
+
 /// The handler's empty answer, when the rest of it only logs.
 fn empty_answer<'t>(clause: Node<'t>, src: &'t str) -> Option<Answer<'t>> {
     // The handler ends in the empty value, as written: the text is asked before the tree.
     let text = syntax::text(clause, src).trim_end();
     if ![
-        "[]", "{}", "()", "0", "0.0", "(0)", "\"0\")", "'0')", "continue",
+        "[]", "{}", "()", "0", "0.0", "(0)", "\"0\")", "'0')", "continue", "None",
     ]
     .iter()
     .any(|e| text.ends_with(e))
@@ -168,7 +203,10 @@ fn empty_answer<'t>(clause: Node<'t>, src: &'t str) -> Option<Answer<'t>> {
             let left = assignment
                 .field("left")
                 .filter(|l| l.kind() == kinds::IDENTIFIER)?;
-            let value = assignment.field("right").filter(|v| empty(*v, src))?;
+            // `transfer = None`: a local the code goes on with (a `return None` is ERR001's).
+            let value = assignment
+                .field("right")
+                .filter(|v| empty(*v, src) || v.kind() == kinds::NONE)?;
             Some(Answer::Assigned {
                 name: syntax::text(left, src),
                 value,
@@ -327,6 +365,27 @@ fn search_ends_empty<'s>(
 }
 
 /// Whether the local is read after the `try`, where the code decides on it.
+/// Whether, after the `try`, the function tests the local for `None` first (`if transfer is
+/// None:`, `if not state:`): what it does then is its decision for a failed lookup.
+fn none_handled(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    try_statement: Node<'_>,
+    name: &str,
+    src: &str,
+) -> bool {
+    idx.within(func, kinds::IF_STATEMENT).iter().any(|i| {
+        i.start_byte() > try_statement.end_byte()
+            && i.field("condition").is_some_and(|c| {
+                let text: String = syntax::text(c, src)
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                text == format!("{name} is None") || text == format!("not {name}")
+            })
+    })
+}
+
 fn read_after(try_statement: Node<'_>, func: Node<'_>, name: &str, src: &str) -> bool {
     src.get(try_statement.end_byte()..func.end_byte())
         .is_some_and(|after| syntax::has_word(after, name))
@@ -348,7 +407,21 @@ fn names_money_moved(name: &str) -> bool {
     words.iter().any(|w| {
         let w = w.as_str();
         [
-            "charge", "capture", "refund", "payment", "payout", "transfer", "dispute", "settle",
+            "charge",
+            "capture",
+            "refund",
+            "payment",
+            "payout",
+            "transfer",
+            "dispute",
+            "settle",
+            // `rimborsi_della_transazione`, `pobierz_zwroty`, `reembolsos_del_pago`.
+            "rimbors",
+            "reembols",
+            "rembours",
+            "erstattung",
+            "zwrot",
+            "terugbetal",
         ]
         .iter()
         .any(|stem| w.starts_with(stem))

@@ -9,7 +9,7 @@
 //! the code never reads again.
 use tree_sitter::Node;
 
-use super::timeout_read_as_failure::UNKNOWN_OUTCOME;
+use super::timeout_read_as_failure::says_unknown;
 use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::facts;
 
@@ -113,8 +113,7 @@ fn literal_state<'s>(value: Node<'_>, src: &'s str) -> Option<&'s str> {
         }
         let state = syntax::string_value(v, src)?;
         let lower = state.to_ascii_lowercase();
-        (!state.is_empty() && !UNKNOWN_OUTCOME.iter().any(|w| lower.contains(w)))
-            .then(|| syntax::text(v, src))
+        (!state.is_empty() && !says_unknown(&lower)).then(|| syntax::text(v, src))
     })
 }
 
@@ -134,7 +133,7 @@ fn member_state<'s>(value: Node<'_>, src: &'s str) -> Option<&'s str> {
     (["status", "state", "verdict", "outcome", "result"]
         .iter()
         .any(|k| class.ends_with(k))
-        && !UNKNOWN_OUTCOME.iter().any(|w| member.contains(w))
+        && !says_unknown(&member)
         && !member.contains("review"))
     .then(|| syntax::text(value, src))
 }

@@ -316,6 +316,26 @@ pub(crate) fn raises_when_exhausted(lp: Node<'_>, idx: &NodeIndex<'_>, src: &str
             idx.enclosing(*r, kinds::IF_STATEMENT)
                 .filter(|i| i.start_byte() > lp.start_byte())
                 .and_then(|i| i.field("condition"))
-                .is_some_and(|c| about_attempts(lp, c, idx, src))
+                .is_some_and(|c| about_attempts(lp, c, idx, src) && !asks_of_the_error(c, src))
         })
+}
+
+/// `not retry_if(exc)`, `not is_retryable(err)`: a test of the error caught, whatever its name
+/// says of retries; it raises the errors not worth another try, not the last one.
+fn asks_of_the_error(condition: Node<'_>, src: &str) -> bool {
+    let mut test = condition;
+    while test.kind() == kinds::NOT_OPERATOR || test.kind() == kinds::PARENTHESIZED_EXPRESSION {
+        match test.field("argument").or_else(|| test.named_child(0)) {
+            Some(inner) => test = inner,
+            None => return false,
+        }
+    }
+    if test.kind() != kinds::CALL {
+        return false;
+    }
+    let Some(clause) = syntax::ancestor(test, kinds::EXCEPT_CLAUSE) else {
+        return false;
+    };
+    let alias = syntax::except_alias(clause, src);
+    matches!(syntax::positional_args(test).as_slice(), [only] if Some(syntax::text(*only, src)) == alias)
 }

@@ -426,7 +426,20 @@ fn report(cx: &mut Ctx<'_>, lp: Node<'_>, func: Node<'_>, exhausted: Exhausted<'
             .any(|p| cx.vocab.is_money_argument(p));
     let names_payment = configured_with_money
         || cx.vocab.is_payment_operation(&name) && !crate::rules::pay::beside_the_money(&name);
-    let on_path = cx.on_payment_path(function.as_ref()) || helper_on_path || names_payment;
+    // A retry helper the change's payments are handed to (`retry_async(lambda: stripe.
+    // create_transfer(...))` in `_submit`, through `_call_stripe`): what it retries is theirs.
+    let handed_payments = || {
+        let (Some(file), Some(function)) = (cx.facts, function.as_ref()) else {
+            return false;
+        };
+        crate::rules::idem::callers_of(cx, file, function, 2)
+            .iter()
+            .any(|(caller, _)| !caller.is_test && caller.payment)
+    };
+    let on_path = cx.on_payment_path(function.as_ref())
+        || helper_on_path
+        || names_payment
+        || handed_payments();
     let raised_before = cx
         .other_facts
         .and_then(|f| f.function(&qualname))

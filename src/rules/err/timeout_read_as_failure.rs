@@ -25,25 +25,86 @@ pub(crate) static RULE: Rule = Rule {
 /// an unknown outcome given up on.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && (s
-            .index()
-            .all(kinds::EXCEPT_CLAUSE)
-            .iter()
-            .any(|&c| catches_timeout(c, s.src()).is_some() || catches_a_constant(c, s.src()))
-            || s.mentions(super::unknown_given_up::UNKNOWN_WORDS)
-                // A count tested, and a failure marked.
-                && s.mentions(&["ttempt", "tries", "retr"])
-                && s.mentions(&["FAIL", "fail", "Fail"])
-            // A clause that may catch a kind of the change's own unknown
-            // (`except (Refused, StripeConnectionError)` beside `except StripeOutcomeUnknown`),
-            // and a failure marked.
-            || s.mentions(&["nknown", "navailable"])
-                && s.mentions(&["FAIL", "fail", "Fail"])
-                && s.mentions(&["except ("]))
+        && (opens_all_readings(s.index(), s.src())
+            // A clause of a client's own error class, which the change may have built its
+            // error of an unknown outcome on (`except ErrorSquare`), and a failure marked: read
+            // by `base_of_an_unknown` alone.
+            || s.index()
+                .all(kinds::EXCEPT_CLAUSE)
+                .iter()
+                .any(|&c| caught_names(c, s.src()).into_iter().any(own_error_class))
+                && mentions(s.src(), FAILURE_STEMS))
     // A tuple of the errors of a request never sent, and a retryable status handed back on the
     // last attempt, are read in files that catch the transport's errors, by class or by a
-    // tuple of the module (`except _NOT_DELIVERED`): the gate's first test opens them.
+    // tuple of the module (`except _NOT_DELIVERED`): the first test opens them.
 }
+
+/// Whether the file may hold any of the rule's readings: a clause that catches a timeout or a
+/// tuple of the module, a state of an unknown outcome given up on, or a clause that may catch a
+/// kind of the change's own unknown (`except (Refused, StripeConnectionError)` beside `except
+/// StripeOutcomeUnknown`) with a failure marked.
+fn opens_all_readings(idx: &NodeIndex<'_>, src: &str) -> bool {
+    idx.all(kinds::EXCEPT_CLAUSE)
+        .iter()
+        .any(|&c| catches_timeout(c, src).is_some() || catches_a_constant(c, src))
+        || mentions_an_unknown_given_up(src)
+}
+
+/// The text's part of `opens_all_readings`: words of a state of an unknown outcome given up on,
+/// or of a clause that may catch a kind of the change's own unknown.
+fn mentions_an_unknown_given_up(src: &str) -> bool {
+    mentions(src, super::unknown_given_up::UNKNOWN_WORDS)
+            // A count tested, and a failure marked.
+            && mentions(src, &["ttempt", "tries", "retr"])
+            && mentions(src, &["FAIL", "fail", "Fail"])
+        || mentions(src, &["nknown", "navailable"])
+            && mentions(src, &["FAIL", "fail", "Fail"])
+            && mentions(src, &["except ("])
+}
+
+/// A class named for errors that is not Python's own (`ErrorSquare`, `AdyenError`; not
+/// `ValueError`, `Exception`).
+fn own_error_class(name: &str) -> bool {
+    (name.contains("Error") || name.contains("Exception"))
+        && !matches!(name, "Exception" | "BaseException")
+        && !BUILTIN_PREFIXES.iter().any(|p| {
+            name.strip_prefix(p)
+                .is_some_and(|rest| matches!(rest, "Error" | "Exception"))
+        })
+}
+
+fn mentions(src: &str, words: &[&str]) -> bool {
+    words
+        .iter()
+        .any(|w| memchr::memmem::find(src.as_bytes(), w.as_bytes()).is_some())
+}
+
+/// Stems of the words that mark a payment failed or refused, for the gate: `mark_failed`,
+/// `rechazar_reembolso`, `Status.DECLINED`.
+const FAILURE_STEMS: &[&str] = &[
+    "fail",
+    "Fail",
+    "FAIL",
+    "reject",
+    "Reject",
+    "REJECT",
+    "refus",
+    "REFUS",
+    "declin",
+    "DECLIN",
+    "rechaz",
+    "RECHAZ",
+    "odrzuc",
+    "ODRZUC",
+    "rifiut",
+    "RIFIUT",
+    "abgelehnt",
+    "geweigerd",
+    "mislukt",
+    "echou",
+    "fallid",
+    "fallit",
+];
 
 /// `_NOT_DELIVERED = (httpx.ConnectError, httpx.TimeoutException, PayPalUnavailable)`, caught
 /// by the file as the errors of a request that never left: a read timeout among them, raised
@@ -60,6 +121,15 @@ fn timeout_counted_unsent(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
         "_sent",
         "_delivered",
         "_reached",
+        "SEND",
+        "_send",
+        "ENVOI",
+        "ENVOY",
+        "SENDE",
+        "VERZ",
+        "ENVI",
+        "INVI",
+        "WYSL",
     ]
     .iter()
     .any(|w| memchr::memmem::find(bytes, w.as_bytes()).is_some())
@@ -296,7 +366,17 @@ fn names_unsent(name: &str) -> bool {
     let words = syntax::name_words(name);
     let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
     has(&["unsent", "undelivered"])
-        || has(&["not", "never"]) && has(&["sent", "delivered", "reached", "send", "deliver"])
+        || has(&["not", "never", "before", "pre"])
+            && has(&["sent", "delivered", "reached", "send", "sending", "deliver"])
+        // `ERREURS_AVANT_ENVOI`, `FEHLER_VOR_DEM_SENDEN`, `NIET_VERZONDEN`, `ANTES_DE_ENVIAR`.
+        || has(&[
+            "avant", "non", "vor", "nicht", "niet", "voor", "antes", "no", "nao", "prima", "przed",
+            "nie",
+        ]) && has(&[
+            "envoi", "envoyer", "envoye", "envoyee", "senden", "versand", "gesendet", "verschickt",
+            "verzonden", "verzenden", "verstuurd", "envio", "enviar", "enviado", "enviada", "invio",
+            "inviare", "inviato", "inviata", "wyslaniem", "wyslania", "wyslane", "wyslany",
+        ])
 }
 
 /// A timeout raised after the request may have been sent: `httpx.TimeoutException` (its read
@@ -653,6 +733,16 @@ fn same_client(no_answer: &str, error: &str) -> bool {
 
 /// The classes an `except` clause names, by their last names (`GoCardlessAPIError` of
 /// `gocardless.GoCardlessAPIError`).
+/// The last names of the types the clauses before `clause` in its `try` catch.
+fn caught_before<'s>(try_statement: Node<'_>, clause: Node<'_>, src: &'s str) -> Vec<&'s str> {
+    crate::python::named_children(try_statement)
+        .into_iter()
+        .take_while(|c| c.id() != clause.id())
+        .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE)
+        .flat_map(|c| caught_names(c, src))
+        .collect()
+}
+
 fn caught_names<'s>(clause: Node<'_>, src: &'s str) -> Vec<&'s str> {
     syntax::except_types(clause)
         .into_iter()
@@ -683,12 +773,7 @@ fn timeout_built_on(
     src: &str,
 ) -> Option<(String, String)> {
     let caught = caught_names(clause, src);
-    let earlier: Vec<&str> = crate::python::named_children(try_statement)
-        .into_iter()
-        .take_while(|c| c.id() != clause.id())
-        .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE)
-        .flat_map(|c| caught_names(c, src))
-        .collect();
+    let earlier = caught_before(try_statement, clause, src);
     let is_a = |t: &str, c: &str| t == c || cx.change.subclass_of(cx.side, t, c);
     cx.change
         .no_answer_classes(cx.side)
@@ -805,15 +890,30 @@ fn check(cx: &mut Ctx<'_>) {
     let Some((idx, src)) = cx.code() else {
         return;
     };
-    left_out_of_the_wrapper(cx, idx, src);
-    timeout_counted_unsent(cx, idx, src);
-    resent_without_a_key(cx, idx, src);
-    last_answer_passed_on(cx, idx, src);
+    // A file the gate opened only for a client's own error class is read for the change's
+    // unknown built on it, and only where the change has one.
+    // Each clause's timeout, read once for the gate's test and for the clause below.
+    let clauses = idx.all(kinds::EXCEPT_CLAUSE);
+    let timeouts: Vec<Option<Caught>> = clauses.iter().map(|&c| catches_timeout(c, src)).collect();
+    let only_bases = !(timeouts.iter().any(Option::is_some)
+        || clauses.iter().any(|&c| catches_a_constant(c, src))
+        || mentions_an_unknown_given_up(src));
+    if only_bases && cx.change.no_answer_classes(cx.side).is_empty() {
+        return;
+    }
+    if !only_bases {
+        left_out_of_the_wrapper(cx, idx, src);
+        timeout_counted_unsent(cx, idx, src);
+        resent_without_a_key(cx, idx, src);
+        last_answer_passed_on(cx, idx, src);
+    }
     let mut given_up = Vec::new();
     // Asked only where the change defines classes on bases: most files define none.
     let classes = cx.change.side(cx.side).any(|f| !f.class_bases.is_empty());
-    for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
-        let timeout = catches_timeout(clause, src);
+    for (&clause, &timeout) in clauses.iter().zip(&timeouts) {
+        if only_bases && (!classes || base_of_an_unknown(cx, clause, src).is_none()) {
+            continue;
+        }
         let shadowed = (classes && timeout != Some(Caught::Named))
             .then(|| shadows_an_unknown(cx, clause, src))
             .flatten();
@@ -834,6 +934,17 @@ fn check(cx: &mut Ctx<'_>) {
             && lineage.is_none())
         .then(|| kind_of_an_unknown(cx, clause, src))
         .flatten();
+        // `except ErrorSquare` where the change builds `ResultadoDesconocido(ErrorSquare)` and
+        // no clause before takes it: the unknown outcome comes here.
+        let base_of = (classes
+            && timeout != Some(Caught::Named)
+            && timeout != Some(Caught::Everything)
+            && shadowed.is_none()
+            && lineage.is_none()
+            && kind_of.is_none())
+        .then(|| base_of_an_unknown(cx, clause, src))
+        .flatten();
+        let kind_of = kind_of.or(base_of.clone());
         let Some(caught) = timeout.or((shadowed.is_some()
             || lineage.is_some()
             || kind_of.is_some())
@@ -956,6 +1067,11 @@ fn check(cx: &mut Ctx<'_>) {
                 .arg("caught", base)
                 .arg("timeout", timeout)
                 .note("built_on");
+        } else if let Some((base, unknown)) = base_of {
+            finding
+                .arg("caught", base)
+                .arg("unknown", unknown)
+                .note("base_of_unknown");
         } else if let Some((kind, unknown)) = kind_of {
             finding
                 .arg("caught", kind)
@@ -1015,6 +1131,37 @@ fn kind_of_an_unknown(cx: &Ctx<'_>, clause: Node<'_>, src: &str) -> Option<(Stri
                 .iter()
                 .find(|c| **c != unknown && cx.change.subclass_of(cx.side, c, unknown))?;
             Some((kind.to_string(), unknown.clone()))
+        })
+}
+
+/// `except ErrorSquare` where the change defines its error of an unknown outcome on it
+/// (`class ResultadoDesconocido(ErrorSquare)`) and no clause before this one names that error
+/// or a base of it between: the clause takes the unknown outcome. The class caught, as
+/// written, and the unknown.
+fn base_of_an_unknown(cx: &Ctx<'_>, clause: Node<'_>, src: &str) -> Option<(String, String)> {
+    // Only a class the change defines can be a base of its unknown: a library's is not asked.
+    let caught: Vec<&str> = caught_names(clause, src)
+        .into_iter()
+        .filter(|c| cx.change.defines_class(cx.side, c))
+        .collect();
+    if caught.is_empty() {
+        return None;
+    }
+    let try_statement = clause.parent()?;
+    let earlier = caught_before(try_statement, clause, src);
+    cx.change
+        .no_answer_classes(cx.side)
+        .iter()
+        .find_map(|(unknown, _)| {
+            let base = caught.iter().find(|c| {
+                facts::last_name(c) != unknown
+                    && cx.change.subclass_of(cx.side, unknown, facts::last_name(c))
+            })?;
+            let taken_before = earlier.iter().any(|e| {
+                let e = facts::last_name(e);
+                e == unknown || cx.change.subclass_of(cx.side, unknown, e)
+            });
+            (!taken_before).then(|| (base.to_string(), unknown.clone()))
         })
 }
 
@@ -2012,9 +2159,7 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
         .within(handler, kinds::CALL)
         .iter()
         .any(|&c| names_refusal(c, src));
-    if UNKNOWN_OUTCOME.iter().any(|w| lower.contains(w)) && !records_refusal
-        || raises && caught == Caught::Everything
-    {
+    if says_unknown(&lower) && !records_refusal || raises && caught == Caught::Everything {
         return None;
     }
     // `log.warning("outcome of %s unknown, will resend", key)` then `return False`: the
@@ -2107,6 +2252,16 @@ const FOREIGN_REFUSALS: &[&str] = &[
     "recusada",
     "rechazado",
     "rechazada",
+    "rechazar",
+    "rechazo",
+    "rifiutato",
+    "rifiutata",
+    "respinto",
+    "respinta",
+    "odrzucony",
+    "odrzucona",
+    "odrzuc",
+    "odmowa",
 ];
 
 /// Unknown outcomes and unavailable services in those languages: `AirwallexUnklar`,
@@ -2123,6 +2278,12 @@ const FOREIGN_UNKNOWNS: &[&str] = &[
     "desconocido",
     "incierto",
     "indisponivel",
+    "incerto",
+    "sconosciuto",
+    "indisponibile",
+    "niepewny",
+    "nieznany",
+    "niedostepny",
 ];
 
 /// Words in a handler that say the outcome is kept as unknown, or found out: a pending state,
@@ -2146,7 +2307,11 @@ pub(super) const UNKNOWN_OUTCOME: &[&str] = &[
     "retrieve",
     "processing",
     "in_progress",
-    // The same in the languages payment code is written in: `status="onbekend"`, `"unklar"`.
+];
+
+/// The states of `UNKNOWN_OUTCOME` in the languages payment code is written in:
+/// `status="onbekend"`, `"unklar"`, `"NIEPEWNY"`.
+pub(super) const FOREIGN_UNKNOWN_STATES: &[&str] = &[
     "onbekend",
     "unklar",
     "unbekannt",
@@ -2158,7 +2323,19 @@ pub(super) const UNKNOWN_OUTCOME: &[&str] = &[
     "desconocido",
     "pendente",
     "pendiente",
+    "incerto",
+    "sconosciuto",
+    "niepewn",
+    "nieznan",
 ];
+
+/// Whether a handler's text (lowercase) says the outcome is kept as unknown or found out.
+pub(super) fn says_unknown(lower: &str) -> bool {
+    UNKNOWN_OUTCOME
+        .iter()
+        .chain(FOREIGN_UNKNOWN_STATES)
+        .any(|w| lower.contains(w))
+}
 
 /// Words of a status that say the payment did not happen.
 fn failure_word(text: &str) -> bool {
@@ -2178,28 +2355,12 @@ fn failure_word(text: &str) -> bool {
     })
 }
 
-/// States of a failure or of an outcome not known, in the languages payment code is written
-/// in: what a handler that records one writes (`status="onbekend"`, `"mislukt"`).
-pub(super) const FOREIGN_STATES: &[&str] = &[
-    "onbekend",
-    "unklar",
-    "unbekannt",
-    "inconnu",
-    "incertain",
-    "desconhecido",
-    "desconocido",
-    "pendente",
-    "pendiente",
-    "mislukt",
-    "fehlgeschlagen",
-    "echoue",
-    "falhou",
-    "fallido",
-];
-
 /// Failed states in the languages payment code is written in: `"mislukt"`,
 /// `"fehlgeschlagen"`, `"echoue"`, `"falhou"`, `"fallido"`.
-const FOREIGN_FAILURES: &[&str] = &[
+pub(super) const FOREIGN_FAILURES: &[&str] = &[
+    "fallito",
+    "fallita",
+    "nieudan",
     "mislukt",
     "fehlgeschlagen",
     "gescheitert",
@@ -2316,7 +2477,13 @@ pub(super) fn calls_failure(call: Node<'_>, src: &str) -> Option<bool> {
         // `mark_refund_refused(...)`, a record written; an error raised (`TopUpRefused`) is
         // read as an answer handed back, by `raised_as_definite`.
         || !name.starts_with(|c: char| c.is_ascii_uppercase())
-            && words.iter().any(|w| w == "refuse" || w == "refused");
+            && words.iter().any(|w| {
+                w == "refuse"
+                    || w == "refused"
+                    // `rechazar_reembolso(...)`, `oznacz_odrzucony(...)`, `segna_fallito(...)`.
+                    || FOREIGN_REFUSALS.contains(&w.as_str())
+                    || FOREIGN_FAILURES.contains(&w.as_str())
+            });
     // `_record_error(invoice, attempt, exc, now)`: an error written down as the attempt's end.
     let records_an_error = words
         .first()

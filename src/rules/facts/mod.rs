@@ -395,6 +395,27 @@ fn is_payment_word(word: &str) -> bool {
             | b"terugbetaling"
             | b"terugbetalingen"
             | b"incasso"
+            // Accounts payable and the treasury that pays them: `payables/modern_treasury.py`.
+            | b"payable"
+            | b"payables"
+            | b"treasury"
+            | b"moderntreasury"
+            | b"transferwise"
+            | b"payu"
+            // Italian and Polish: `pagamenti/`, `rimborsi.py`, `platnosci.py`, `zwroty.py`.
+            | b"pagamenti"
+            | b"rimborso"
+            | b"rimborsi"
+            | b"addebito"
+            | b"addebiti"
+            | b"fattura"
+            | b"fatture"
+            | b"platnosc"
+            | b"platnosci"
+            | b"zwrot"
+            | b"zwroty"
+            | b"wyplata"
+            | b"wyplaty"
     )
 }
 
@@ -1165,7 +1186,7 @@ fn function_facts(
                 }
             }
         }
-        match classify(&parts, file, vocab) {
+        match classify_at(*call, &parts, src, file, vocab) {
             Target::Http if !a_sessions_key(*call, &parts, src) => facts.http = true,
             Target::Http => {}
             Target::Cache => facts.cache = true,
@@ -1969,7 +1990,64 @@ const QUERYSET: &[&str] = &[
 ];
 
 pub fn classify_call(call: Node<'_>, src: &str, file: &FileFacts, vocab: &Vocabulary) -> Target {
-    classify(&syntax::call_text(call, src), file, vocab)
+    classify_at(call, &syntax::call_text(call, src), src, file, vocab)
+}
+
+/// `classify` of a call in its place: a receiver that the loop around it binds (`r` of
+/// `next(r for r in refunds if r.get("id") == ref)`) is an item of what it walks, not a client.
+fn classify_at(
+    call: Node<'_>,
+    parts: &syntax::CallText<'_>,
+    src: &str,
+    file: &FileFacts,
+    vocab: &Vocabulary,
+) -> Target {
+    let target = classify(parts, file, vocab);
+    if target == Target::Cache
+        && let Some(receiver) = parts.receiver
+        && receiver
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && bound_by_a_loop(call, receiver, src)
+    {
+        return Target::Other;
+    }
+    target
+}
+
+/// Whether a `for` statement or clause around `node` binds `name`.
+pub(crate) fn bound_by_a_loop(node: Node<'_>, name: &str, src: &str) -> bool {
+    let mut at = node.parent();
+    while let Some(n) = at {
+        match n.kind() {
+            kinds::FUNCTION_DEFINITION | kinds::CLASS_DEFINITION => return false,
+            kinds::FOR_STATEMENT if n.field("left").is_some_and(|l| binds(l, name, src)) => {
+                return true;
+            }
+            "list_comprehension"
+            | "generator_expression"
+            | "set_comprehension"
+            | "dictionary_comprehension"
+                if crate::python::named_children(n).iter().any(|c| {
+                    c.kind() == "for_in_clause"
+                        && c.field("left").is_some_and(|l| binds(l, name, src))
+                }) =>
+            {
+                return true;
+            }
+            _ => {}
+        }
+        at = n.parent();
+    }
+    false
+}
+
+/// Whether a loop's target binds `name` (`r`, `(i, r)`).
+fn binds(target: Node<'_>, name: &str, src: &str) -> bool {
+    syntax::text(target, src) == name
+        || crate::python::named_children(target)
+            .iter()
+            .any(|t| binds(*t, name, src))
 }
 
 /// `classify_call`, with the call's parts already read.

@@ -45,9 +45,17 @@ fn check(cx: &mut Ctx<'_>) {
         // function that leaves it there.
         let left =
             given.and_then(|t| Some((syntax::text(t, src), none_by_default(cx, call.node, t)?)));
+        // A timeout built for the requests and handed to none (a refactor that lost it).
+        let unused = (!switched_off)
+            .then(|| {
+                cx.index()
+                    .and_then(|idx| super::timeout_built_and_unused(idx, src))
+            })
+            .flatten();
         let note = match call.lib {
             _ if left.is_some() => "none_param",
             _ if switched_off => "none",
+            _ if unused.is_some() => "kept_unused",
             Lib::Aiohttp => "aiohttp",
             Lib::Urllib => "urllib",
             Lib::Urllib3 => "urllib3",
@@ -57,6 +65,11 @@ fn check(cx: &mut Ctx<'_>) {
             .report_lines(&RULE, lines, callee.clone())
             .arg("call", callee)
             .note(note);
+        if let Some((kept, line)) = unused {
+            finding
+                .arg("kept", kept.to_string())
+                .arg("kept_line", line.to_string());
+        }
         if let Some((param, line)) = left {
             finding
                 .arg("param", param.to_string())
@@ -282,7 +295,14 @@ fn waits_forever<'a>(cx: &impl Local<'a>, call: &HttpCall<'_>) -> bool {
         // `timeout=None` switches the timeout off, the client's default included; so does a
         // parameter left to its `None` by a caller.
         Some(t) => return t.kind() == kinds::NONE || none_by_default(cx, call.node, t).is_some(),
-        None if syntax::has_dict_splat(call.node) && !kwargs_carry_no_timeout(cx, call.node) => {
+        // Options passed on may carry one, unless the object keeps a timeout that nothing
+        // reads, the options among them.
+        None if syntax::has_dict_splat(call.node)
+            && !kwargs_carry_no_timeout(cx, call.node)
+            && cx
+                .index()
+                .is_none_or(|idx| super::timeout_built_and_unused(idx, src).is_none()) =>
+        {
             return false;
         }
         None => {}

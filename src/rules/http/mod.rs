@@ -8,7 +8,7 @@ pub(crate) mod scalar_timeout;
 
 use tree_sitter::Node;
 
-use crate::python::{Fields, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::{Ctx, Local};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -331,18 +331,60 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
     // ...unless the file's other calls on it pass their own (`timeout=self._timeout` on every
     // other request of the client): then the code does not count on a default, and a call
     // without one waits as long as the library lets it.
+    // So it does not where it builds a timeout for its requests that none of them is given
+    // (`self._timeout = aiohttp.ClientTimeout(total=10)`, read nowhere).
+    let unused_timeout = handed_in.iter().any(|&(_, _, timed)| !timed)
+        && timeout_built_and_unused(idx, cx.src()).is_some();
     for &(at, receiver, timed) in &handed_in {
         let siblings_timed = handed_in
             .iter()
             .any(|&(other, r, t)| other != at && r == receiver && t);
         if !timed
-            && siblings_timed
+            && (siblings_timed || unused_timeout)
             && let Some(call) = out.get_mut(at)
         {
             call.client_timeout = false;
         }
     }
     out
+}
+
+/// A timeout the file keeps on its object (`self._timeout = aiohttp.ClientTimeout(...)`,
+/// `self.timeout = (3.05, 20)`, `self._timeout = timeout` of the constructor's parameter) that
+/// nothing reads, and the line that keeps it.
+pub(crate) fn timeout_built_and_unused<'s>(
+    idx: &NodeIndex<'_>,
+    src: &'s str,
+) -> Option<(&'s str, u32)> {
+    let kept: Vec<(&str, u32)> = idx
+        .all(kinds::ASSIGNMENT)
+        .iter()
+        .filter_map(|a| Some((a.field("left")?, a.field("right")?)))
+        .filter(|(left, right)| {
+            left.kind() == kinds::ATTRIBUTE
+                && syntax::text(*left, src).starts_with("self.")
+                && syntax::text(*left, src)
+                    .to_ascii_lowercase()
+                    .contains("timeout")
+                && (matches!(
+                    right.kind(),
+                    kinds::TUPLE | kinds::FLOAT | kinds::INTEGER | kinds::IDENTIFIER
+                ) || right.kind() == kinds::CALL
+                    && syntax::callee_name(*right, src).ends_with("Timeout"))
+        })
+        .map(|(left, _)| (syntax::text(left, src), syntax::lines(left).0))
+        .collect();
+    kept.into_iter().find(|(name, _)| {
+        idx.all(kinds::ATTRIBUTE)
+            .iter()
+            .filter(|a| syntax::text(**a, src) == *name)
+            .all(|a| {
+                a.parent()
+                    .filter(|p| p.kind() == kinds::ASSIGNMENT)
+                    .and_then(|p| p.field("left"))
+                    .is_some_and(|l| l.id() == a.id())
+            })
+    })
 }
 
 /// `getattr(target, verb)` as the callee of a call: the object and the expression that names
@@ -384,12 +426,14 @@ pub(crate) fn url_names_payment(cx: &Ctx<'_>, call: Node<'_>) -> bool {
     if words().any(|w| matches!(w, "search" | "query" | "lookup")) {
         return false;
     }
+    let resource = |w: &str| matches!(w, "payment" | "billing" | "checkout" | "invoice");
     words().map(|w| w.strip_suffix('s').unwrap_or(w)).any(|w| {
         cx.vocab.is_payment_operation(w)
-            || matches!(
-                w,
-                "payment" | "billing" | "checkout" | "invoice" | "payment_intent"
-            )
+            || resource(w)
+            // `/api/payment_orders`, `/v1/payment_intents`; not `/payment_links`, `/payment_methods`.
+            || w.split_once('_').is_some_and(|(first, rest)| {
+                resource(first) && matches!(rest, "order" | "orders" | "intent" | "intents")
+            })
     })
 }
 

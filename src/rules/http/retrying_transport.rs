@@ -80,14 +80,19 @@ pub(crate) fn posts_retried<'a>(cx: &impl Local<'a>) -> Vec<RetryingTransport> {
             for client in made {
                 bind(idx, client, src, &mut transport);
             }
-            // Bound to a factory's result: `self.session = _session()`.
+            // Bound to a factory's result: `self.session = _session()`, or the factory's as the
+            // default of a client handed in (`session or build_session()`).
             for &a in idx.all(kinds::ASSIGNMENT) {
                 if let (Some(left), Some(right)) = (a.field("left"), a.field("right"))
-                    && right.kind() == kinds::CALL
-                    && transport
-                        .factories
-                        .iter()
-                        .any(|f| f == syntax::callee_name(right, src))
+                    && made_by(right)
+                        .into_iter()
+                        .filter(|c| c.kind() == kinds::CALL)
+                        .any(|c| {
+                            transport
+                                .factories
+                                .iter()
+                                .any(|f| f == syntax::callee_name(c, src))
+                        })
                 {
                     let name = crate::rules::facts::last_name(syntax::text(left, src));
                     transport.clients.push(name.to_string());
@@ -96,6 +101,19 @@ pub(crate) fn posts_retried<'a>(cx: &impl Local<'a>) -> Vec<RetryingTransport> {
             (!transport.clients.is_empty() || !transport.factories.is_empty()).then_some(transport)
         })
         .collect()
+}
+
+/// What a value may be made by: itself, or either side of `a or b` and `a if c else b`.
+fn made_by(value: Node<'_>) -> Vec<Node<'_>> {
+    match value.kind() {
+        kinds::BOOLEAN_OPERATOR => value
+            .field("left")
+            .into_iter()
+            .chain(value.field("right"))
+            .collect(),
+        kinds::CONDITIONAL_EXPRESSION => crate::python::named_children(value),
+        _ => vec![value],
+    }
 }
 
 /// The names a client node is reached by: what it is assigned to or opened as (`with ... as`),
@@ -156,11 +174,30 @@ fn urllib3_retry(idx: &NodeIndex<'_>, call: Node<'_>, src: &str) -> Option<Strin
         |n: Option<Node<'_>>| n.is_some_and(|n| matches!(syntax::text(n, src), "0" | "False"));
     let total =
         syntax::keyword_arg(call, "total", src).or(syntax::positional_args(call).first().copied());
-    // Without read retries nor statuses to retry, a POST is repeated only when the connection
-    // failed, before it was sent.
+    // Without read retries, and with no statuses to retry but those a server sends for what it
+    // did not act on (429, 503), a POST is repeated only when it never reached the server.
     let read_off = off(syntax::keyword_arg(call, "read", src))
-        && syntax::keyword_arg(call, "status_forcelist", src).is_none();
+        && syntax::keyword_arg(call, "status_forcelist", src)
+            .is_none_or(|s| refusals_only(value_of(idx, s, src), src));
     (!off(total) && !read_off).then(|| format!("Retry({keyword}=...)"))
+}
+
+/// `status_forcelist=(503,)`, `{429, 503}`: statuses only of a request the server turned away
+/// before acting on it (a 502 or a 504 may come from a proxy after the server took it).
+fn refusals_only(statuses: Node<'_>, src: &str) -> bool {
+    let statuses = if statuses.kind() == kinds::CALL {
+        // `frozenset({429, 503})`
+        syntax::positional_args(statuses)
+            .first()
+            .copied()
+            .unwrap_or(statuses)
+    } else {
+        statuses
+    };
+    matches!(statuses.kind(), kinds::TUPLE | kinds::LIST | kinds::SET)
+        && crate::python::named_children(statuses)
+            .iter()
+            .all(|s| matches!(syntax::text(*s, src), "429" | "503"))
 }
 
 /// The sessions an adapter retrying with `retry` is mounted on (`session.mount("https://",

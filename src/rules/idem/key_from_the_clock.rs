@@ -99,10 +99,42 @@ fn check(cx: &mut Ctx<'_>) {
                 continue;
             }
             reported.push(clock.id());
-            found.push((func, value, name, made, clock, record));
+            found.push((func, value, name, made, clock, record, false));
+        }
+        // A helper named for the key that returns it made from the clock
+        // (`def settlement_key(payment_id, kind): return f"...-{payment_id}-{utcnow():%Y%m%d%H%M}"`),
+        // called where the change sends: every call is a new key.
+        let helper = syntax::function_name(func, src);
+        if !(helper.ends_with("_key") || per_attempt::names_key(helper))
+            || cx.change.calls_named(cx.side, helper).next().is_none()
+        {
+            continue;
+        }
+        for ret in idx.within(func, kinds::RETURN_STATEMENT) {
+            let Some(made) = syntax::return_value(*ret) else {
+                continue;
+            };
+            let (first, last) = syntax::lines(made);
+            let Some(clock) = clock_call(made, src) else {
+                continue;
+            };
+            if reported.contains(&clock.id())
+                || !cx.touches_added(first, last)
+                || idx
+                    .enclosing(*ret, kinds::FUNCTION_DEFINITION)
+                    .is_none_or(|f| f.id() != func.id())
+                || of_a_period(made, src)
+            {
+                continue;
+            }
+            let Some(record) = identity(made, clock, src) else {
+                continue;
+            };
+            reported.push(clock.id());
+            found.push((func, made, format!("{helper}()"), made, clock, record, true));
         }
     }
-    for (func, value, name, made, clock, record) in found {
+    for (func, value, name, made, clock, record, helper) in found {
         let function = facts::qualname(func, idx, src);
         let shown = syntax::normalized(made, src);
         let daily = by_the_day(made, src);
@@ -122,6 +154,9 @@ fn check(cx: &mut Ctx<'_>) {
         }
         if daily {
             finding.note("daily");
+        }
+        if helper {
+            finding.note("helper");
         }
         finding.function = function;
     }

@@ -182,6 +182,7 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     }
     key_replaced_by_the_claim(cx);
+    key_property_made_on_read(cx);
     request_key_or_random(cx);
     resent_from_a_handler(cx);
     let (Some(idx), src) = (cx.index(), cx.src()) else {
@@ -1520,6 +1521,108 @@ fn returns_fresh(idx: &NodeIndex<'_>, name: &str, src: &str) -> bool {
                 .chain(idx.within(v, kinds::CALL).iter().copied())
                 .any(|c| fresh(syntax::callee_name(c, src)))
         })
+}
+
+/// A property named for the key that makes it on every read (`@property def idempotency_key(
+/// self): return f"payout-{self.payout_id}-{uuid4().hex[:12]}"`), read by the file: each
+/// attempt, each run and each reader of the same record gets another key. A `cached_property`
+/// makes it once; a name that asks for a new one (`new_key`) says what it does.
+fn key_property_made_on_read(cx: &mut Ctx<'_>) {
+    let Some((idx, src)) = cx.code() else {
+        return;
+    };
+    let mut found = Vec::new();
+    for &decorated in idx.all(kinds::DECORATED_DEFINITION) {
+        let Some(func) = decorated
+            .field("definition")
+            .filter(|d| d.kind() == kinds::FUNCTION_DEFINITION)
+        else {
+            continue;
+        };
+        let name = syntax::function_name(func, src);
+        let property = idx
+            .within(decorated, kinds::DECORATOR)
+            .iter()
+            .any(|d| syntax::text(*d, src).trim() == "@property");
+        if !property
+            || !names_key(name)
+            || syntax::name_words(name)
+                .iter()
+                .any(|w| matches!(w.as_str(), "new" | "fresh" | "generate" | "random"))
+        {
+            continue;
+        }
+        let Some(made) = idx
+            .within(func, kinds::RETURN_STATEMENT)
+            .iter()
+            .filter_map(|r| syntax::return_value(*r))
+            .find(|v| names_fresh(syntax::text(*v, src)) && fresh_call(*v, idx, src).is_some())
+        else {
+            continue;
+        };
+        let (first, last) = syntax::lines(made);
+        if !cx.touches_added(first, last) {
+            continue;
+        }
+        // Read elsewhere in the file as what a call sends (`idempotency_key=claim.
+        // idempotency_key`, `{"Idempotency-Key": req.idempotency_key}`), and never stored on a
+        // record (`withdrawal.idempotency_key = req.idempotency_key`, `Refund.objects.create(
+        // idempotency_key=req.idempotency_key)`), which would make it once.
+        let reads: Vec<Node<'_>> = idx
+            .all(kinds::ATTRIBUTE)
+            .iter()
+            .copied()
+            .filter(|a| {
+                !syntax::contains(func, *a)
+                    && a.field("attribute")
+                        .is_some_and(|n| syntax::text(n, src) == name)
+            })
+            .collect();
+        let stored_once = reads.iter().any(|a| {
+            let parent = a.parent();
+            parent.is_some_and(|p| {
+                p.kind() == kinds::ASSIGNMENT
+                    && p.field("right").is_some_and(|r| r.id() == a.id())
+                    && p.field("left")
+                        .is_some_and(|l| matches!(l.kind(), kinds::ATTRIBUTE | kinds::SUBSCRIPT))
+                    || p.kind() == kinds::KEYWORD_ARGUMENT
+                        && p.parent()
+                            .and_then(|args| args.parent())
+                            .is_some_and(|call| {
+                                call.kind() == kinds::CALL && {
+                                    let callee = syntax::callee_name(call, src);
+                                    callee.starts_with(|c: char| c.is_ascii_uppercase())
+                                        || matches!(callee, "create" | "save" | "update" | "insert")
+                                }
+                            })
+            })
+        });
+        let sent = reads.iter().find(|a| {
+            a.parent()
+                .is_some_and(|p| matches!(p.kind(), kinds::KEYWORD_ARGUMENT | kinds::PAIR))
+        });
+        let Some(read) = sent.filter(|_| !stored_once) else {
+            continue;
+        };
+        let Some(fresh) = fresh_call(made, idx, src) else {
+            continue;
+        };
+        found.push((func, made, fresh, syntax::lines(*read).0));
+    }
+    for (func, made, fresh, read_line) in found {
+        let qualname = facts::qualname(func, idx, src);
+        let finding = cx
+            .report_lines(
+                &RULE,
+                syntax::lines(made),
+                format!("key-property {}", syntax::normalized(made, src)),
+            )
+            .arg("key", qualname.clone())
+            .arg("made", syntax::normalized(fresh, src))
+            .arg("read_line", read_line.to_string())
+            .note("property");
+        finding.function = qualname;
+    }
 }
 
 /// The name an assignment site gives the key (`idempotency_key = ...`), which a fallback to a

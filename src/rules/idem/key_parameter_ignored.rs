@@ -134,7 +134,15 @@ fn sends_a_payment(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>, src: &str)
     (cx.vocab.is_payment_operation(name) && !crate::rules::pay::beside_the_money(name))
         || idx.within(func, kinds::CALL).iter().any(|&c| {
             crate::rules::idem::owned_by(idx, c, Some(func))
-                && (crate::rules::pay::pays(cx, c, src) || crate::rules::pay::http_payment(cx, c))
+                && (crate::rules::pay::pays(cx, c, src)
+                    || crate::rules::pay::http_payment(cx, c)
+                    // A dispatcher of the client told to POST to a payment resource
+                    // (`self._request("POST", "/api/payment_orders", json=payload)`).
+                    || syntax::positional_args(c)
+                        .first()
+                        .and_then(|m| crate::rules::http::method_of(*m, src))
+                        == Some("post")
+                        && crate::rules::http::url_names_payment(cx, c))
         })
 }
 

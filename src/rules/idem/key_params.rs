@@ -122,10 +122,17 @@ pub(crate) fn forwards(
         }
     };
     let sent_in = |dict: Node<'_>, sent: &mut Vec<usize>| {
-        if dict.kind() != kinds::DICTIONARY {
-            return;
-        }
-        for pair in crate::python::named_children(dict) {
+        // `{"Idempotency-Key": key} if key else {}`: either branch.
+        let dicts = if dict.kind() == kinds::CONDITIONAL_EXPRESSION {
+            crate::python::named_children(dict)
+        } else {
+            vec![dict]
+        };
+        for pair in dicts
+            .into_iter()
+            .filter(|d| d.kind() == kinds::DICTIONARY)
+            .flat_map(crate::python::named_children)
+        {
             if let (Some(k), Some(v)) = (pair.field("key"), pair.field("value"))
                 && syntax::code_names_idempotency(syntax::text(k, src))
             {

@@ -278,7 +278,11 @@ fn cache_receiver<'a>(call: Node<'_>, cx: &impl Local<'a>) -> Option<bool> {
     };
     // Asked last: it reads the function's assignments, and most receivers (`dict.get`) are no
     // client by name anyway.
-    client.filter(|_| !is_value_name(cx, call, last))
+    client.filter(|_| {
+        // `r` of `for r in rows: r.get("status")`: an item of what the loop walks.
+        !(is_value_name(cx, call, last)
+            || full == last && facts::bound_by_a_loop(call, last, cx.src()))
+    })
 }
 
 /// A name bound from a cache read (`cached = r.get(k)`) is a value, not a client, though its

@@ -134,6 +134,7 @@ fn check(cx: &mut Ctx<'_>) {
     }
     keys_left_out(cx, idx, &all_attempts, &mut reported);
     handed_to_a_retrying_helper(cx, idx, &all_attempts, &mut reported);
+    posts_through_a_retrying_dispatcher(cx, idx, &all_attempts, &mut reported);
     let transports = http::retrying_transport::posts_retried(cx);
     if transports.is_empty() {
         return;
@@ -146,16 +147,125 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         };
         if unkeyed_payment(cx, idx, call) {
-            report_transport(cx, transport, call);
+            report_transport(cx, transport, call, None);
+            continue;
+        }
+        if let Some(payment) = unkeyed_dispatch(cx, idx, call) {
+            report_transport(cx, transport, call, Some(payment));
             continue;
         }
         for caller in unkeyed_posts_through(cx, idx, call) {
             if !reported.contains(&caller.id()) {
                 reported.push(caller.id());
-                report_transport(cx, transport, caller);
+                report_transport(cx, transport, caller, None);
             }
         }
     }
+}
+
+/// A retrying dispatcher of the file (`_request_with_retries(self, method, path, *, json)`)
+/// whose loop hands its method on to the file's sender (`self._request(method, path, json=
+/// json)`), and a payment of the file that calls it with `"POST"` and no key
+/// (`fund_transfer` → `self._request_with_retries("POST", f".../transfers/{id}/payments",
+/// ...)`): the payment is sent again after a failure that may have come after it was taken.
+fn posts_through_a_retrying_dispatcher(
+    cx: &mut Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    all_attempts: &[Attempt<'_>],
+    reported: &mut Vec<usize>,
+) {
+    let src = cx.src();
+    for attempt in all_attempts.iter().filter(|a| a.loop_line.is_some()) {
+        // A dispatcher that takes a key sends it for the callers that give one: those that do
+        // not are `keys_left_out`'s.
+        if crate::rules::idem::facts_of(cx, attempt.func).is_none_or(|f| f.mentions_idempotency) {
+            continue;
+        }
+        let params = pay::parameters(attempt.func, src);
+        let sends_on = idx.within(attempt.body, kinds::CALL).iter().find_map(|&c| {
+            let first = syntax::positional_args(c).first().copied();
+            let method = first
+                .filter(|a| a.kind() == kinds::IDENTIFIER)
+                .or(syntax::keyword_arg(c, "method", src))
+                .map(|a| syntax::text(a, src))
+                .filter(|m| params.iter().any(|p| p == m))?;
+            let sender = idx.callee_name(c, src);
+            let senders: Vec<Node<'_>> = idx
+                .functions_named(sender, src)
+                .filter(|f| crate::rules::idem::facts_of(cx, *f).is_some_and(|f| f.http))
+                .collect();
+            // `replay_safe = method in _REPLAY_SAFE_METHODS`: the sender or the loop tells the
+            // methods apart, and what it raises for a POST is for it to say.
+            let tells_methods = senders.iter().chain([&attempt.func]).any(|f| {
+                idx.within(*f, kinds::COMPARISON_OPERATOR)
+                    .iter()
+                    .any(|cmp| {
+                        cmp.named_child(0).is_some_and(|l| {
+                            let left = syntax::text(l, src);
+                            left == method || left.starts_with(&format!("{method}."))
+                        })
+                    })
+            });
+            (!senders.is_empty() && !tells_methods && !reported.contains(&c.id()))
+                .then(|| (c, method.to_string()))
+        });
+        let Some((call, param)) = sends_on else {
+            continue;
+        };
+        let name = syntax::function_name(attempt.func, src);
+        let bound = takes_self(attempt.func, src);
+        let payment = idx.all(kinds::CALL).iter().copied().find(|&c| {
+            if idx.callee_name(c, src) != name || syntax::receiver(c).is_some() != bound {
+                return false;
+            }
+            let verb = syntax::positional_args(c)
+                .first()
+                .copied()
+                .or(syntax::keyword_arg(c, "method", src));
+            let Some(caller) = idx.enclosing(c, kinds::FUNCTION_DEFINITION) else {
+                return false;
+            };
+            let facts = crate::rules::idem::facts_of(cx, caller);
+            verb.and_then(|v| http::method_of(v, src)) == Some("post")
+                && facts.is_some_and(|f| !f.is_test && !f.mentions_idempotency)
+                && !names_a_dedup_handle(syntax::text(caller, src))
+                && !c
+                    .field("arguments")
+                    .is_some_and(|a| crate::rules::idem::is_idempotency_text(syntax::text(a, src)))
+                && (facts.is_some_and(|f| cx.vocab.is_payment_operation(&f.name))
+                    || http::url_names_payment(cx, c))
+        });
+        let Some(caller) = payment else {
+            continue;
+        };
+        let Some(after) = retried_after(idx, attempt, call, src) else {
+            continue;
+        };
+        let verb = syntax::positional_args(caller)
+            .first()
+            .map(|v| syntax::text(*v, src).to_string())
+            .unwrap_or_default();
+        reported.push(call.id());
+        let post = Post::FromCaller {
+            caller,
+            param,
+            verb,
+        };
+        report(cx, attempt, call, after, &post, None);
+    }
+}
+
+/// Whether code puts a reference the provider dedups on in what it sends, as a quoted key in
+/// any case (`"extRefundId": ext_refund_id`): PayU refuses a second refund of the same
+/// `extRefundId`. A parameter of that name proves nothing sent.
+fn names_a_dedup_handle(code: &str) -> bool {
+    code.split(['"', '\''])
+        .skip(1)
+        .step_by(2)
+        .filter(|w| w.len() > 4 && w.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .any(|w| {
+            crate::rules::idem::key_made_per_attempt::dedup_handle(&syntax::name_words(w).join("_"))
+        })
 }
 
 /// A provider's payment method handed, uncalled, to a helper of the file whose retry loop
@@ -484,10 +594,34 @@ fn unkeyed_payment(cx: &Ctx<'_>, idx: &NodeIndex<'_>, call: Node<'_>) -> bool {
         && carries_key(cx, idx, call, func, None) == Some(false)
 }
 
+/// A POST of a file's own dispatcher (`_post(root, body)`, which names no money) that the
+/// file's payment operations send through, one or two calls up (`charge_customer_profile` →
+/// `_transaction` → `_post`), where none of them names a key: the payment it reaches.
+fn unkeyed_dispatch(cx: &Ctx<'_>, idx: &NodeIndex<'_>, call: Node<'_>) -> Option<String> {
+    let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
+    let facts = crate::rules::idem::facts_of(cx, func)?;
+    if !is_post(call, cx.src())
+        || facts.is_test
+        || facts.mentions_idempotency
+        || carries_key(cx, idx, call, func, None) != Some(false)
+    {
+        return None;
+    }
+    let callers = crate::rules::idem::callers_of(cx, cx.facts?, facts, 2);
+    if callers.iter().any(|(c, _)| c.mentions_idempotency) {
+        return None;
+    }
+    callers
+        .iter()
+        .find(|(c, _)| !c.is_test && (c.payment || cx.vocab.is_payment_operation(&c.name)))
+        .map(|(c, _)| c.name.clone())
+}
+
 fn report_transport(
     cx: &mut Ctx<'_>,
     transport: &http::retrying_transport::RetryingTransport,
     call: Node<'_>,
+    payment: Option<String>,
 ) {
     let src = cx.src();
     let callee = syntax::callee(call, src).to_string();
@@ -502,6 +636,9 @@ fn report_transport(
         .arg("retried_by", transport.what.clone())
         .arg("retry_line", transport.line.to_string())
         .note("transport");
+    if let Some(payment) = payment {
+        finding.arg("payment", payment).note("dispatched");
+    }
     if let Some(reference) = reference {
         finding.arg("reference", reference).note("reference");
     }

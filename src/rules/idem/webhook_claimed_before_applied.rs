@@ -77,6 +77,7 @@ fn check(cx: &mut Ctx<'_>) {
     };
     recorded_outside_the_transaction(cx, idx, src);
     marked_before_applied(cx, idx, src);
+    marked_in_finally(cx, idx, src);
     for &call in idx.all(kinds::CALL) {
         let method = cx.callee_name(call);
         if !matches!(method, "add" | "set" | "setnx") {
@@ -226,6 +227,64 @@ fn marked_before_applied(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
         if from == Inbound::Broker {
             finding.note("consumer");
         }
+    }
+}
+
+/// `try: handler(item)` / `finally: cache.set(key, DONE, timeout=DEDUP_TTL)` behind a check of
+/// the same key that turns a repeat away: the event is marked done whether applying it worked
+/// or failed, and the redelivery that follows the failure is skipped as a repeat.
+fn marked_in_finally(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &call in idx.all(kinds::CALL) {
+        let method = cx.callee_name(call);
+        if !MARKS.contains(&method) || cx.call_text(call).receiver.is_none() {
+            continue;
+        }
+        let Some(finally) = syntax::ancestor(call, "finally_clause") else {
+            continue;
+        };
+        let Some(first) = syntax::positional_args(call).first().copied() else {
+            continue;
+        };
+        let written = syntax::normalized(first, src);
+        let key = super::resolve(cx, call, &written);
+        let (Some(func), Some(try_statement)) = (
+            idx.enclosing(call, kinds::FUNCTION_DEFINITION),
+            finally
+                .parent()
+                .filter(|t| t.kind() == kinds::TRY_STATEMENT),
+        ) else {
+            continue;
+        };
+        // The key, or the function that applies what it keys (`process_notification(item)`),
+        // names a delivery.
+        let applies_deliveries =
+            super::webhook_marker_expires::names_a_delivery(syntax::function_name(func, src));
+        if !(super::webhook_marker_expires::names_a_delivery(&key) || applies_deliveries) {
+            continue;
+        }
+        // The same key read before the `try` to turn a repeat away.
+        let guarded = idx.within(func, kinds::CALL).iter().any(|r| {
+            r.end_byte() <= try_statement.start_byte()
+                && syntax::positional_args(*r).first().is_some_and(|a| {
+                    let text = syntax::normalized(*a, src);
+                    text == written || super::resolve(cx, *r, &text) == key
+                })
+        });
+        let Some(body) = try_statement.field("body") else {
+            continue;
+        };
+        let work = idx.within(body, kinds::CALL).iter().copied().find(|c| {
+            let callee = syntax::callee(*c, src);
+            let name = callee.rsplit('.').next().unwrap_or(callee);
+            !facts::only_records(callee) && !answers(name) && !reads_only(name)
+        });
+        let (true, Some(work)) = (guarded, work) else {
+            continue;
+        };
+        if !applies_deliveries && inbound(cx, idx, func).is_none() {
+            continue;
+        }
+        report_marked(cx, call, written, func, work).note("finally");
     }
 }
 

@@ -9,7 +9,9 @@
 //! Read from the set itself: its name says retries (or it is the keyword a retrying
 //! transport takes), and it holds a 429 or a 5xx beside the refusal, so that it is a set of
 //! HTTP statuses. Left alone: 401 and 403 (retried after a token is renewed, or a rate limit
-//! of some APIs), 404 (a read of what was just made), 408, 409, 425 and 429.
+//! of some APIs), 404 (a read of what was just made), 408, 425, 429, and 409 but where the
+//! file reads it as an answer (GoCardless's `idempotent_creation_conflict` naming the payment
+//! the first attempt made).
 use tree_sitter::Node;
 
 use crate::python::{Fields, NodeIndex, kinds, syntax};
@@ -42,7 +44,7 @@ fn writes_a_refusal(text: &[u8]) -> bool {
             && !digit(at + 3)
             && number
                 .and_then(|n| n.parse::<u16>().ok())
-                .is_some_and(|n| REFUSALS.contains(&n))
+                .is_some_and(|n| n == 409 || REFUSALS.contains(&n))
     })
 }
 
@@ -83,12 +85,23 @@ fn check(cx: &mut Ctx<'_>) {
             .iter()
             .filter(|(n, _)| REFUSALS.contains(n))
             .collect();
-        let Some(&&(first, at)) = refused.first() else {
-            continue;
-        };
         if !again {
             continue;
         }
+        let Some(&&(first, at)) = refused.first() else {
+            // A conflict is worth another try where the key is still in flight; not where the
+            // file reads it as the answer that names what the first request made.
+            if let Some(&(_, at)) = numbers.iter().find(|(n, _)| *n == 409)
+                && let Some(answered) = read_as_an_answer(idx, value, src)
+            {
+                cx.report(&RULE, at)
+                    .arg("set", name)
+                    .arg("status", "409")
+                    .arg("answered_line", answered.to_string())
+                    .note("answered");
+            }
+            continue;
+        };
         let others: Vec<String> = refused[1..].iter().map(|(n, _)| format!("`{n}`")).collect();
         let finding = cx
             .report(&RULE, at)
@@ -98,6 +111,26 @@ fn check(cx: &mut Ctx<'_>) {
             finding.arg("others", others.join(", ")).note("others");
         }
     }
+}
+
+/// The line of a test of the file for a 409 (`self.status_code != 409`, `if exc.status == 409`)
+/// outside the set itself: code that takes the conflict as an answer.
+fn read_as_an_answer(idx: &NodeIndex<'_>, set: Node<'_>, src: &str) -> Option<u32> {
+    idx.all(kinds::COMPARISON_OPERATOR)
+        .iter()
+        .filter(|c| !syntax::contains(set, **c))
+        .find(|c| {
+            let operator = c
+                .named_child(0)
+                .zip(c.named_child(1))
+                .and_then(|(l, r)| src.get(l.end_byte()..r.start_byte()))
+                .map(str::trim);
+            matches!(operator, Some("==" | "!="))
+                && crate::python::named_children(**c)
+                    .iter()
+                    .any(|n| n.kind() == kinds::INTEGER && syntax::text(*n, src) == "409")
+        })
+        .map(|c| syntax::lines(*c).0)
 }
 
 /// Whether a name says its set is what to retry: `RETRYABLE_STATUSES`, `RETRY_ON`,

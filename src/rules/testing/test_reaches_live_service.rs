@@ -4,7 +4,7 @@ use super::{
     FileMocks, Mocks, Runs, TestFn, callees_under_test, injected, live_setup, runs_by, tests_of,
 };
 use crate::config::Vocabulary;
-use crate::python::{kinds, syntax};
+use crate::python::{Fields, kinds, syntax};
 use crate::rules::facts::{FileFacts, FunctionFacts};
 use crate::rules::reach::{self, Reach, Trait};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan};
@@ -205,6 +205,7 @@ fn check(cx: &mut Ctx<'_>) {
                         || mocks.patch_a_class_on(cx, &r.path)
                         || mocks.configured_on(&r.path)
                         || super::fixture_fake_on(cx, test, &r.path)
+                        || a_double_of_the_file_answers_a_step(cx, test, &r)
                         || injected::through_a_mock(cx, &injected, &r, service.verbs())
                         || service == Service::Http && client_factory_replaced(cx, &mocks, &r)
                         || service == Service::Http && serves_its_own(cx, test);
@@ -335,6 +336,41 @@ fn a_parameter_stands_in(cx: &Ctx<'_>, test: &TestFn<'_>, r: &Reach<'_>) -> bool
     }) || super::a_fixture_specs_its_class(cx, test, r)
 }
 
+/// Whether the test makes an instance of a class its file writes (`FakeModernTreasury(lookups=
+/// [...])`, handed to a `configure` fixture) that answers a call on the way to the service: it
+/// defines a function of the walk (`list_payment_orders_by_metadata`). Tests write doubles of
+/// the clients they mean not to reach, and hand them over in many ways. The walk ends where the
+/// code calls its client (`deps.client.list_payment_orders_by_metadata(...)`): what it calls
+/// there is a step too.
+fn a_double_of_the_file_answers_a_step(cx: &Ctx<'_>, test: &TestFn<'_>, r: &Reach<'_>) -> bool {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return false;
+    };
+    idx.within(test.node, kinds::CALL).iter().any(|&call| {
+        let made = syntax::callee_name(call, src);
+        idx.all(kinds::CLASS_DEFINITION)
+            .iter()
+            .filter(|c| {
+                c.field("name")
+                    .is_some_and(|n| syntax::text(n, src) == made)
+            })
+            .any(|&class| {
+                idx.within(class, kinds::FUNCTION_DEFINITION)
+                    .iter()
+                    .any(|&m| {
+                        let method = syntax::function_name(m, src);
+                        !method.starts_with("__")
+                            && (r.path.iter().any(|step| step == method)
+                                || r.function.name == method
+                                || r.function
+                                    .callees
+                                    .iter()
+                                    .any(|c| crate::rules::facts::last_name(c) == method))
+                    })
+            })
+    })
+}
+
 fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) -> bool {
     // Words of a stand-in for this service, not of the client: a fixture that builds a real
     // `httpx.AsyncClient` names `httpx` too, and a `FakeQueue` is no fake of the cache.
@@ -388,8 +424,15 @@ fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) 
             if super::live_cache(code) {
                 continue;
             }
+            // A fixture named for the session it makes (`checkout_session`), handed on by
+            // position, is a double of the transport when it makes one.
+            let a_session = ["session", "http", "transport"]
+                .iter()
+                .any(|w| name.contains(w));
             if stands_in(code)
-                || service != Service::Cache && handed.contains(&name) && makes_a_double(code)
+                || service != Service::Cache
+                    && (handed.contains(&name) || a_session)
+                    && makes_a_double(code)
             {
                 return true;
             }
