@@ -457,6 +457,8 @@ pub struct Memo {
     /// The names of the file's pytest fixtures (`testing::injected`): asked of each test's
     /// parameters, read once for a test module of thousands of tests.
     pub(crate) fixture_names: std::cell::OnceCell<Vec<String>>,
+    /// A timeout the file keeps on its object and hands to no request (`http::kept_timeout`).
+    pub(crate) kept_timeout: std::cell::OnceCell<Option<(String, u32)>>,
 }
 
 /// What a check that needs nothing beyond one file side reads of it. Both a rule's `Ctx` and a

@@ -47,10 +47,7 @@ fn check(cx: &mut Ctx<'_>) {
             given.and_then(|t| Some((syntax::text(t, src), none_by_default(cx, call.node, t)?)));
         // A timeout built for the requests and handed to none (a refactor that lost it).
         let unused = (!switched_off)
-            .then(|| {
-                cx.index()
-                    .and_then(|idx| super::timeout_built_and_unused(idx, src))
-            })
+            .then(|| super::kept_timeout(cx).cloned())
             .flatten();
         let note = match call.lib {
             _ if left.is_some() => "none_param",
@@ -299,9 +296,7 @@ fn waits_forever<'a>(cx: &impl Local<'a>, call: &HttpCall<'_>) -> bool {
         // reads, the options among them.
         None if syntax::has_dict_splat(call.node)
             && !kwargs_carry_no_timeout(cx, call.node)
-            && cx
-                .index()
-                .is_none_or(|idx| super::timeout_built_and_unused(idx, src).is_none()) =>
+            && super::kept_timeout(cx).is_none() =>
         {
             return false;
         }

@@ -333,8 +333,8 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
     // without one waits as long as the library lets it.
     // So it does not where it builds a timeout for its requests that none of them is given
     // (`self._timeout = aiohttp.ClientTimeout(total=10)`, read nowhere).
-    let unused_timeout = handed_in.iter().any(|&(_, _, timed)| !timed)
-        && timeout_built_and_unused(idx, cx.src()).is_some();
+    let unused_timeout =
+        handed_in.iter().any(|&(_, _, timed)| !timed) && kept_timeout(cx).is_some();
     for &(at, receiver, timed) in &handed_in {
         let siblings_timed = handed_in
             .iter()
@@ -352,10 +352,18 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
 /// A timeout the file keeps on its object (`self._timeout = aiohttp.ClientTimeout(...)`,
 /// `self.timeout = (3.05, 20)`, `self._timeout = timeout` of the constructor's parameter) that
 /// nothing reads, and the line that keeps it.
-pub(crate) fn timeout_built_and_unused<'s>(
-    idx: &NodeIndex<'_>,
-    src: &'s str,
-) -> Option<(&'s str, u32)> {
+pub(crate) fn kept_timeout<'a, 'm>(cx: &'m impl Local<'a>) -> Option<&'m (String, u32)> {
+    // Asked of every untimed call, by the listing of calls and by HTTP002: read once a file.
+    cx.memo()
+        .kept_timeout
+        .get_or_init(|| {
+            let idx = cx.index()?;
+            timeout_built_and_unused(idx, cx.src()).map(|(name, line)| (name.to_string(), line))
+        })
+        .as_ref()
+}
+
+fn timeout_built_and_unused<'s>(idx: &NodeIndex<'_>, src: &'s str) -> Option<(&'s str, u32)> {
     let kept: Vec<(&str, u32)> = idx
         .all(kinds::ASSIGNMENT)
         .iter()
