@@ -124,8 +124,17 @@ pub(crate) fn callee_parts(call: Node<'_>) -> CalleeParts {
 /// library's async twin of it (`sleep_async`).
 pub fn names_sleep(name: &str) -> bool {
     let name = name.trim_start_matches('_');
-    name == "sleep" || name == "sleep_async" || name.ends_with("_sleep")
+    name == "sleep"
+        || name == "sleep_async"
+        || name.ends_with("_sleep")
+        // The same in the languages payment teams name their code in: `slaap`, `schlafen`,
+        // `dormir`, `dormire`.
+        || FOREIGN_SLEEPS
+            .iter()
+            .any(|w| name == *w || name.strip_suffix(w).is_some_and(|h| h.ends_with('_')))
 }
+
+const FOREIGN_SLEEPS: &[&str] = &["slaap", "slapen", "schlafen", "dormir", "dormire"];
 
 /// Whether a name (a path, a function's, a class's) is of code that takes a provider's
 /// notifications: `webhooks.py`, `handle_notification`, `AdyenNotificationView`, `paypal_ipn`.
@@ -848,6 +857,14 @@ fn names_more_than_a_property(code: &str) -> bool {
         let Some(after) = rest.strip_prefix("ent") else {
             return true;
         };
+        // The noun in other languages: `idempotentiesleutel`, `Idempotenzschluessel`,
+        // `clave_idempotencia`, `chiave_idempotenza`.
+        if ["ie", "z", "cia", "za"]
+            .iter()
+            .any(|n| after.starts_with(n))
+        {
+            return true;
+        }
         let after = after.trim_start_matches(['_', '-']);
         ["key", "id", "token"].iter().any(|k| after.starts_with(k)) || after.starts_with("ly")
     })

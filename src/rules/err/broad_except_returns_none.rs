@@ -704,7 +704,68 @@ pub(super) fn lookup_set_to_none<'t>(
                 || text == format!("{name} is not None");
             tests_it.then_some(condition)
         })?;
+    if none_branch_keeps_it(test, name, src) {
+        return None;
+    }
     Some(LookupNone { call, result, test })
+}
+
+/// Whether the branch the code takes for `None` only leaves the record as it is (`if not
+/// transfer: keep_pending(claim); return`): that is the handling the finding asks for, and
+/// an outage then costs a later look, not a payment.
+fn none_branch_keeps_it(test: Node<'_>, name: &str, src: &str) -> bool {
+    let text = syntax::text(test, src);
+    if text != format!("not {name}") && text != format!("{name} is None") {
+        return false;
+    }
+    let Some(block) = test.parent().and_then(|i| i.field("consequence")) else {
+        return false;
+    };
+    // A bare `return` gives the caller nothing to read; `return False` would be read.
+    let ends = syntax::statements(block)
+        .last()
+        .is_some_and(|s| match s.kind() {
+            kinds::RETURN_STATEMENT => syntax::returns_none(*s),
+            kinds::RAISE_STATEMENT | kinds::CONTINUE_STATEMENT => true,
+            _ => false,
+        });
+    ends && syntax::descendants(block, &[kinds::CALL])
+        .iter()
+        .all(|call| leaves_it_as_it_is(*call, src))
+}
+
+/// A call of a branch that changes nothing of the payment: logging, a metric, keeping the
+/// record pending, asking again later, the error it raises.
+fn leaves_it_as_it_is(call: Node<'_>, src: &str) -> bool {
+    let callee = syntax::callee(call, src);
+    if callee.starts_with("log") || callee.contains("logger") || callee.contains(".log") {
+        return true;
+    }
+    let name = syntax::callee_name(call, src);
+    // The error a `raise` builds.
+    if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return true;
+    }
+    syntax::name_words(name).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "keep"
+                | "pending"
+                | "defer"
+                | "later"
+                | "postpone"
+                | "reschedule"
+                | "requeue"
+                | "snooze"
+                | "incr"
+                | "increment"
+                | "metric"
+                | "metrics"
+                | "gauge"
+                | "warn"
+                | "warning"
+        )
+    }) || name == "retry"
 }
 
 /// The word for a failure the handler's own `return` gives (`return "error"`, `return

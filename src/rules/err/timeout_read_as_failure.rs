@@ -1536,9 +1536,12 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
     };
     // `_Transient`, `RetryableGatewayError`: an error the caller sends the request again on, as
     // it was, is no refusal.
-    let transient = syntax::name_words(raised)
-        .iter()
-        .any(|w| matches!(w.as_str(), "transient" | "retryable" | "retriable"));
+    let transient = syntax::name_words(raised).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "transient" | "retryable" | "retriable" | "again"
+        )
+    });
     // `raise TransferConnectionError(...)` where the change builds it on its
     // `TransferOutcomeUnknown`: the unknown, by a narrower name.
     let a_kind_of_the_unknown = subclass_of_the_unknown(idx, raised, src)
@@ -1647,6 +1650,14 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
                 syntax::lines(*request).0,
             )
         });
+    // A read (`self._session.get(verify_url)`) changes nothing at the provider: a timeout of it
+    // carried nothing out.
+    if request
+        .as_ref()
+        .is_some_and(|(callee, _)| matches!(callee.rsplit('.').next(), Some("get" | "head")))
+    {
+        return;
+    }
     // A named timeout also of the client's own sender (`await self._post_refund(...)`).
     let Some((step, step_line)) =
         request.or_else(|| named.then(|| paying_step(cx, idx, func, body)).flatten())
@@ -2663,7 +2674,16 @@ fn paying_step(
         if callee.is_empty() || facts::only_records(callee) {
             continue;
         }
-        let sends = function_pays && facts::http_by_name(&syntax::call_text(call, src));
+        // Itself, or through the file's sender (`await self._verzoek(methode, pad, ...)`).
+        let sends = function_pays
+            && (facts::http_by_name(&syntax::call_text(call, src)) || {
+                let name = idx.callee_name(call, src);
+                cx.facts.is_some_and(|file| {
+                    file.functions
+                        .iter()
+                        .any(|f| f.name == name && f.http && !f.is_test)
+                })
+            });
         // `self._create_remote(attempt)`, a helper of the file that sends the attempt's
         // idempotency key: what it sends is a payment made once.
         let keyed_helper = || {

@@ -293,7 +293,7 @@ pub(super) fn unknown_marked_failed<'t>(
             let mark = first_failure(idx, func, body, src)?;
             let asked = idx.within(body, kinds::CALL).iter().any(|c| {
                 c.end_byte() <= mark.start_byte() && asks_the_provider(syntax::callee(*c, src))
-            });
+            }) || asked_before(idx, func, test, src);
             (!asked).then_some(UnknownGivenUp {
                 mark,
                 because: condition,
@@ -389,6 +389,33 @@ fn tests_a_count(condition: Node<'_>, src: &str) -> bool {
                 || w.starts_with("resen")
                 || w.starts_with("resubmi")
         })
+}
+
+/// Whether `func` asks the provider for the payment ahead of `test` (`capture =
+/// get_klarna().find_capture(order.klarna_order_id, reference)`, then `if capture is not None:
+/// ...; return`): the count is tested only once the provider has said there is none.
+fn asked_before(idx: &NodeIndex<'_>, func: Node<'_>, test: Node<'_>, src: &str) -> bool {
+    idx.within(func, kinds::CALL).iter().any(|&c| {
+        if c.end_byte() > test.start_byte() || !super::owned_by(c, func, idx) {
+            return false;
+        }
+        let callee = syntax::callee(c, src);
+        let name = syntax::callee_name(c, src);
+        let receiver = syntax::receiver(c).map_or("", |r| syntax::text(r, src));
+        // `find_capture`, `client.get_refund`: not `Shipment.get_by_id`, the record's own read.
+        let of_the_payment = syntax::name_words(name).iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "capture" | "refund" | "payment" | "payout" | "charge" | "transfer" | "transaction"
+            )
+        }) || syntax::name_words(receiver).iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "client" | "gateway" | "provider" | "api" | "psp"
+            )
+        });
+        asks_the_provider(callee) && of_the_payment
+    })
 }
 
 /// A read of the payment's state from the provider before giving up on it

@@ -730,6 +730,7 @@ fn gather_code(file: &ParsedFile, mut facts: FileFacts, vocab: &Vocabulary) -> F
         facts.functions.push(function);
     }
     wrapped_fresh_keys(&mut facts.functions);
+    wrapped_retries_sleep(idx, src, &mut facts.functions);
     steps_of_module_queries(file.tree().root_node(), idx, src, &mut facts.functions);
     // A call's function is one of those just read: its qualified name is not worked out again
     // for each of its calls, nor copied for each.
@@ -787,6 +788,39 @@ fn wrapped_fresh_keys(functions: &mut [FunctionFacts]) {
         if let Some((_, key)) = by {
             func.fresh_key = Some(Box::new(key.clone()));
         }
+    }
+}
+
+/// A function that calls what the file bound to a waiting retry wrapped around another
+/// (`self._send_with_retries = backoff.on_exception(backoff.expo, ...)(self._send)`) waits
+/// between its attempts as a decorated one does.
+fn wrapped_retries_sleep(idx: &NodeIndex<'_>, src: &str, functions: &mut [FunctionFacts]) {
+    if !src.contains("backoff.on_") && !src.contains("retry(") && !src.contains("Retrying(") {
+        return;
+    }
+    let mut wrapped: Vec<&str> = idx
+        .all(kinds::ASSIGNMENT)
+        .iter()
+        .filter_map(|a| {
+            let value = a.field("right").filter(|v| v.kind() == kinds::CALL)?;
+            let wrapper = value
+                .field("function")
+                .filter(|f| f.kind() == kinds::CALL)?;
+            waits_between_attempts(syntax::text(wrapper, src)).then_some(())?;
+            let left = syntax::text(a.field("left")?, src);
+            Some(left.rsplit('.').next().unwrap_or(left))
+        })
+        .collect();
+    if wrapped.is_empty() {
+        return;
+    }
+    wrapped.sort_unstable();
+    for func in functions.iter_mut().filter(|f| !f.sleeps) {
+        func.sleeps = wrapped.iter().any(|w| {
+            func.callees
+                .binary_search_by(|c| c.as_str().cmp(*w))
+                .is_ok()
+        });
     }
 }
 

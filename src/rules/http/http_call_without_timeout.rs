@@ -17,10 +17,69 @@ pub(crate) static RULE: Rule = Rule {
 /// money path is for the rule, with the rest of the change, to say.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && (super::calls_for_gates(s)
-            .iter()
-            .any(|call| !call.constructor && waits_forever(s, call))
-            || may_leave_reads_unbounded(s.src()))
+        && (super::calls_for_gates(s).iter().any(|call| {
+            !call.constructor && (waits_forever(s, call) || untimed_handed_in(s, call))
+        }) || may_leave_reads_unbounded(s.src()))
+}
+
+/// A call on a client handed in (`self._session.get(url)`), with no timeout of its own: taken to
+/// be bounded by the session's, unless the change took away the one it passed (`dropped`).
+fn untimed_handed_in<'a>(cx: &impl Local<'a>, call: &HttpCall<'_>) -> bool {
+    call.handed_in
+        && call.client_timeout
+        && matches!(call.lib, Lib::Aiohttp | Lib::Requests)
+        && syntax::keyword_arg(call.node, "timeout", cx.src()).is_none()
+        && (!syntax::has_dict_splat(call.node)
+            || kwargs_carry_no_timeout(cx, call.node)
+            || splats_a_local_without_timeout(cx, call.node))
+}
+
+/// `**payload` where the function built `payload = {"params": form} if ... else {"data":
+/// form}` before the call, with no timeout in it.
+fn splats_a_local_without_timeout<'a>(cx: &impl Local<'a>, call: Node<'_>) -> bool {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return false;
+    };
+    let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION);
+    call.field("arguments")
+        .map(crate::python::named_children)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|a| a.kind() == kinds::DICTIONARY_SPLAT)
+        .all(|a| {
+            a.named_child(0)
+                .filter(|n| n.kind() == kinds::IDENTIFIER)
+                .and_then(|n| {
+                    idx.assigned_before(func, syntax::text(n, src), call.start_byte(), src)
+                })
+                .is_some_and(|v| !syntax::text(v, src).contains("timeout"))
+        })
+}
+
+/// The line of the old version where the same call (`self._session.request(`) passed a
+/// `timeout=`, when the new one passes none: the change dropped it, and the session handed in
+/// is not known to bound the call, since the code counted on no default of it before.
+fn timeout_dropped(cx: &Ctx<'_>, call: &HttpCall<'_>) -> Option<u32> {
+    if !untimed_handed_in(cx, call) {
+        return None;
+    }
+    let old = &cx.versions.old.as_ref()?.text;
+    let callee = format!("{}(", syntax::callee(call.node, cx.src()));
+    old.match_indices(&callee).find_map(|(at, _)| {
+        let args = &old[at + callee.len()..];
+        let mut depth = 1usize;
+        let end = args.char_indices().find_map(|(i, c)| {
+            match c {
+                '(' | '[' | '{' => depth += 1,
+                ')' | ']' | '}' => depth -= 1,
+                _ => {}
+            }
+            (depth == 0).then_some(i)
+        })?;
+        args[..end]
+            .contains("timeout=")
+            .then(|| old[..at].matches('\n').count() as u32 + 1)
+    })
 }
 
 /// Whether the text may build a timeout that bounds the connect only (`unbounded_reads`).
@@ -33,7 +92,13 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     }
     for call in super::http_calls(cx) {
-        if call.constructor || !waits_forever(cx, &call) || !super::on_money_path(cx, call.node) {
+        if call.constructor {
+            continue;
+        }
+        let dropped = (!waits_forever(cx, &call))
+            .then(|| timeout_dropped(cx, &call))
+            .flatten();
+        if !waits_forever(cx, &call) && dropped.is_none() || !super::on_money_path(cx, call.node) {
             continue;
         }
         let src = cx.src();
@@ -50,6 +115,7 @@ fn check(cx: &mut Ctx<'_>) {
             .then(|| super::kept_timeout(cx).cloned())
             .flatten();
         let note = match call.lib {
+            _ if dropped.is_some() => "dropped",
             _ if left.is_some() => "none_param",
             _ if switched_off => "none",
             _ if unused.is_some() => "kept_unused",
@@ -66,6 +132,9 @@ fn check(cx: &mut Ctx<'_>) {
             finding
                 .arg("kept", kept.to_string())
                 .arg("kept_line", line.to_string());
+        }
+        if let Some(line) = dropped {
+            finding.arg("old_line", line.to_string());
         }
         if let Some((param, line)) = left {
             finding

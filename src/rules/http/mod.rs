@@ -31,6 +31,9 @@ pub(crate) struct HttpCall<'t> {
     pub constructor: bool,
     /// The client it is made on was built with `timeout=` (session-level default).
     pub client_timeout: bool,
+    /// Made on a client handed in (`self._session` of `__init__(self, session: ClientSession)`),
+    /// whose defaults are set out of sight.
+    pub handed_in: bool,
 }
 
 const VERBS: &[&str] = &[
@@ -325,6 +328,7 @@ pub(crate) fn http_calls<'t>(cx: &impl Local<'t>) -> Vec<HttpCall<'t>> {
                 lib,
                 constructor,
                 client_timeout,
+                handed_in: handed_in.last().is_some_and(|&(at, _, _)| at == out.len()),
             });
         }
     }

@@ -117,7 +117,12 @@ fn check(cx: &mut Ctx<'_>) {
             };
             let forwarded = match &post {
                 Post::Literal => None,
-                Post::FromCaller { .. } => forwarded_options(call, attempt.func, src),
+                Post::FromCaller { param, .. } => {
+                    if tells_methods_apart(idx, attempt.func, param, src) {
+                        continue;
+                    }
+                    forwarded_options(call, attempt.func, src)
+                }
             };
             if forwarded.is_some() && syntax::contains_lowercase(src, "idempot") {
                 continue;
@@ -196,16 +201,10 @@ fn posts_through_a_retrying_dispatcher(
                 .collect();
             // `replay_safe = method in _REPLAY_SAFE_METHODS`: the sender or the loop tells the
             // methods apart, and what it raises for a POST is for it to say.
-            let tells_methods = senders.iter().chain([&attempt.func]).any(|f| {
-                idx.within(*f, kinds::COMPARISON_OPERATOR)
-                    .iter()
-                    .any(|cmp| {
-                        cmp.named_child(0).is_some_and(|l| {
-                            let left = syntax::text(l, src);
-                            left == method || left.starts_with(&format!("{method}."))
-                        })
-                    })
-            });
+            let tells_methods = senders
+                .iter()
+                .chain([&attempt.func])
+                .any(|f| tells_methods_apart(idx, *f, method, src));
             (!senders.is_empty() && !tells_methods && !reported.contains(&c.id()))
                 .then(|| (c, method.to_string()))
         });
@@ -253,6 +252,20 @@ fn posts_through_a_retrying_dispatcher(
         };
         report(cx, attempt, call, after, &post, None);
     }
+}
+
+/// Whether `func` compares its method parameter (`method in _REPLAY_SAFE_METHODS`, `if
+/// method.upper() != "GET": raise`): it tells the methods apart, and whether it sends a POST
+/// again is for that test to say.
+fn tells_methods_apart(idx: &NodeIndex<'_>, func: Node<'_>, method: &str, src: &str) -> bool {
+    idx.within(func, kinds::COMPARISON_OPERATOR)
+        .iter()
+        .any(|cmp| {
+            cmp.named_child(0).is_some_and(|l| {
+                let left = syntax::text(l, src);
+                left == method || left.starts_with(&format!("{method}."))
+            })
+        })
 }
 
 /// Whether code puts a reference the provider dedups on in what it sends, as a quoted key in

@@ -64,7 +64,8 @@ pub(crate) fn is_payment_call(call: Node<'_>, src: &str, vocab: &Vocabulary) -> 
 /// `is_payment_call` on a call's parts already read (the facts pass reads every call's).
 pub(crate) fn names_payment(parts: &syntax::CallText<'_>, vocab: &Vocabulary) -> bool {
     let syntax::CallText { name, receiver, .. } = *parts;
-    if vocab.is_payment_operation(name) {
+    // `Auszahlung(**row)`, `Refund(id=...)`: a record made, a noun, not an operation asked for.
+    if vocab.is_payment_operation(name) && !name.starts_with(|c: char| c.is_ascii_uppercase()) {
         return true;
     }
     let Some(receiver) = receiver else {

@@ -17,8 +17,22 @@ pub(crate) static RULE: Rule = Rule {
     gate: Gate::When(super::has_retry_loop),
 };
 
-/// Words in a condition that say it is about the last attempt.
-const GUARD_WORDS: &[&str] = &["last", "final", "remaining", "left"];
+/// Words in a condition that say it is about the last attempt, in English and in the other
+/// languages payment teams name their code in (`laatste`, `letzte`, `dernier`, `ultimo`).
+const GUARD_WORDS: &[&str] = &[
+    "last",
+    "final",
+    "remaining",
+    "left",
+    "laatste",
+    "letzte",
+    "verbleibend",
+    "dernier",
+    "derniere",
+    "ultimo",
+    "ultima",
+    "ostatni",
+];
 
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {

@@ -775,6 +775,71 @@ fn fixture_mocks(cx: &Ctx<'_>, params: &[String]) -> Vec<String> {
     own.chain(helpers).collect()
 }
 
+/// Whether the test makes an instance of a class its file writes (`FakeModernTreasury(lookups=
+/// [...])`, handed to a `configure` fixture) that answers a call on the way to the service: it
+/// defines a function of the walk (`list_payment_orders_by_metadata`). Tests write doubles of
+/// the clients they mean not to reach, and hand them over in many ways. The walk ends where the
+/// code calls its client (`deps.client.list_payment_orders_by_metadata(...)`): what it calls
+/// there is a step too.
+pub(super) fn a_double_of_the_file_answers_a_step(
+    cx: &Ctx<'_>,
+    test: &TestFn<'_>,
+    r: &Reach<'_>,
+) -> bool {
+    a_double_of_the_file_defines(cx, test, |method| {
+        r.path.iter().any(|step| step == method)
+            || r.function.name == method
+            || r.function
+                .callees
+                .iter()
+                .any(|c| crate::rules::facts::last_name(c) == method)
+    })
+}
+
+/// `a_double_of_the_file_answers_a_step` above the function the walk ends in (the one that
+/// sleeps): the double answers before the waiting starts (`list_payment_orders_by_metadata`
+/// on the way to `_request`), not under it, where the attempts still wait between them.
+pub(super) fn a_double_of_the_file_answers_above(
+    cx: &Ctx<'_>,
+    test: &TestFn<'_>,
+    r: &Reach<'_>,
+) -> bool {
+    a_double_of_the_file_defines(cx, test, |method| {
+        r.path
+            .iter()
+            .any(|step| step == method && *step != r.function.name)
+    })
+}
+
+/// Whether the test makes an instance of a class its file writes that defines a method
+/// `answers` accepts.
+fn a_double_of_the_file_defines(
+    cx: &Ctx<'_>,
+    test: &TestFn<'_>,
+    answers: impl Fn(&str) -> bool,
+) -> bool {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return false;
+    };
+    idx.within(test.node, kinds::CALL).iter().any(|&call| {
+        let made = syntax::callee_name(call, src);
+        idx.all(kinds::CLASS_DEFINITION)
+            .iter()
+            .filter(|c| {
+                c.field("name")
+                    .is_some_and(|n| syntax::text(n, src) == made)
+            })
+            .any(|&class| {
+                idx.within(class, kinds::FUNCTION_DEFINITION)
+                    .iter()
+                    .any(|&m| {
+                        let method = syntax::function_name(m, src);
+                        !method.starts_with("__") && answers(method)
+                    })
+            })
+    })
+}
+
 /// Whether a fixture the test is handed, or one it is built from, makes a fake of the tests' own
 /// (`return FakeSquare()`) that defines a function on `path` (`refund_payment` of `refund →
 /// submit → refund_payment → _call`): the code the fixtures build calls the fake there, not the
@@ -1438,6 +1503,14 @@ pub(crate) fn a_fixture_specs_its_class(
 /// The fixtures' code of each `conftest.py` of the repository above the file that the change
 /// does not show (repository mode; `ModuleFacts::fixtures`).
 pub(crate) fn repository_conftests<'c>(cx: &Ctx<'c>) -> Vec<&'c str> {
+    repository_conftest_modules(cx)
+        .into_iter()
+        .map(|m| m.fixtures.as_str())
+        .collect()
+}
+
+/// The repository's `conftest.py` modules above the file, outside the change.
+pub(crate) fn repository_conftest_modules<'c>(cx: &Ctx<'c>) -> Vec<&'c crate::index::ModuleFacts> {
     let Some(project) = cx.project() else {
         return Vec::new();
     };
@@ -1452,7 +1525,6 @@ pub(crate) fn repository_conftests<'c>(cx: &Ctx<'c>) -> Vec<&'c str> {
                 && (d.is_empty() || dir == d || dir.starts_with(&format!("{d}/")))
                 && !cx.change.files.iter().any(|f| f.path == m.path)
         })
-        .map(|m| m.fixtures.as_str())
         .collect()
 }
 

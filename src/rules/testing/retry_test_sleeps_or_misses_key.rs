@@ -102,6 +102,25 @@ fn check(cx: &mut Ctx<'_>) {
                     .arg("test", test.facts.name.clone())
                     .arg("own_sleep", call);
                 finding.note("waits");
+            } else if answers_retryably(syntax::text(test.outer, cx.src()))
+                && !denies_a_retry(&test.facts.name.to_ascii_lowercase())
+                && !Mocks::of(cx, &test, &file_mocks).cover(&sleep_tokens)
+                && let Some((built, param, fixture)) = sleep_left_to_default(cx, &test)
+            {
+                // A test of something else (`test_onbekende_uitkomst_wordt_nagezocht`) whose
+                // provider answers with what the client retries (`httpx.Response(502)`), through
+                // a client built without the fake sleep it takes: the retries run, and wait.
+                let finding = cx
+                    .report(&RULE, test.outer)
+                    .arg("test", test.facts.name.clone());
+                match fixture {
+                    Some(fixture) => finding.arg("fixture", fixture),
+                    None => finding.arg("direct", "yes"),
+                };
+                finding
+                    .arg("built", built)
+                    .arg("param", param)
+                    .note("default_sleep");
             }
             continue;
         }
@@ -126,6 +145,9 @@ fn check(cx: &mut Ctx<'_>) {
                     // `capture_shipment(session, klarna, ...)` with `klarna` a fixture's
                     // `FakeKlarna()`: the fake answers in place of the client that sleeps.
                     && !super::fixture_fake_on(cx, &test, &r.path)
+                    // `configure(FakeModernTreasury(lookups=[...]))`: a double of the file
+                    // answers in place of the client that sleeps.
+                    && !super::a_double_of_the_file_answers_above(cx, &test, r)
             });
         let keyed = callees
             .iter()
@@ -518,26 +540,83 @@ fn left_to_default_in_fixtures(
         .into_iter()
         .filter(|p| super::fixture_named(idx, src, p).is_none())
         .collect();
-    super::change_fixtures(cx, &params, 3)
+    let in_the_change = super::change_fixtures(cx, &params, 3)
         .into_iter()
         .filter(|(file, _)| file.path != cx.path)
-        .find_map(|(_, fixture)| {
-            let hands = fixture.mocks.as_deref().is_some_and(|m| {
-                m.lines().any(|l| {
-                    l.split_once('=')
-                        .is_some_and(|(k, _)| syntax::names_sleep(k))
+        .find_map(|(file, fixture)| {
+            let hands = |f: &crate::rules::facts::FunctionFacts| {
+                f.mocks.as_deref().is_some_and(|m| {
+                    m.lines().any(|l| {
+                        l.split_once('=')
+                            .is_some_and(|(k, _)| syntax::names_sleep(k))
+                    })
                 })
-            });
-            if hands {
+            };
+            if hands(fixture) {
                 return None;
             }
-            fixture.callees.iter().find_map(|callee| {
-                let (_, param, place) = takes_a_sleep(cx, callee)?;
-                place
-                    .is_none()
-                    .then(|| (callee.clone(), param.to_string(), fixture.name.clone()))
-            })
+            // Or the factory it gives back (`def maak(handler): return MollieClient(http)`).
+            let nested = format!("{}.", fixture.qualname);
+            let factories: Vec<_> = file
+                .functions
+                .iter()
+                .filter(|f| f.qualname.starts_with(&nested))
+                .collect();
+            if factories.iter().any(|f| hands(f)) {
+                return None;
+            }
+            std::iter::once(fixture)
+                .chain(factories)
+                .flat_map(|f| f.callees.iter())
+                .find_map(|callee| {
+                    let (_, param, place) = takes_a_sleep(cx, callee)?;
+                    place
+                        .is_none()
+                        .then(|| (callee.clone(), param.to_string(), fixture.name.clone()))
+                })
+        });
+    in_the_change.or_else(|| left_to_default_in_repository_fixtures(cx, &params))
+}
+
+/// `left_to_default_in_fixtures` through the repository's conftests the change leaves as they
+/// are (their fixtures' code, lowercased): a class of the change that takes its sleep by
+/// keyword (`MollieClient(http, *, slaap=asyncio.sleep)`), built there with none
+/// (`return mollieclient(http)`).
+fn left_to_default_in_repository_fixtures(
+    cx: &Ctx<'_>,
+    params: &[String],
+) -> Option<(String, String, String)> {
+    let conftests = super::repository_conftests(cx);
+    if conftests.is_empty() {
+        return None;
+    }
+    let classes: Vec<&str> = cx
+        .change
+        .functions_named(cx.side, "__init__")
+        .filter(|(file, f)| {
+            !file.is_test && f.sleep_param.as_deref().is_some_and(|p| p.1.is_none())
         })
+        .filter_map(|(_, f)| f.qualname.strip_suffix(".__init__"))
+        .collect();
+    if classes.is_empty() {
+        return None;
+    }
+    params.iter().find_map(|name| {
+        let name = name.to_ascii_lowercase();
+        let code = conftests
+            .iter()
+            .find_map(|c| super::fixture_code(c, &name))?;
+        classes.iter().find_map(|class| {
+            let (_, param, _) = takes_a_sleep(cx, class)?;
+            let lower = format!("{}(", class.to_ascii_lowercase());
+            let built_bare = code.match_indices(&lower).any(|(at, _)| {
+                let args = &code[at + lower.len()..];
+                let args = &args[..args.find(')').unwrap_or(args.len())];
+                !args.contains(&format!("{}=", param.to_ascii_lowercase())) && !args.contains("**")
+            });
+            built_bare.then(|| (class.to_string(), param.to_string(), name.clone()))
+        })
+    })
 }
 
 /// The function or class of the change called `name` (`submit_batch`, `LagomClient`, for its
@@ -1182,6 +1261,43 @@ fn failure_by_constant(idx: &crate::python::NodeIndex<'_>, text: &str, src: &str
                 && a.field("right")
                     .is_some_and(|r| sets_up_a_failure(syntax::text(r, src)))
         })
+}
+
+/// Whether a test's fake answers with what a client retries: a 5xx or a 429
+/// (`httpx.Response(502)`, `status_code=503`), or a timeout or dropped connection raised
+/// (`raise httpx.ReadTimeout(...)`).
+fn answers_retryably(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    // `MollieClient(..., max_attempts=1)`: one attempt, no wait.
+    let compact: String = lower.split_whitespace().collect();
+    if [
+        "attempts=1,",
+        "attempts=1)",
+        "retries=0",
+        "tries=1,",
+        "tries=1)",
+    ]
+    .iter()
+    .any(|w| compact.contains(w))
+    {
+        return false;
+    }
+    [
+        "response(5",
+        "response(429",
+        "status=5",
+        "status_code=5",
+        "status=429",
+        "status_code=429",
+        "readtimeout(",
+        "connecttimeout(",
+        "connecterror(",
+        "timeoutexception(",
+        "servertimeouterror(",
+        "clientconnectionerror(",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
 }
 
 fn sets_up_a_failure(text: &str) -> bool {

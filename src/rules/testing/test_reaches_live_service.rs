@@ -4,7 +4,7 @@ use super::{
     FileMocks, Mocks, Runs, TestFn, callees_under_test, injected, live_setup, runs_by, tests_of,
 };
 use crate::config::Vocabulary;
-use crate::python::{Fields, kinds, syntax};
+use crate::python::{kinds, syntax};
 use crate::rules::facts::{FileFacts, FunctionFacts};
 use crate::rules::reach::{self, Reach, Trait};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan};
@@ -205,7 +205,7 @@ fn check(cx: &mut Ctx<'_>) {
                         || mocks.patch_a_class_on(cx, &r.path)
                         || mocks.configured_on(&r.path)
                         || super::fixture_fake_on(cx, test, &r.path)
-                        || a_double_of_the_file_answers_a_step(cx, test, &r)
+                        || super::a_double_of_the_file_answers_a_step(cx, test, &r)
                         || injected::through_a_mock(cx, &injected, &r, service.verbs())
                         || service == Service::Http && client_factory_replaced(cx, &mocks, &r)
                         || service == Service::Http && serves_its_own(cx, test);
@@ -222,6 +222,7 @@ fn check(cx: &mut Ctx<'_>) {
             })
             .filter(|(service, _, _)| !repository_fixture_covers(cx, test, *service))
             .filter(|(_, r, _)| !a_parameter_stands_in(cx, test, r))
+            .filter(|(_, r, _)| !repository_double_on(cx, test, r))
             .filter(|(service, r, _)| {
                 !(*service == Service::Cache
                     && (django_cache_local_in_tests(cx, r) || flask_cache_local_in_tests(cx, r)))
@@ -334,41 +335,6 @@ fn a_parameter_stands_in(cx: &Ctx<'_>, test: &TestFn<'_>, r: &Reach<'_>) -> bool
         let read = format!("{p}.{name}.");
         body.contains(&read)
     }) || super::a_fixture_specs_its_class(cx, test, r)
-}
-
-/// Whether the test makes an instance of a class its file writes (`FakeModernTreasury(lookups=
-/// [...])`, handed to a `configure` fixture) that answers a call on the way to the service: it
-/// defines a function of the walk (`list_payment_orders_by_metadata`). Tests write doubles of
-/// the clients they mean not to reach, and hand them over in many ways. The walk ends where the
-/// code calls its client (`deps.client.list_payment_orders_by_metadata(...)`): what it calls
-/// there is a step too.
-fn a_double_of_the_file_answers_a_step(cx: &Ctx<'_>, test: &TestFn<'_>, r: &Reach<'_>) -> bool {
-    let (Some(idx), src) = (cx.index(), cx.src()) else {
-        return false;
-    };
-    idx.within(test.node, kinds::CALL).iter().any(|&call| {
-        let made = syntax::callee_name(call, src);
-        idx.all(kinds::CLASS_DEFINITION)
-            .iter()
-            .filter(|c| {
-                c.field("name")
-                    .is_some_and(|n| syntax::text(n, src) == made)
-            })
-            .any(|&class| {
-                idx.within(class, kinds::FUNCTION_DEFINITION)
-                    .iter()
-                    .any(|&m| {
-                        let method = syntax::function_name(m, src);
-                        !method.starts_with("__")
-                            && (r.path.iter().any(|step| step == method)
-                                || r.function.name == method
-                                || r.function
-                                    .callees
-                                    .iter()
-                                    .any(|c| crate::rules::facts::last_name(c) == method))
-                    })
-            })
-    })
 }
 
 fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) -> bool {
@@ -490,23 +456,93 @@ fn sessions_handed(code: &str) -> Vec<&str> {
     out
 }
 
+/// Whether a fixture of the repository's conftest that the test asks for, or one it is built
+/// from, gives back a double of a class that conftest writes (`return FakePayPal()`) with a
+/// method on the walk (`create_order` of `start_checkout → create_order → _request`): the code
+/// calls the double there, not the client under it.
+fn repository_double_on(cx: &Ctx<'_>, test: &TestFn<'_>, r: &Reach<'_>) -> bool {
+    let conftests = super::repository_conftest_modules(cx);
+    if conftests.is_empty() {
+        return false;
+    }
+    let steps: Vec<String> = r
+        .path
+        .iter()
+        .map(|s| crate::rules::facts::last_name(s))
+        .chain(
+            r.function
+                .callees
+                .iter()
+                .map(|c| crate::rules::facts::last_name(c)),
+        )
+        .filter(|s| !s.starts_with("__"))
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let mut queue: Vec<String> = super::parameters(test.node, cx.src())
+        .into_iter()
+        .map(|p| p.to_ascii_lowercase())
+        .collect();
+    let mut seen: Vec<String> = Vec::new();
+    while let Some(name) = queue.pop() {
+        if seen.contains(&name) || seen.len() > 32 {
+            continue;
+        }
+        for conftest in &conftests {
+            let Some(code) = super::fixture_code(&conftest.fixtures, &name) else {
+                continue;
+            };
+            let defines = |class: &str| {
+                conftests.iter().flat_map(|m| m.functions.iter()).any(|d| {
+                    d.qualname.rsplit_once('.').is_some_and(|(owner, method)| {
+                        owner.eq_ignore_ascii_case(class)
+                            && steps.iter().any(|s| method.eq_ignore_ascii_case(s))
+                    })
+                })
+            };
+            if doubles_made(code).any(defines) {
+                return true;
+            }
+            queue.extend(super::fixture_parameters(code, &name));
+        }
+        seen.push(name);
+    }
+    false
+}
+
+/// The classes a fixture's code (lowercase) gives back a double of (`fakepaypal` of `return
+/// fakepaypal()`).
+fn doubles_made(code: &str) -> impl Iterator<Item = &str> {
+    ["return ", "yield "].into_iter().flat_map(move |verb| {
+        code.match_indices(verb).filter_map(move |(at, _)| {
+            let value = &code[at + verb.len()..];
+            let class = &value[..value.find('(')?];
+            (STAND_IN_PREFIXES.iter().any(|w| class.starts_with(w))
+                && class
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+            .then_some(class)
+        })
+    })
+}
+
+/// How the names of the tests' own doubles begin.
+const STAND_IN_PREFIXES: &[&str] = &[
+    "fake",
+    "stub",
+    "mock",
+    "dummy",
+    "scripted",
+    "recording",
+    "canned",
+];
+
 /// Whether a fixture's code (lowercase) gives back a double of a class the tests wrote:
 /// `return scriptedbraintree()`, `yield fakesession()`.
 fn makes_a_double(code: &str) -> bool {
     ["return ", "yield "].iter().any(|verb| {
         code.match_indices(verb).any(|(at, _)| {
             let value = &code[at + verb.len()..];
-            [
-                "fake",
-                "stub",
-                "mock",
-                "dummy",
-                "scripted",
-                "recording",
-                "canned",
-            ]
-            .iter()
-            .any(|w| value.starts_with(w))
+            STAND_IN_PREFIXES.iter().any(|w| value.starts_with(w))
         })
     })
 }
