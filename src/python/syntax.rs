@@ -129,9 +129,11 @@ pub fn names_sleep(name: &str) -> bool {
         || name.ends_with("_sleep")
         // The same in the languages payment teams name their code in: `slaap`, `schlafen`,
         // `dormir`, `dormire`.
-        || FOREIGN_SLEEPS
-            .iter()
-            .any(|w| name == *w || name.strip_suffix(w).is_some_and(|h| h.ends_with('_')))
+        // Asked of every callee: the last letter first.
+        || matches!(name.as_bytes().last(), Some(b'p' | b'n' | b'r' | b'e'))
+            && FOREIGN_SLEEPS
+                .iter()
+                .any(|w| name == *w || name.strip_suffix(w).is_some_and(|h| h.ends_with('_')))
 }
 
 const FOREIGN_SLEEPS: &[&str] = &["slaap", "slapen", "schlafen", "dormir", "dormire"];

@@ -23,10 +23,15 @@ pub(crate) static RULE: Rule = Rule {
 /// Every finding is an `except` whose handler gives an empty value, in code, not a test.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
-        && s.index()
+        && (s
+            .index()
             .all(kinds::EXCEPT_CLAUSE)
             .iter()
             .any(|&c| empty_answer(c, s.src()).is_some())
+            // `every_4xx_read_as_not_found`, in a file that sends requests.
+            || s.facts.functions.iter().any(|f| f.http)
+                && (s.mentions(&["400"]) && s.mentions(&["500", "499"])
+                    || s.mentions(&["// 100", "//100"])))
 }
 
 /// What the handler makes of the failure.
@@ -43,6 +48,7 @@ fn check(cx: &mut Ctx<'_>) {
     let Some((idx, src)) = cx.code() else {
         return;
     };
+    every_4xx_read_as_not_found(cx);
     for &clause in idx.all(kinds::EXCEPT_CLAUSE) {
         let Some(answer) = empty_answer(clause, src) else {
             continue;
@@ -139,6 +145,71 @@ fn shown(call: Node<'_>, named: &str, src: &str) -> String {
 }
 
 /// Everything, or a client's whole family of errors with its timeouts.
+/// `if 400 <= status < 500: raise TransactionNotFound(...)` in a client that talks to a
+/// provider: a 401 of a rotated key, a 403, a 429 of a rate limit are read as "there is no such
+/// payment", and what the code does for one that does not exist (mark it failed, send it again)
+/// it does for one that may.
+fn every_4xx_read_as_not_found(cx: &mut Ctx<'_>) {
+    let Some((idx, src)) = cx.code() else {
+        return;
+    };
+    if !cx.facts.is_some_and(|f| f.functions.iter().any(|f| f.http)) {
+        return;
+    }
+    let mut found = Vec::new();
+    for &test in idx.all(kinds::IF_STATEMENT) {
+        let (Some(condition), Some(body)) = (test.field("condition"), test.field("consequence"))
+        else {
+            continue;
+        };
+        let (first, last) = syntax::lines(test);
+        if !cx.touches_added(first, last) || !covers_every_4xx(syntax::text(condition, src)) {
+            continue;
+        }
+        let Some(raised) = syntax::statements(body).into_iter().find_map(|s| {
+            (s.kind() == kinds::RAISE_STATEMENT)
+                .then(|| crate::python::named_children(s).into_iter().next())
+                .flatten()
+        }) else {
+            continue;
+        };
+        let class = match raised.kind() {
+            kinds::CALL => syntax::callee_name(raised, src),
+            _ => syntax::text(raised, src),
+        };
+        let words = syntax::name_words(class);
+        let not_found = words.windows(2).any(|w| w[0] == "not" && w[1] == "found")
+            || words
+                .iter()
+                .any(|w| matches!(w.as_str(), "notfound" | "missing" | "nonexistent"));
+        if !not_found {
+            continue;
+        }
+        let function = idx
+            .enclosing(test, kinds::FUNCTION_DEFINITION)
+            .map(|f| facts::qualname(f, idx, src))
+            .unwrap_or_default();
+        found.push((condition, function, class.to_string()));
+    }
+    for (condition, function, raised) in found {
+        cx.report(&RULE, condition)
+            .arg("function", function)
+            .arg("condition", syntax::normalized(condition, src))
+            .arg("raised", raised)
+            .note("every_4xx");
+    }
+}
+
+/// Whether a test holds for every 4xx: `400 <= status < 500`, `status >= 400 and status <
+/// 500`, `status // 100 == 4`.
+fn covers_every_4xx(condition: &str) -> bool {
+    let compact: String = condition.split_whitespace().collect();
+    let from = compact.contains("400<=") || compact.contains(">=400");
+    let to = compact.contains("<500") || compact.contains("<=499") || compact.contains("500>");
+    from && to && !compact.contains("!=") && !compact.contains("==4")
+        || compact.contains("//100==4")
+}
+
 fn catches_failures(clause: Node<'_>, src: &str) -> bool {
     syntax::is_broad_except(clause, src)
         || super::timeout_read_as_failure::catches_timeout(clause, src).is_some()

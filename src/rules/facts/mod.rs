@@ -795,7 +795,19 @@ fn wrapped_fresh_keys(functions: &mut [FunctionFacts]) {
 /// (`self._send_with_retries = backoff.on_exception(backoff.expo, ...)(self._send)`) waits
 /// between its attempts as a decorated one does.
 fn wrapped_retries_sleep(idx: &NodeIndex<'_>, src: &str, functions: &mut [FunctionFacts]) {
-    if !src.contains("backoff.on_") && !src.contains("retry(") && !src.contains("Retrying(") {
+    // Only where a function builds a policy: the functions' callees are sorted names.
+    let builds_a_policy = functions.iter().any(|f| {
+        [
+            "AsyncRetrying",
+            "Retrying",
+            "on_exception",
+            "on_predicate",
+            "retry",
+        ]
+        .iter()
+        .any(|n| f.callees.binary_search_by(|c| c.as_str().cmp(n)).is_ok())
+    });
+    if !builds_a_policy {
         return;
     }
     let mut wrapped: Vec<&str> = idx

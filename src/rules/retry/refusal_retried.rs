@@ -52,6 +52,7 @@ fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
+    all_but_a_few(cx);
     let mut sets: Vec<(String, Node<'_>)> = Vec::new();
     for &assignment in idx.all(kinds::ASSIGNMENT) {
         if let (Some(left), Some(right)) = (assignment.field("left"), assignment.field("right"))
@@ -110,6 +111,61 @@ fn check(cx: &mut Ctx<'_>) {
         if !others.is_empty() {
             finding.arg("others", others.join(", ")).note("others");
         }
+    }
+}
+
+/// A test named for retries that takes every status but a few refusals (`def
+/// _is_retryable(status): return status not in (400, 401, 403, 404)`): the refusals it does not
+/// list (a `402` of a declined card, a `422`) are sent again and again.
+fn all_but_a_few(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    let mut found = Vec::new();
+    for &ret in idx.all(kinds::RETURN_STATEMENT) {
+        let Some(func) = idx.enclosing(ret, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        let name = syntax::function_name(func, src);
+        let Some(test) =
+            syntax::return_value(ret).filter(|v| v.kind() == kinds::COMPARISON_OPERATOR)
+        else {
+            continue;
+        };
+        let (Some(left), Some(right)) = (test.named_child(0), test.named_child(1)) else {
+            continue;
+        };
+        let operator = src.get(left.end_byte()..right.start_byte()).map(str::trim);
+        if !names_retries(name)
+            || operator.map(|o| o.split_whitespace().collect::<Vec<_>>()) != Some(vec!["not", "in"])
+        {
+            continue;
+        }
+        let Some(listed) = statuses(idx, right, src) else {
+            continue;
+        };
+        if listed.is_empty() || listed.iter().any(|(n, _)| !(400..500).contains(n)) {
+            continue;
+        }
+        let left_out: Vec<u16> = [402, 422]
+            .into_iter()
+            .filter(|r| !listed.iter().any(|(n, _)| n == r))
+            .collect();
+        if let Some(&first) = left_out.first() {
+            found.push((
+                test,
+                name.to_string(),
+                first,
+                syntax::normalized(right, src),
+            ));
+        }
+    }
+    for (test, function, status, listed) in found {
+        cx.report(&RULE, test)
+            .arg("set", function)
+            .arg("status", status.to_string())
+            .arg("listed", listed)
+            .note("all_but");
     }
 }
 

@@ -23,13 +23,17 @@ pub(crate) static RULE: Rule = Rule {
 
 /// Every finding is a `while True:` loop of code that sleeps.
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test && s.mentions(&["while True", "while 1"]) && s.mentions(&["sleep"])
+    !s.facts.is_test
+        && (s.mentions(&["while True", "while 1"]) && s.mentions(&["sleep"])
+            || s.facts.functions.iter().any(|f| f.http || f.payment)
+                && s.mentions(&["tenacity", "backoff.on_"]))
 }
 
 fn check(cx: &mut Ctx<'_>) {
     let (Some(idx), src) = (cx.index(), cx.src()) else {
         return;
     };
+    policies_without_a_stop(cx);
     for &lp in idx.all(kinds::WHILE_STATEMENT) {
         let forever = lp
             .field("condition")
@@ -109,6 +113,74 @@ fn check(cx: &mut Ctx<'_>) {
 /// bound itself or in an `except`: `if status_code == 429: sleep(delay); retry_count += 1;
 /// continue` above `if not should_retry(status_code, retry_count): raise`. The branch as
 /// shown (its test, or `except RateLimited`), and its line.
+/// tenacity's `Retrying(...)`, `AsyncRetrying(...)`, `@retry(...)` with no `stop=` (its
+/// default is never to stop), and backoff's `on_exception`/`on_predicate` with neither
+/// `max_tries` nor `max_time` (nor does it): in a file that sends requests, the policy retries
+/// them for as long as the failure lasts.
+fn policies_without_a_stop(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    let tenacity = src.contains("tenacity");
+    let backoff = src.contains("backoff.on_");
+    if !tenacity && !backoff
+        || !cx
+            .facts
+            .is_some_and(|f| f.functions.iter().any(|f| f.http || f.payment))
+    {
+        return;
+    }
+    let mut found: Vec<(Node<'_>, &'static str)> = Vec::new();
+    for &call in idx.all(kinds::CALL) {
+        let callee = syntax::callee(call, src);
+        let name = syntax::callee_name(call, src);
+        let receiver = callee.strip_suffix(name).unwrap_or("");
+        let library = if tenacity
+            && (matches!(name, "Retrying" | "AsyncRetrying")
+                || name == "retry" && matches!(receiver, "" | "tenacity."))
+        {
+            "tenacity"
+        } else if backoff && matches!(callee, "backoff.on_exception" | "backoff.on_predicate") {
+            "backoff"
+        } else {
+            continue;
+        };
+        let keywords = syntax::keyword_args(call, src);
+        let bounded = syntax::has_dict_splat(call)
+            || keywords.iter().any(|(k, _)| match library {
+                "tenacity" => *k == "stop",
+                _ => matches!(*k, "max_tries" | "max_time"),
+            });
+        // `retry(...)` of tenacity with nothing a policy takes is not tenacity's.
+        let a_policy = library != "tenacity"
+            || name != "retry"
+            || keywords
+                .iter()
+                .any(|(k, _)| matches!(*k, "wait" | "retry" | "reraise" | "before_sleep"));
+        if !bounded && a_policy {
+            found.push((call, library));
+        }
+    }
+    for (call, library) in found {
+        let function = idx
+            .enclosing(call, kinds::FUNCTION_DEFINITION)
+            .or_else(|| {
+                // `@retry(...)` over the function it retries.
+                call.parent()
+                    .filter(|p| p.kind() == kinds::DECORATOR)
+                    .and_then(|d| d.parent())
+                    .and_then(|d| d.field("definition"))
+            })
+            .map(|f| crate::rules::facts::qualname(f, idx, src))
+            .unwrap_or_default();
+        let name = syntax::callee(call, src);
+        cx.report(&RULE, call)
+            .arg("function", function)
+            .arg("call", format!("{name}(...)"))
+            .note(library);
+    }
+}
+
 fn skips_the_bound(
     idx: &NodeIndex<'_>,
     lp: Node<'_>,

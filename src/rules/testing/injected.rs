@@ -25,9 +25,17 @@ fn is_double(class: &str) -> bool {
     matches!(
         class,
         "MagicMock" | "AsyncMock" | "NonCallableMock" | "NonCallableMagicMock" | "create_autospec"
-    ) || ["Fake", "Stub", "Dummy", "Mock"]
-        .iter()
-        .any(|p| class.starts_with(p))
+    ) || [
+        "Fake",
+        "Stub",
+        "Dummy",
+        "Mock",
+        "Scripted",
+        "Recording",
+        "Canned",
+    ]
+    .iter()
+    .any(|p| class.starts_with(p))
 }
 
 /// The mocks `test` hands to functions and constructors of the change, and the names they

@@ -735,6 +735,9 @@ fn left_to_default_in(
             })
             // `kwargs.setdefault("sleep", lambda seconds: None)` in the helper before the spread.
             || spread.is_some() && sets_the_keyword(syntax::text(scope, src), param)
+            // Built for one attempt (`max_attempts=1`, `max_pogingen=1`): it never waits.
+            || single_attempt(call, src)
+            || via.is_some_and(|v| single_attempt(v, src))
             // A helper the test hands a sleep of its own (`make_client(http, sleep=sleep)`).
             || via.is_some_and(|v| {
                 syntax::keyword_args(v, src)
@@ -742,6 +745,21 @@ fn left_to_default_in(
                     .any(|(k, _)| syntax::names_sleep(k))
             });
         (!passed).then(|| (syntax::callee(call, src).to_string(), param.to_string()))
+    })
+}
+
+/// Whether a call builds its client for a single attempt: `max_attempts=1`, `retries=0`,
+/// `max_pogingen=1`, `max_versuche=1`.
+fn single_attempt(call: Node<'_>, src: &str) -> bool {
+    syntax::keyword_args(call, src).iter().any(|(k, v)| {
+        let v = syntax::text(*v, src);
+        let k = k.to_ascii_lowercase();
+        let counts = [
+            "attempt", "tries", "poging", "versuch", "tentativ", "intento",
+        ]
+        .iter()
+        .any(|w| k.contains(w));
+        counts && v == "1" || k.contains("retries") && v == "0"
     })
 }
 
