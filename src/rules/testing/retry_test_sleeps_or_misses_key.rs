@@ -113,14 +113,7 @@ fn check(cx: &mut Ctx<'_>) {
                 let finding = cx
                     .report(&RULE, test.outer)
                     .arg("test", test.facts.name.clone());
-                match fixture {
-                    Some(fixture) => finding.arg("fixture", fixture),
-                    None => finding.arg("direct", "yes"),
-                };
-                finding
-                    .arg("built", built)
-                    .arg("param", param)
-                    .note("default_sleep");
+                left_to_default(finding, (built, param, fixture));
             }
             continue;
         }
@@ -228,15 +221,8 @@ fn check(cx: &mut Ctx<'_>) {
         if let Some(call) = own_sleep {
             finding.arg("own_sleep", call).note("own_sleep");
         }
-        if let Some((built, param, fixture)) = default_sleep {
-            match fixture {
-                Some(fixture) => finding.arg("fixture", fixture),
-                None => finding.arg("direct", "yes"),
-            };
-            finding
-                .arg("built", built)
-                .arg("param", param)
-                .note("default_sleep");
+        if let Some(default) = default_sleep {
+            left_to_default(finding, default);
         }
         if let Some(r) = keyed.as_ref().filter(|_| misses_key) {
             finding
@@ -244,6 +230,22 @@ fn check(cx: &mut Ctx<'_>) {
                 .note("key");
         }
     }
+}
+
+/// Says of a finding that the code under test is built without the sleep it takes: what builds
+/// it (`MollieClient`), the parameter (`slaap`), and the fixture that does, if not the test.
+fn left_to_default(
+    finding: &mut crate::review::Finding,
+    (built, param, fixture): (String, String, Option<String>),
+) {
+    match fixture {
+        Some(fixture) => finding.arg("fixture", fixture),
+        None => finding.arg("direct", "yes"),
+    };
+    finding
+        .arg("built", built)
+        .arg("param", param)
+        .note("default_sleep");
 }
 
 /// A stand-in for the sleep, in a test file, that also sleeps for real (`async def
