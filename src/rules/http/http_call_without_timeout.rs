@@ -63,23 +63,19 @@ fn timeout_dropped(cx: &Ctx<'_>, call: &HttpCall<'_>) -> Option<u32> {
     if !untimed_handed_in(cx, call) {
         return None;
     }
-    let old = &cx.versions.old.as_ref()?.text;
-    let callee = format!("{}(", syntax::callee(call.node, cx.src()));
-    old.match_indices(&callee).find_map(|(at, _)| {
-        let args = &old[at + callee.len()..];
-        let mut depth = 1usize;
-        let end = args.char_indices().find_map(|(i, c)| {
-            match c {
-                '(' | '[' | '{' => depth += 1,
-                ')' | ']' | '}' => depth -= 1,
-                _ => {}
-            }
-            (depth == 0).then_some(i)
-        })?;
-        args[..end]
-            .contains("timeout=")
-            .then(|| old[..at].matches('\n').count() as u32 + 1)
-    })
+    let callee = syntax::callee(call.node, cx.src());
+    // The old text first: the old tree is parsed only where it may hold the call.
+    if !cx.versions.old.as_ref()?.text.contains(callee) {
+        return None;
+    }
+    let old = cx.other.get()?;
+    let (idx, src) = (old.index(), old.text());
+    idx.all(kinds::CALL)
+        .iter()
+        .find(|c| {
+            syntax::callee(**c, src) == callee && syntax::keyword_arg(**c, "timeout", src).is_some()
+        })
+        .map(|c| syntax::lines(*c).0)
 }
 
 /// Whether the text may build a timeout that bounds the connect only (`unbounded_reads`).

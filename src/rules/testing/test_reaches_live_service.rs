@@ -220,9 +220,8 @@ fn check(cx: &mut Ctx<'_>) {
                         .then_some((service, r, beside))
                 })
             })
-            .filter(|(service, _, _)| !repository_fixture_covers(cx, test, *service))
+            .filter(|(service, r, _)| !repository_fixture_covers(cx, test, *service, Some(r)))
             .filter(|(_, r, _)| !a_parameter_stands_in(cx, test, r))
-            .filter(|(_, r, _)| !repository_double_on(cx, test, r))
             .filter(|(service, r, _)| {
                 !(*service == Service::Cache
                     && (django_cache_local_in_tests(cx, r) || flask_cache_local_in_tests(cx, r)))
@@ -236,7 +235,7 @@ fn check(cx: &mut Ctx<'_>) {
             && cx
                 .facts
                 .is_some_and(|f| !mocks.cover(&Service::Provider.tokens(f)))
-            && !repository_fixture_covers(cx, test, Service::Provider)
+            && !repository_fixture_covers(cx, test, Service::Provider, None)
         {
             report_direct(cx, test, call);
         } else if let Some(built) = builds_a_live_client(cx, test)
@@ -337,7 +336,17 @@ fn a_parameter_stands_in(cx: &Ctx<'_>, test: &TestFn<'_>, r: &Reach<'_>) -> bool
     }) || super::a_fixture_specs_its_class(cx, test, r)
 }
 
-fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) -> bool {
+/// Whether a fixture of the repository's conftests that the test asks for, and its file does not
+/// define, stands in for `service`; or, for the `walk` to it, gives back a double of a class
+/// those conftests write (`return FakePayPal()`) with a method on the walk (`create_order` of
+/// `start_checkout → create_order → _request`): the code calls the double there, not the client
+/// under it.
+fn repository_fixture_covers(
+    cx: &Ctx<'_>,
+    test: &TestFn<'_>,
+    service: Service,
+    walk: Option<&Reach<'_>>,
+) -> bool {
     // Words of a stand-in for this service, not of the client: a fixture that builds a real
     // `httpx.AsyncClient` names `httpx` too, and a `FakeQueue` is no fake of the cache.
     let stands_in = |code: &str| match service {
@@ -374,7 +383,30 @@ fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) 
     if unseen.is_empty() {
         return false;
     }
-    let conftests = super::repository_conftests(cx);
+    let conftests = super::repository_conftest_modules(cx);
+    let steps: Vec<String> = walk.map_or_else(Vec::new, |r| {
+        r.path
+            .iter()
+            .map(|s| crate::rules::facts::last_name(s))
+            .chain(
+                r.function
+                    .callees
+                    .iter()
+                    .map(|c| crate::rules::facts::last_name(c)),
+            )
+            .filter(|s| !s.starts_with("__"))
+            .map(str::to_ascii_lowercase)
+            .collect()
+    });
+    // A method of a class the conftests write, named for a step of the walk.
+    let on_the_walk = |class: &str| {
+        conftests.iter().flat_map(|m| m.functions.iter()).any(|d| {
+            d.qualname.rsplit_once('.').is_some_and(|(owner, method)| {
+                owner.eq_ignore_ascii_case(class)
+                    && steps.iter().any(|s| method.eq_ignore_ascii_case(s))
+            })
+        })
+    };
     let mut queue = unseen;
     let mut seen: Vec<String> = Vec::new();
     // Fixtures another hands the client as its session (`"session": braintree_http`).
@@ -385,7 +417,7 @@ fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) 
         }
         for code in conftests
             .iter()
-            .filter_map(|c| super::fixture_code(c, &name))
+            .filter_map(|c| super::fixture_code(&c.fixtures, &name))
         {
             if super::live_cache(code) {
                 continue;
@@ -399,6 +431,7 @@ fn repository_fixture_covers(cx: &Ctx<'_>, test: &TestFn<'_>, service: Service) 
                 || service != Service::Cache
                     && (handed.contains(&name) || a_session)
                     && makes_a_double(code)
+                || !steps.is_empty() && doubles_made(code).any(on_the_walk)
             {
                 return true;
             }
@@ -454,59 +487,6 @@ fn sessions_handed(code: &str) -> Vec<&str> {
         }
     }
     out
-}
-
-/// Whether a fixture of the repository's conftest that the test asks for, or one it is built
-/// from, gives back a double of a class that conftest writes (`return FakePayPal()`) with a
-/// method on the walk (`create_order` of `start_checkout → create_order → _request`): the code
-/// calls the double there, not the client under it.
-fn repository_double_on(cx: &Ctx<'_>, test: &TestFn<'_>, r: &Reach<'_>) -> bool {
-    let conftests = super::repository_conftest_modules(cx);
-    if conftests.is_empty() {
-        return false;
-    }
-    let steps: Vec<String> = r
-        .path
-        .iter()
-        .map(|s| crate::rules::facts::last_name(s))
-        .chain(
-            r.function
-                .callees
-                .iter()
-                .map(|c| crate::rules::facts::last_name(c)),
-        )
-        .filter(|s| !s.starts_with("__"))
-        .map(str::to_ascii_lowercase)
-        .collect();
-    let mut queue: Vec<String> = super::parameters(test.node, cx.src())
-        .into_iter()
-        .map(|p| p.to_ascii_lowercase())
-        .collect();
-    let mut seen: Vec<String> = Vec::new();
-    while let Some(name) = queue.pop() {
-        if seen.contains(&name) || seen.len() > 32 {
-            continue;
-        }
-        for conftest in &conftests {
-            let Some(code) = super::fixture_code(&conftest.fixtures, &name) else {
-                continue;
-            };
-            let defines = |class: &str| {
-                conftests.iter().flat_map(|m| m.functions.iter()).any(|d| {
-                    d.qualname.rsplit_once('.').is_some_and(|(owner, method)| {
-                        owner.eq_ignore_ascii_case(class)
-                            && steps.iter().any(|s| method.eq_ignore_ascii_case(s))
-                    })
-                })
-            };
-            if doubles_made(code).any(defines) {
-                return true;
-            }
-            queue.extend(super::fixture_parameters(code, &name));
-        }
-        seen.push(name);
-    }
-    false
 }
 
 /// The classes a fixture's code (lowercase) gives back a double of (`fakepaypal` of `return
