@@ -61,6 +61,8 @@ pub struct Def {
     /// decorators, parameters and patch calls; the module's fixtures are in
     /// `ModuleFacts::fixtures`), bounded. For a class's `setUp`: the stand-ins it makes.
     pub mocks: Option<String>,
+    /// `FunctionFacts::lock_param`: the parameter that asks it to lock the rows it reads.
+    pub lock_param: Option<Box<(Box<str>, Option<u32>)>>,
 }
 
 /// `@celery_app.task(autoretry_for=(httpx.HTTPError,), soft_time_limit=30)`.
@@ -194,13 +196,14 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
         .enumerate()
         .map(|(i, &f)| {
             let known = known_functions.and_then(|k| k.get(i));
-            let (name, qualname, lines, is_async, ends_in) = match known {
+            let (name, qualname, lines, is_async, ends_in, lock_param) = match known {
                 Some(k) => (
                     k.name.clone(),
                     k.qualname.clone(),
                     k.lines,
                     k.is_async,
                     k.ends_in.clone(),
+                    k.lock_param.clone(),
                 ),
                 None => (
                     syntax::function_name(f, src).to_string(),
@@ -208,6 +211,9 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
                     syntax::lines(f),
                     syntax::is_async(f),
                     ends_in(f, idx, src),
+                    (!is_test)
+                        .then(|| crate::rules::lock_param(f, src))
+                        .flatten(),
                 ),
             };
             debug_assert_eq!(qualname, facts::qualname(f, idx, src));
@@ -227,6 +233,7 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
                 is_async,
                 ends_in,
                 mocks,
+                lock_param,
             }
         })
         .collect();

@@ -443,22 +443,23 @@ impl ProjectIndex {
     /// imports name (`fail`, `Errors.throw`, `errors.throw`, through re-exports) raises on
     /// every path, or ends in calls of its own module's functions that never return.
     pub fn never_returns(&self, path: &str, callee: &str, awaited: bool) -> bool {
-        let Some(here) = self.file(path) else {
-            return false;
-        };
+        self.callee_def(path, callee).is_some_and(|(module, def)| {
+            self.def_never_returns(module, def, awaited, crate::rules::MAX_RAISE_HOPS)
+        })
+    }
+
+    /// The function a call of `callee` in file `path` runs, as the file's imports name it
+    /// (`fail`, `Errors.throw`, `errors.throw`, through re-exports), or the file's own.
+    pub fn callee_def(&self, path: &str, callee: &str) -> Option<(&ModuleFacts, &Def)> {
+        let here = self.file(path)?;
         let full = match callee.split_once('.') {
             None => match here.import_target(callee) {
                 Some(target) => target.to_string(),
                 None => format!("{}.{callee}", here.module),
             },
-            Some((first, rest)) => match here.import_target(first) {
-                Some(base) => format!("{base}.{rest}"),
-                None => return false,
-            },
+            Some((first, rest)) => format!("{}.{rest}", here.import_target(first)?),
         };
-        self.definition(&full).is_some_and(|(module, def)| {
-            self.def_never_returns(module, def, awaited, crate::rules::MAX_RAISE_HOPS)
-        })
+        self.definition(&full)
     }
 
     /// The function a dotted name stands for (`app.errors.Errors.throw`): the longest prefix

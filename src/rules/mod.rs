@@ -33,6 +33,8 @@ use crate::source::{FileVersions, Side};
 use catalogue::Entry;
 use facts::{CallSite, FileFacts, FunctionFacts};
 pub use gate::{Gate, Scan};
+/// For the project index, which keeps it for functions the change does not touch.
+pub(crate) use pay::lock_left_off::lock_param;
 
 /// How a rule is run.
 #[derive(Clone, Copy)]
@@ -136,6 +138,7 @@ pub static ALL: &[&Rule] = &[
     &pay::currency_left_to_default::RULE,
     &pay::paid_inside_the_records_transaction::RULE,
     &pay::money_written_apart::RULE,
+    &pay::lock_left_off::RULE,
     &retry::sleep_after_last_attempt::RULE,
     &retry::incomplete_retryable_set::RULE,
     &retry::blocking_sleep_in_async::RULE,

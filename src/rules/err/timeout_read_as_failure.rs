@@ -427,7 +427,7 @@ fn names_an_unknown_outcome(name: &str) -> bool {
             matches!(
                 w.as_str(),
                 "unknown" | "uncertain" | "ambiguous" | "indeterminate"
-            )
+            ) || FOREIGN_UNKNOWNS.contains(&w.as_str())
         })
 }
 
@@ -2251,6 +2251,11 @@ pub(crate) fn named_for_a_refusal(name: &str) -> bool {
 /// Refusals in the languages payment code is written in: `AirwallexAbgelehnt`,
 /// `TransfertRefuse`, `TerugbetalingGeweigerd`, `PagamentoRecusado`, `PagoRechazado`.
 const FOREIGN_REFUSALS: &[&str] = &[
+    // The nouns (`RefusAdyen`, `RecusaPix`, `RifiutoNexi`, `OdmowaPayU`).
+    "refus",
+    "recusa",
+    "rifiuto",
+    "odmowa",
     "abgelehnt",
     "ablehnung",
     "refuse",
@@ -2363,6 +2368,8 @@ fn failure_word(text: &str) -> bool {
                 | "error"
                 | "errored"
         ) || FOREIGN_FAILURES.contains(&w.as_str())
+            // `EstadoReembolso.RECHAZADO`, `"abgelehnt"`: refused, as `rejected` is.
+            || FOREIGN_REFUSALS.contains(&w.as_str())
     })
 }
 
@@ -2405,9 +2412,14 @@ fn names_state(target: Node<'_>, src: &str) -> bool {
         return false;
     }
     let text = syntax::text(target, src).to_ascii_lowercase();
-    ["status", "state", "outcome", "result"]
-        .iter()
-        .any(|w| text.contains(w))
+    // And in the languages payment code is written in: `reembolso.estado`, `remboursement.
+    // statut`, `betaling.toestand`, `rimborso.stato`.
+    [
+        "status", "state", "outcome", "result", "estado", "statut", "stato", "etat", "zustand",
+        "toestand", "esito", "uitkomst", "ergebnis",
+    ]
+    .iter()
+    .any(|w| text.contains(w))
 }
 
 /// `order.status = "failed"`: a written state.

@@ -123,6 +123,10 @@ pub struct FunctionFacts {
     /// [test family] That parameter defaults to the library's own sleep (`sleep=time.sleep`),
     /// taken when the module loaded: a test that patches `time.sleep` does not reach it.
     pub sleep_captured: bool,
+    /// [pay family] A parameter that asks it to lock the rows it reads, with `False` as its
+    /// default (`for_update=False` gating `with_for_update()`), and its place among the
+    /// positional ones (`None`: keyword-only): a caller that leaves it out reads unlocked.
+    pub lock_param: Option<Box<(Box<str>, Option<u32>)>>,
 }
 
 /// A parameter of a function sent as an idempotency key (`to: None`) or handed on to a call of
@@ -1153,6 +1157,13 @@ fn function_facts(
     {
         facts.currency_default =
             crate::rules::pay::currency_left_to_default::currency_default(func, src);
+    }
+    if !file.is_test
+        && [&facts.params, &facts.keyword_only]
+            .iter()
+            .any(|p| p.contains("update") || p.contains("lock"))
+    {
+        facts.lock_param = crate::rules::pay::lock_left_off::lock_param(func, src);
     }
     facts.raises = idx.within(func, kinds::RAISE_STATEMENT).iter().any(own);
     let mut caught = Vec::new();

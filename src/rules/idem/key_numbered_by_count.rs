@@ -581,8 +581,10 @@ pub(crate) fn stepped_fields(text: &str, first: u32) -> crate::rules::facts::Ste
                 line.find(a.as_str())
                     .is_some_and(|i| i + field.len() < line.len() - field.len())
             });
-        if assigned && !out.iter().any(|(f, _)| **f == *field) {
-            let number = first + text[..at].matches('\n').count() as u32;
+        // Every place, not only the first: a step taken after a refusal (`unsettled_steps`)
+        // may stand beside one taken on every send.
+        let number = first + text[..at].matches('\n').count() as u32;
+        if assigned && !out.iter().any(|(f, l)| **f == *field && *l == number) {
             out.push((field.into(), number));
         }
     }
@@ -607,8 +609,44 @@ pub(crate) fn unsettled_steps(
                 && made_once_the_last_is_settled(idx, call, src)
         })
     };
-    let kept: Vec<(Box<str>, u32)> = steps.iter().filter(|s| !settled(s)).cloned().collect();
+    let kept: Vec<(Box<str>, u32)> = steps
+        .iter()
+        .filter(|s| !settled(s) && !after_a_refusal(func, idx, s.1, src))
+        .cloned()
+        .collect();
     kept.into()
+}
+
+/// Whether `line` sits in a branch taken only once the provider said no (`elif result.outcome
+/// is ChargeOutcome.DECLINED:`, `if status == "failed":`): the count numbers the next payment,
+/// which is a new one, not the resend of this one.
+fn after_a_refusal(func: Node<'_>, idx: &NodeIndex<'_>, line: u32, src: &str) -> bool {
+    let refusal = |condition: Node<'_>| {
+        let text = syntax::text(condition, src);
+        !text.contains("not ")
+            && !text.contains("!=")
+            && syntax::name_words(text).iter().any(|w| {
+                matches!(
+                    w.as_str(),
+                    "declined" | "decline" | "refused" | "rejected" | "failed" | "failure"
+                )
+            })
+    };
+    let holds = |block: Option<Node<'_>>| {
+        block.is_some_and(|b| {
+            let (first, last) = syntax::lines(b);
+            (first..=last).contains(&line)
+        })
+    };
+    idx.within(func, kinds::IF_STATEMENT).iter().any(|&branch| {
+        branch
+            .field("condition")
+            .is_some_and(|c| refusal(c) && holds(branch.field("consequence")))
+            || syntax::elif_clauses(branch).into_iter().any(|e| {
+                e.field("condition")
+                    .is_some_and(|c| refusal(c) && holds(e.field("consequence")))
+            })
+    })
 }
 
 /// The name of a claim: the function a call calls, or the one handed to a runner

@@ -54,7 +54,12 @@ fn check(cx: &mut Ctx<'_>) {
                     if !reads(body, name, src) {
                         return Some((p, None));
                     }
-                    left_out(cx, idx, func, name, src).map(|call| (p, Some(call)))
+                    left_out(cx, idx, func, name, src)
+                        .map(|call| (p, Some(Unsent::Left(call))))
+                        .or_else(|| {
+                            only_checked(idx, func, name, src)
+                                .map(|call| (p, Some(Unsent::Checked(call))))
+                        })
                 })
         else {
             continue;
@@ -72,16 +77,71 @@ fn check(cx: &mut Ctx<'_>) {
         let function = facts::qualname(func, idx, src);
         let finding = match unsent {
             None => cx.report(&RULE, param),
-            Some(call) => cx
+            Some(Unsent::Left(call)) => cx
                 .report(&RULE, call)
                 .arg("call", crate::rules::pay::first_line(call, src))
                 .note("unsent"),
+            Some(Unsent::Checked(call)) => cx
+                .report(&RULE, param)
+                .arg("call", crate::rules::pay::first_line(call, src))
+                .note("checked"),
         };
         let finding = finding
             .arg("function", function.clone())
             .arg("key", name.to_string());
         finding.function = function;
     }
+}
+
+/// How a key that is read still stays out of the request.
+enum Unsent<'t> {
+    /// Left out of the call of a sender that would send it.
+    Left(Node<'t>),
+    /// Read only by a check of it (`_check_idempotency_key(idempotency_key)`) or a log line.
+    Checked(Node<'t>),
+}
+
+/// The first call that reads `name` when every read of it in `func` is an argument of a check
+/// (`_check_idempotency_key(key)`, `validate_key(key)`, `assert ...`) or of a log line: the key
+/// is looked at and never sent.
+fn only_checked<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    name: &str,
+    src: &str,
+) -> Option<Node<'t>> {
+    let body = func.field("body")?;
+    let uses: Vec<Node<'t>> = syntax::descendants(body, &[kinds::IDENTIFIER])
+        .into_iter()
+        .filter(|i| syntax::text(*i, src) == name)
+        .collect();
+    let mut first = None;
+    for read in &uses {
+        let call = read
+            .parent()
+            .filter(|p| p.kind() == kinds::ARGUMENT_LIST)
+            .and_then(|p| p.parent())
+            .filter(|c| {
+                c.kind() == kinds::CALL && crate::rules::idem::owned_by(idx, *c, Some(func))
+            })?;
+        let callee = syntax::callee(call, src);
+        let checks = syntax::name_words(syntax::callee_name(call, src))
+            .first()
+            .is_some_and(|w| {
+                matches!(
+                    w.as_str(),
+                    "check" | "validate" | "assert" | "ensure" | "require" | "verify"
+                )
+            });
+        let logs = ["log.", "logger.", "logging.", "_log."]
+            .iter()
+            .any(|l| callee.starts_with(l) || callee.contains(&format!(".{l}")));
+        if !checks && !logs {
+            return None;
+        }
+        first.get_or_insert(call);
+    }
+    first
 }
 
 /// `idempotency_key`, `idempotencyKey`, `idem_key`.

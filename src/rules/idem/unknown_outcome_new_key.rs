@@ -31,6 +31,18 @@ const UNKNOWN: &[&str] = &[
     "uncertain",
     "undetermined",
     "doubt",
+    // The same state in the languages payment code is written in.
+    "incertain",
+    "incerto",
+    "incierto",
+    "onbekend",
+    "onzeker",
+    "unbekannt",
+    "unklar",
+    "desconocido",
+    "sconosciuto",
+    "incerta",
+    "niepewny",
 ];
 
 /// Calls that make a fresh key.
@@ -57,8 +69,20 @@ fn gate(s: &Scan<'_>) -> bool {
             "timed_out",
             "TIMEOUT",
             "INDETERMINATE",
+            "INCERT",
+            "incert",
+            "INCIERTO",
+            "ONBEKEND",
+            "onbekend",
+            "UNBEKANNT",
+            "UNKLAR",
+            "unklar",
+            "DESCONOCIDO",
+            "SCONOSCIUTO",
+            "NIEPEWNY",
         ])
-        && s.mentions(&["status", "state"])
+        // `status`, `state`, `statut`, `stato`.
+        && s.mentions(&["stat", "estado", "zustand", "toestand"])
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -151,10 +175,12 @@ fn state_test<'t, 's>(
         .and_then(|l| l.rsplit_once('['))
         .map(|(r, f)| (r, f.trim_matches(['"', '\''])))
         .or_else(|| left.rsplit_once('.'))?;
-    if !matches!(field, "status" | "state")
-        || !record
-            .chars()
-            .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+    if !matches!(
+        field,
+        "status" | "state" | "statut" | "estado" | "stato" | "etat" | "zustand" | "toestand"
+    ) || !record
+        .chars()
+        .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
     {
         return None;
     }
@@ -183,9 +209,13 @@ fn rekeyed<'t>(idx: &NodeIndex<'t>, block: Node<'t>, record: &str, src: &str) ->
                 return false;
             };
             object == record
-                && syntax::name_words(field)
-                    .iter()
-                    .any(|w| w == "key" || w == "idempotency")
+                && (field.contains("idempot")
+                    || syntax::name_words(field).iter().any(|w| {
+                        matches!(
+                            w.as_str(),
+                            "key" | "cle" | "clef" | "clave" | "chave" | "sleutel" | "chiave"
+                        )
+                    }))
                 && FRESH.iter().any(|f| syntax::text(right, src).contains(f))
         })
 }

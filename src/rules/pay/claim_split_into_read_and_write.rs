@@ -65,150 +65,194 @@ fn check(cx: &mut Ctx<'_>) {
     let mut old = None;
     let mut apart: Option<Vec<Apart>> = None;
     for func in changed {
-        let kept = claims(idx, func, src);
-        // The new side first: a field tested and then written, and not claimed. Most
-        // functions have none, and need neither the old tree nor the file's locks.
-        let candidates = candidate_fields(idx, func, src, &kept);
-        if candidates.is_empty() {
+        let Some(found) = found_in(cx, idx, src, func, old_updates, &mut old, &mut apart) else {
             continue;
-        }
-        let name = facts::qualname(func, idx, src);
-        let lost = if old_updates && !locks(syntax::text(func, src)) {
-            (*old.get_or_insert_with(|| cx.other.get())).and_then(|old| {
-                lost_claim(idx, func, src, &candidates, old.index(), old.text(), &name)
-            })
-        } else {
-            None
         };
-        let mut own = None;
-        let (split, sibling) = match lost {
-            Some(lost) => (lost, None),
-            None => {
-                let Some(split) = split_claim(idx, func, src, &kept).filter(|split| {
-                    !split.names().any(|r| locks_record(func, src, r))
-                        && !read_under_a_lock(idx, func, split, src)
-                }) else {
-                    continue;
-                };
-                // The old version locked these rows here: PAY025 tells of the lock taken away.
-                if cx
-                    .versions
-                    .old
-                    .as_ref()
-                    .is_some_and(|o| holds_rows(&o.text))
-                    && cx.other.get().is_some_and(|old| {
-                        let (old_idx, old_src) = (old.index(), old.text());
-                        old_idx.all(kinds::FUNCTION_DEFINITION).iter().any(|f| {
-                            facts::qualname(*f, old_idx, old_src) == name
-                                && split.names().any(|r| locks_record(*f, old_src, r))
-                        })
-                    })
-                {
-                    continue;
-                }
-                let apart = apart.get_or_insert_with(|| kept_apart(idx, src));
-                // Callers in the file that lock the rows run this under their lock; when every
-                // one does, the test holds.
-                let (locked, unlocked): (Vec<Node<'_>>, Vec<Node<'_>>) = callers(idx, func, src)
-                    .into_iter()
-                    .partition(|c| locks(syntax::text(*c, src)));
-                let other = match (locked.first(), unlocked.first()) {
-                    (Some(_), None) => continue,
-                    (Some(holder), Some(caller)) => {
-                        let Some(lock) = apart
-                            .iter()
-                            .find(|a| a.func == holder.id() && a.lock && a.names_record(&split))
-                        else {
-                            continue;
-                        };
-                        let mut other = lock.clone();
-                        other.caller =
-                            Some((facts::qualname(*caller, idx, src), syntax::lines(*caller).0));
-                        Some(other)
-                    }
-                    _ => apart
-                        .iter()
-                        .find(|a| a.func != func.id() && a.covers(&split))
-                        .cloned(),
-                };
-                // Nothing else in the file keeps these rows apart: the claim is this
-                // function's own, read when it says it is one or money follows it.
-                if other.is_none() {
-                    let Some(claim) = own_claim(cx, idx, func, &split, &unlocked) else {
-                        continue;
-                    };
-                    own = Some(claim);
-                }
-                (split, other)
-            }
-        };
-        // Money moved between the test and the write is PAY022's to tell. A payment under a
-        // key of its own (`idempotency_key=f"capture-{order.pk}"`) is made once by the provider
-        // however many runs pass.
-        // An own claim asked the key itself (`own_claim`): a key the record makes is made once.
-        // So is a request under a key its record makes (`request_id=f"{order.id}:create"`):
-        // two runs that both pass get the same answer back.
-        if super::state_checked_then_set::speaks_of(cx, idx, func, split.test)
-            || own.is_none()
-                && idx.within(func, kinds::CALL).iter().any(|c| {
-                    c.start_byte() > split.test.end_byte()
-                        && (super::pays(cx, *c, src)
-                            && super::state_checked_then_set::keyed(*c, src)
-                            || c.end_byte() <= split.write.start_byte()
-                                && keyed_by_the_record(*c, &split.record, src))
-                })
-        {
-            continue;
+        let finding = cx.report(&RULE, found.at);
+        for (key, value) in found.args {
+            finding.arg(key, value);
         }
-        // The claim moved into a helper of the file (`self._claim(invoice)`), or a lock did.
-        if super::calls_a_helper_that(idx, func, src, |h| {
-            locks(syntax::text(h, src)) || !claims(idx, h, src).is_empty()
-        }) {
-            continue;
+        if let Some(note) = found.note {
+            finding.note(note);
         }
-        let finding = cx
-            .report(&RULE, split.test)
-            .arg("function", name.clone())
-            .arg("field", split.field.clone())
-            .arg("write_line", syntax::lines(split.write).0.to_string());
-        match sibling {
-            None => {
-                if let Some(own) = own {
-                    finding.arg("record", split.record.clone()).note(own.note);
-                    if let Some(money) = own.money {
-                        finding
-                            .arg("money", money.shown)
-                            .arg("money_line", money.line.to_string())
-                            .arg("payer", money.payer)
-                            .severity(crate::review::Severity::Blocker);
-                    }
-                } else if let Some((claim, claim_src)) = split.claim {
-                    finding
-                        .arg("claim", shown(claim, claim_src))
-                        .arg("old_line", syntax::lines(claim).0.to_string());
-                }
-            }
-            Some(other) => {
-                let note = match (&other.caller, other.lock) {
-                    (Some(_), _) => "unlocked_caller",
-                    (None, true) => "sibling_lock",
-                    (None, false) => "sibling_claim",
-                };
-                finding
-                    .arg("record", split.record.clone())
-                    .arg("other", other.name)
-                    .arg("apart", other.shown)
-                    .arg("other_line", other.line.to_string())
-                    .note(note);
-                if let Some((caller, line)) = other.caller {
-                    finding
-                        .arg("caller", caller)
-                        .arg("caller_line", line.to_string());
-                }
-            }
+        if found.blocker {
+            finding.severity(crate::review::Severity::Blocker);
         }
-        finding.function = name;
+        finding.function = found.function;
     }
+}
+
+/// What a finding of PAY040 says, worked out before it is reported.
+struct Found<'t> {
+    at: Node<'t>,
+    function: String,
+    args: Vec<(&'static str, String)>,
+    note: Option<&'static str>,
+    blocker: bool,
+}
+
+/// Whether PAY040 tells of `func`, a function the change touches: PAY047 leaves it then.
+pub(super) fn tells_of(cx: &Ctx<'_>, func: Node<'_>) -> bool {
+    let Some((idx, src)) = cx.code() else {
+        return false;
+    };
+    let old_updates = cx
+        .versions
+        .old
+        .as_ref()
+        .is_some_and(|old| updates(&old.text));
+    found_in(cx, idx, src, func, old_updates, &mut None, &mut None).is_some()
+}
+
+/// PAY040's finding in one function of the change, if it has one; `old` and `apart` are worked
+/// out on first use and kept for the next function.
+fn found_in<'t, 'a>(
+    cx: &Ctx<'a>,
+    idx: &NodeIndex<'t>,
+    src: &'t str,
+    func: Node<'t>,
+    old_updates: bool,
+    old: &mut Option<Option<&'a crate::python::ParsedFile>>,
+    apart: &mut Option<Vec<Apart>>,
+) -> Option<Found<'t>> {
+    let kept = claims(idx, func, src);
+    // The new side first: a field tested and then written, and not claimed. Most
+    // functions have none, and need neither the old tree nor the file's locks.
+    let candidates = candidate_fields(idx, func, src, &kept);
+    if candidates.is_empty() {
+        return None;
+    }
+    let name = facts::qualname(func, idx, src);
+    let lost = if old_updates && !locks(syntax::text(func, src)) {
+        (*old.get_or_insert_with(|| cx.other.get()))
+            .and_then(|old| lost_claim(idx, func, src, &candidates, old.index(), old.text(), &name))
+    } else {
+        None
+    };
+    let mut own = None;
+    let (split, sibling) = match lost {
+        Some(lost) => (lost, None),
+        None => {
+            let split = split_claim(idx, func, src, &kept).filter(|split| {
+                !split.names().any(|r| locks_record(func, src, r))
+                    && !read_under_a_lock(idx, func, split, src)
+            })?;
+            // The old version locked these rows here: PAY025 tells of the lock taken away.
+            if cx
+                .versions
+                .old
+                .as_ref()
+                .is_some_and(|o| holds_rows(&o.text))
+                && cx.other.get().is_some_and(|old| {
+                    let (old_idx, old_src) = (old.index(), old.text());
+                    old_idx.all(kinds::FUNCTION_DEFINITION).iter().any(|f| {
+                        facts::qualname(*f, old_idx, old_src) == name
+                            && split.names().any(|r| locks_record(*f, old_src, r))
+                    })
+                })
+            {
+                return None;
+            }
+            let apart = apart.get_or_insert_with(|| kept_apart(idx, src));
+            // Callers in the file that lock the rows run this under their lock; when every
+            // one does, the test holds.
+            let (locked, unlocked): (Vec<Node<'_>>, Vec<Node<'_>>) = callers(idx, func, src)
+                .into_iter()
+                .partition(|c| locks(syntax::text(*c, src)));
+            let other = match (locked.first(), unlocked.first()) {
+                (Some(_), None) => return None,
+                (Some(holder), Some(caller)) => {
+                    let lock = apart
+                        .iter()
+                        .find(|a| a.func == holder.id() && a.lock && a.names_record(&split))?;
+                    let mut other = lock.clone();
+                    other.caller =
+                        Some((facts::qualname(*caller, idx, src), syntax::lines(*caller).0));
+                    Some(other)
+                }
+                _ => apart
+                    .iter()
+                    .find(|a| a.func != func.id() && a.covers(&split))
+                    .cloned(),
+            };
+            // Nothing else in the file keeps these rows apart: the claim is this
+            // function's own, read when it says it is one or money follows it.
+            if other.is_none() {
+                let claim = own_claim(cx, idx, func, &split, &unlocked)?;
+                own = Some(claim);
+            }
+            (split, other)
+        }
+    };
+    // Money moved between the test and the write is PAY022's to tell. A payment under a
+    // key of its own (`idempotency_key=f"capture-{order.pk}"`) is made once by the provider
+    // however many runs pass.
+    // An own claim asked the key itself (`own_claim`): a key the record makes is made once.
+    // So is a request under a key its record makes (`request_id=f"{order.id}:create"`):
+    // two runs that both pass get the same answer back.
+    if super::state_checked_then_set::speaks_of(cx, idx, func, split.test)
+        || own.is_none()
+            && idx.within(func, kinds::CALL).iter().any(|c| {
+                c.start_byte() > split.test.end_byte()
+                    && (super::pays(cx, *c, src) && super::state_checked_then_set::keyed(*c, src)
+                        || c.end_byte() <= split.write.start_byte()
+                            && keyed_by_the_record(*c, &split.record, src))
+            })
+    {
+        return None;
+    }
+    // The claim moved into a helper of the file (`self._claim(invoice)`), or a lock did.
+    if super::calls_a_helper_that(idx, func, src, |h| {
+        locks(syntax::text(h, src)) || !claims(idx, h, src).is_empty()
+    }) {
+        return None;
+    }
+    let mut args: Vec<(&'static str, String)> = vec![
+        ("function", name.clone()),
+        ("field", split.field.clone()),
+        ("write_line", syntax::lines(split.write).0.to_string()),
+    ];
+    let mut note = None;
+    let mut blocker = false;
+    match sibling {
+        None => {
+            if let Some(own) = own {
+                args.push(("record", split.record.clone()));
+                note = Some(own.note);
+                if let Some(money) = own.money {
+                    args.push(("money", money.shown));
+                    args.push(("money_line", money.line.to_string()));
+                    args.push(("payer", money.payer));
+                    blocker = true;
+                }
+            } else if let Some((claim, claim_src)) = split.claim {
+                args.push(("claim", shown(claim, claim_src)));
+                args.push(("old_line", syntax::lines(claim).0.to_string()));
+            }
+        }
+        Some(other) => {
+            note = Some(match (&other.caller, other.lock) {
+                (Some(_), _) => "unlocked_caller",
+                (None, true) => "sibling_lock",
+                (None, false) => "sibling_claim",
+            });
+            args.push(("record", split.record.clone()));
+            args.push(("other", other.name));
+            args.push(("apart", other.shown));
+            args.push(("other_line", other.line.to_string()));
+            if let Some((caller, line)) = other.caller {
+                args.push(("caller", caller));
+                args.push(("caller_line", line.to_string()));
+            }
+        }
+    }
+    Some(Found {
+        at: split.test,
+        function: name,
+        args,
+        note,
+        blocker,
+    })
 }
 
 /// A claim of the function's own, with no old update to compare with and nothing else in the

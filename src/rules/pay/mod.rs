@@ -15,6 +15,7 @@ pub mod destination_refund_keeps_transfer;
 pub mod event_applied_in_any_state;
 pub mod found_taken_as_paid;
 pub mod item_refund_sized_by_order;
+pub mod lock_left_off;
 pub mod metadata_compared_with_id;
 pub mod minor_units_divided;
 pub mod minor_units_truncated;

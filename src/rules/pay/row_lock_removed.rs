@@ -98,7 +98,7 @@ fn check(cx: &mut Ctx<'_>) {
 
 /// Whether `func` calls a function named for taking a lock (`lock_payout`, `_locked_wallet`,
 /// `acquire_row_lock`).
-fn calls_a_lock(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
+pub(super) fn calls_a_lock(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
     idx.within(func, kinds::CALL).iter().any(|c| {
         syntax::name_words(syntax::callee_name(*c, src))
             .iter()
@@ -109,7 +109,7 @@ fn calls_a_lock(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
 /// A conditional update of a status (SQLAlchemy's `update(...).where(...).values(status=...)`,
 /// Django's `.filter(status=...).update(status=...)`, peewee's, SQL's `UPDATE ... SET status
 /// ... WHERE`): a claim that one run wins.
-fn claims_rows(code: &str) -> bool {
+pub(super) fn claims_rows(code: &str) -> bool {
     (code.contains("update(") || code.contains("UPDATE "))
         && (code.contains("where(") || code.contains("WHERE ") || code.contains(".filter("))
         && code.contains("status")

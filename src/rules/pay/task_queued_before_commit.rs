@@ -161,6 +161,9 @@ const TELLS: &[&str] = &[
 
 /// Words of a job's name, or of a record it is handed, that put money on its path.
 const MONEY: &[&str] = &[
+    // `release_paid_order`: what follows a payment, which a worker that reads the order
+    // before the commit finds unpaid and drops.
+    "paid",
     "payment",
     "payments",
     "refund",
@@ -236,10 +239,18 @@ fn open_transaction(
     if !owned(call) {
         return None;
     }
+    // A write before the job, or after it on the job's own path: a branch that queues and
+    // returns (`if earlier is not None: queue.enqueue(run, earlier.id); return ...`) commits
+    // nothing of its own, whatever the other branches write later.
+    let path_ends = returns_after(call, func);
     let writes_in = |scope: Node<'_>| {
-        idx.within(scope, kinds::CALL)
-            .iter()
-            .any(|&c| owned(c) && c.id() != call.id() && writes(idx, func, c, src))
+        idx.within(scope, kinds::CALL).iter().any(|&c| {
+            owned(c)
+                && c.id() != call.id()
+                && (c.end_byte() <= call.start_byte()
+                    || path_ends.is_none_or(|end| c.start_byte() < end))
+                && writes(idx, func, c, src)
+        })
     };
     for &with in idx.within(func, kinds::WITH_STATEMENT) {
         let Some(body) = with.child_by_field_name("body") else {
@@ -335,6 +346,8 @@ fn reads(name: &str) -> bool {
             | "scalar"
             | "scalars"
             | "scalar_one"
+            | "scalar_one_or_none"
+            | "first_or_none"
             | "get_or_none"
             | "find"
             | "find_one"
@@ -415,6 +428,31 @@ fn opens_transaction(clause: &str) -> bool {
     }) && !clause.contains("on_commit")
 }
 
+/// Where the path through `call` leaves the function: the start of the first `return` or
+/// `raise` after it in a block that holds it.
+fn returns_after(call: Node<'_>, func: Node<'_>) -> Option<usize> {
+    let mut node = call;
+    while let Some(parent) = node.parent() {
+        if parent.id() == func.id() {
+            break;
+        }
+        if parent.kind() == "block" {
+            let mut next = node.next_named_sibling();
+            while let Some(stmt) = next {
+                if matches!(
+                    stmt.kind(),
+                    kinds::RETURN_STATEMENT | kinds::RAISE_STATEMENT
+                ) {
+                    return Some(stmt.start_byte());
+                }
+                next = stmt.next_named_sibling();
+            }
+        }
+        node = parent;
+    }
+    None
+}
+
 /// Whether a call writes to the database: an ORM's save, create, update or delete, a session's
 /// `add`/`flush`/`merge`, a statement executed (`execute` of an INSERT, UPDATE or a built
 /// `insert()`/`update()`, also through a name the function or the module bound it to).
@@ -447,12 +485,17 @@ fn writes(idx: &NodeIndex<'_>, func: Node<'_>, call: Node<'_>, src: &str) -> boo
             }
         }
         "execute" | "executemany" | "fetchrow" | "fetchval" | "fetch" => {
+            // A lock (`with_for_update()`, `FOR UPDATE`) reads.
             let says_write = |text: &str| {
-                [
-                    "INSERT", "UPDATE", "DELETE", "insert(", "update(", "delete(",
-                ]
-                .iter()
-                .any(|w| text.contains(w))
+                ["INSERT", "DELETE", "insert(", "delete("]
+                    .iter()
+                    .any(|w| text.contains(w))
+                    || text
+                        .match_indices("update(")
+                        .any(|(at, _)| !text[..at].ends_with("for_"))
+                    || text
+                        .match_indices("UPDATE")
+                        .any(|(at, _)| !text[..at].ends_with("FOR "))
             };
             says_write(syntax::text(call, src))
                 || syntax::positional_args(call).first().is_some_and(|a| {
