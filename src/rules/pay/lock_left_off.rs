@@ -21,7 +21,7 @@
 use tree_sitter::Node;
 
 use super::balance_reset_after_payout::holds_rows;
-use super::row_lock_removed::{calls_a_lock, claims_rows};
+use super::row_lock_removed::{calls_a_lock, claims_rows, models};
 use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::{Check, Ctx, Gate, Rule, Scan};
 
@@ -55,7 +55,7 @@ fn check(cx: &mut Ctx<'_>) {
         return;
     };
     // Worked out on the first candidate: most files have none.
-    let mut locked: Option<Vec<(&str, Node<'_>)>> = None;
+    let mut locked: Option<Vec<(String, Node<'_>)>> = None;
     for &func in idx.all(kinds::FUNCTION_DEFINITION) {
         let (first, last) = syntax::lines(func);
         if !cx.touches_added(first, last) {
@@ -185,7 +185,7 @@ fn lock_evidence<'t>(
     cx: &Ctx<'_>,
     idx: &NodeIndex<'t>,
     call: Node<'t>,
-    locked: &mut Option<Vec<(&'t str, Node<'t>)>>,
+    locked: &mut Option<Vec<(String, Node<'t>)>>,
     src: &'t str,
 ) -> Option<Evidence> {
     let call_text = syntax::text(call, src);
@@ -194,7 +194,7 @@ fn lock_evidence<'t>(
     }
     if let Some(model) = model_read(call, src) {
         let locked = locked.get_or_insert_with(|| locked_models(idx, src));
-        if let Some((_, locker)) = locked.iter().find(|(m, _)| *m == model) {
+        if let Some((_, locker)) = locked.iter().find(|(m, _)| m == model) {
             return Some(Evidence::Model {
                 model: model.to_string(),
                 locker: enclosing_name(idx, *locker, src),
@@ -397,7 +397,7 @@ fn model_read<'s>(call: Node<'_>, src: &'s str) -> Option<&'s str> {
 /// statement that locks (`select(Payout).where(...).with_for_update()`), or, where the lock is
 /// added to a statement built before (`stmt = stmt.with_for_update()`), the models its
 /// function selects.
-fn locked_models<'t>(idx: &NodeIndex<'t>, src: &'t str) -> Vec<(&'t str, Node<'t>)> {
+fn locked_models<'t>(idx: &NodeIndex<'t>, src: &str) -> Vec<(String, Node<'t>)> {
     let mut locked = Vec::new();
     for &call in idx.all(kinds::CALL) {
         let name = idx.callee_name(call, src);
@@ -413,13 +413,20 @@ fn locked_models<'t>(idx: &NodeIndex<'t>, src: &'t str) -> Vec<(&'t str, Node<'t
             }
             statement = parent;
         }
-        let mut models = models_named(syntax::text(statement, src));
-        if models.is_empty()
+        let mut named = models(syntax::text(statement, src));
+        if named.is_empty()
             && let Some(func) = idx.enclosing(call, kinds::FUNCTION_DEFINITION)
         {
-            models = models_named(syntax::text(func, src));
+            // Only what the function selects: its other capitalised words are types and states.
+            let text = syntax::text(func, src);
+            named = models(text)
+                .into_iter()
+                .filter(|m| {
+                    text.contains(&format!("select({m}")) || text.contains(&format!("query({m}"))
+                })
+                .collect();
         }
-        for m in models {
+        for m in named {
             if !locked.iter().any(|(l, _)| *l == m) {
                 locked.push((m, call));
             }
@@ -428,41 +435,12 @@ fn locked_models<'t>(idx: &NodeIndex<'t>, src: &'t str) -> Vec<(&'t str, Node<'t
     locked
 }
 
-/// The models code reads by name: `X.objects`, `select(X`, `query(X`, `.get(X,`.
-fn models_named(code: &str) -> Vec<&str> {
-    let mut models = Vec::new();
-    let word = |s: &str| -> usize {
-        s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(s.len())
-    };
-    for (at, _) in code.match_indices(".objects") {
-        let before = &code[..at];
-        let start = before
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .map_or(0, |i| i + 1);
-        let m = &before[start..];
-        if m.starts_with(|c: char| c.is_ascii_uppercase()) && !models.contains(&m) {
-            models.push(m);
-        }
-    }
-    for opener in ["select(", "query(", ".get("] {
-        for (at, _) in code.match_indices(opener) {
-            let rest = &code[at + opener.len()..];
-            let m = &rest[..word(rest)];
-            if m.starts_with(|c: char| c.is_ascii_uppercase()) && !models.contains(&m) {
-                models.push(m);
-            }
-        }
-    }
-    models
-}
-
 /// For a function named for the lock: the read it returns (`return session.get(Payout, id)`,
 /// or a name bound to one), of a model another function of the file locks.
 fn returns_unlocked<'t>(
     idx: &NodeIndex<'t>,
     func: Node<'t>,
-    locked: &[(&'t str, Node<'t>)],
+    locked: &[(String, Node<'t>)],
     src: &'t str,
 ) -> Option<(Node<'t>, &'t str, Node<'t>)> {
     for &ret in idx.within(func, kinds::RETURN_STATEMENT) {
@@ -504,7 +482,7 @@ fn returns_unlocked<'t>(
         };
         if let Some((_, locker)) = locked
             .iter()
-            .find(|(m, l)| *m == model && !syntax::contains(func, *l))
+            .find(|(m, l)| m == model && !syntax::contains(func, *l))
         {
             return Some((load, model, *locker));
         }
