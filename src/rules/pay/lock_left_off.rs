@@ -23,6 +23,7 @@ use tree_sitter::Node;
 use super::balance_reset_after_payout::holds_rows;
 use super::row_lock_removed::{calls_a_lock, claims_rows, models};
 use crate::python::{Fields, NodeIndex, kinds, syntax};
+use crate::rules::idem::strip_await;
 use crate::rules::{Check, Ctx, Gate, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
@@ -86,18 +87,13 @@ fn check(cx: &mut Ctx<'_>) {
             if !crate::rules::idem::owned_by(idx, assign, Some(func)) {
                 continue;
             }
-            let (Some(left), Some(mut right)) = (assign.field("left"), assign.field("right"))
-            else {
+            let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else {
                 continue;
             };
             if left.kind() != kinds::IDENTIFIER {
                 continue;
             }
-            if right.kind() == kinds::AWAIT
-                && let Some(inner) = right.named_child(0)
-            {
-                right = inner;
-            }
+            let right = strip_await(right);
             if right.kind() != kinds::CALL {
                 continue;
             }
@@ -447,14 +443,9 @@ fn returns_unlocked<'t>(
         if !crate::rules::idem::owned_by(idx, ret, Some(func)) {
             continue;
         }
-        let Some(mut value) = syntax::return_value(ret) else {
+        let Some(value) = syntax::return_value(ret).map(strip_await) else {
             continue;
         };
-        if value.kind() == kinds::AWAIT
-            && let Some(inner) = value.named_child(0)
-        {
-            value = inner;
-        }
         let load = match value.kind() {
             kinds::CALL => value,
             kinds::IDENTIFIER => {
@@ -464,13 +455,7 @@ fn returns_unlocked<'t>(
                         && a.field("left")
                             .is_some_and(|l| syntax::text(l, src) == bound)
                 })?;
-                let mut right = assign.field("right")?;
-                if right.kind() == kinds::AWAIT
-                    && let Some(inner) = right.named_child(0)
-                {
-                    right = inner;
-                }
-                right
+                strip_await(assign.field("right")?)
             }
             _ => continue,
         };
