@@ -92,6 +92,7 @@ pub static ALL: &[&Rule] = &[
     &idem::resend_window_outlives_key::RULE,
     &idem::window_from_last_send::RULE,
     &idem::key_from_the_clock::RULE,
+    &idem::key_header_unread::RULE,
     &pay::charge_amount_source_changed::RULE,
     &pay::success_recorded_before_result::RULE,
     &pay::arguments_swapped::RULE,

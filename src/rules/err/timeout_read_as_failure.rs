@@ -460,8 +460,9 @@ pub(crate) fn catches_timeout(clause: Node<'_>, src: &str) -> Option<Caught> {
     for t in types {
         let name = syntax::text(t, src);
         let last = name.rsplit('.').next().unwrap_or(name);
-        // `ConnectTimeout` alone: the request never left, and nothing can have been charged.
-        let named = names_a_timeout(last) && !last.starts_with("Connect");
+        // `ConnectTimeout` alone: the request never left, and nothing can have been charged;
+        // nor had it when no connection of the pool came free (`httpx.PoolTimeout`).
+        let named = names_a_timeout(last) && !last.starts_with("Connect") && last != "PoolTimeout";
         if named {
             return Some(Caught::Named);
         }
@@ -1568,6 +1569,7 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
     let beside = named
         .then(|| unknown_subclass_beside(idx, try_statement, clause, raised, src))
         .flatten();
+    // `raise RefusAdyen(...)`: named for a refusal, it needs no raise elsewhere to say so.
     if named
         && beside.is_none()
         && (syntax::name_words(raised).iter().any(|w| {
@@ -1575,7 +1577,7 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
                 w.as_str(),
                 "pending" | "processing" | "progress" | "flight" | "unconfirmed" | "unsettled"
             )
-        }) || !made_elsewhere(idx, clause, raised, src)
+        }) || !(named_for_a_refusal(raised) || made_elsewhere(idx, clause, raised, src))
             || subclass_of_the_unknown(idx, raised, src))
     {
         return;
@@ -1601,12 +1603,24 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
     // Or no clause before it at all, while the function raises its error of an unknown
     // outcome for other answers (`if resp.status_code >= 500: raise OutcomeUnknown(...)`): the
     // whole family, timeouts with it, goes to the refusal.
-    let first_clause = crate::python::named_children(try_statement)
+    // Or only clauses of connection errors before it, which try again (`except
+    // httpx.ConnectError: last_problem = ...`) while the function raises its unknown once the
+    // attempts run out: the rest of the family, read timeouts with it, goes to the refusal.
+    let before: Vec<Node<'_>> = crate::python::named_children(try_statement)
         .into_iter()
-        .find(|c| c.kind() == kinds::EXCEPT_CLAUSE)
-        .is_some_and(|c| c.id() == clause.id());
+        .take_while(|c| c.id() != clause.id())
+        .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE)
+        .collect();
+    let connection_before = before.iter().all(|c| {
+        let types = syntax::except_types(*c);
+        !types.is_empty()
+            && types.iter().all(|t| {
+                let name = syntax::text(*t, src);
+                CONNECTION_ONLY.contains(&name.rsplit('.').next().unwrap_or(name))
+            })
+    });
     let earlier = earlier.filter(|_| !named).or(beside).or_else(|| {
-        if !first_clause && !named {
+        if !connection_before && !named {
             return None;
         }
         let func = idx.enclosing(clause, kinds::FUNCTION_DEFINITION)?;
@@ -2134,6 +2148,14 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
         // Nor the reason a failure is written down with (`_fail(payout, f"funding outcome
         // unknown: {exc}")`): the state written is the failure, whatever its note says.
         if calls_failure(call, src).is_some() {
+            // Nor the name of what writes it, when a failed state handed to it says what it
+            // writes (`_settle_pending(state, id, status=FAILED)`): the name tells the state it
+            // moves from. A name that says the failure (`note_lookup_failure`) says what it is.
+            if let Some(function) = call.field("function")
+                && !failure_word(syntax::callee_name(call, src))
+            {
+                unsaid.push((function.start_byte(), function.end_byte()));
+            }
             let reasons = call
                 .field("arguments")
                 .into_iter()
@@ -2300,6 +2322,9 @@ const FOREIGN_UNKNOWNS: &[&str] = &[
     "niepewny",
     "nieznany",
     "niedostepny",
+    // `PayPalNichtErreichbar`, `AnbieterUnerreichbar`.
+    "erreichbar",
+    "unerreichbar",
 ];
 
 /// Words in a handler that say the outcome is kept as unknown, or found out: a pending state,
@@ -2555,10 +2580,14 @@ pub(super) fn calls_failure(call: Node<'_>, src: &str) -> Option<bool> {
         member
             .or_else(|| syntax::string_value(*a, src))
             .is_some_and(|w| {
+                let lower = w.to_ascii_lowercase();
                 matches!(
-                    w.to_ascii_lowercase().as_str(),
+                    lower.as_str(),
                     "failed" | "failure" | "declined" | "rejected" | "refused"
                 )
+                // `Bestellung.Status.ABGELEHNT`, `"rechazado"`.
+                || FOREIGN_REFUSALS.contains(&lower.as_str())
+                || FOREIGN_FAILURES.contains(&lower.as_str())
                 // `PaymentStatus.FUNDING_FAILED`, `"hold_failed"`: a failed state of one step.
                 || (member.is_some()
                     || w.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))

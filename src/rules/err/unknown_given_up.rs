@@ -61,7 +61,52 @@ fn spent_in_a_helper<'t>(
         let helper = crate::rules::idem::event_dedup_skipped::function_named(idx, name, src)
             .filter(|h| h.id() != func.id())?;
         counted_out(idx, helper, helper, src)
+            .or_else(|| left_below(idx, helper, helper.field("body")?, src))
     })
+}
+
+/// `if attempt < task.max_retries: raise task.retry(...)` and, below it, the record marked
+/// failed (`_finish(order, Status.DECLINED, ...)`): what runs once the count is spent.
+fn left_below<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    body: Node<'t>,
+    src: &str,
+) -> Option<GivenUp<'t>> {
+    crate::python::named_children(body)
+        .into_iter()
+        .filter(|s| s.kind() == kinds::IF_STATEMENT && s.field("alternative").is_none())
+        .find_map(|test| {
+            let condition = test.field("condition")?;
+            let text = syntax::text(condition, src);
+            if !(text.contains('<') && counts(condition, src, true)) {
+                return None;
+            }
+            let leaves = test
+                .field("consequence")
+                .and_then(|c| crate::python::named_children(c).last().copied())
+                .is_some_and(|last| {
+                    matches!(
+                        last.kind(),
+                        kinds::RAISE_STATEMENT | kinds::RETURN_STATEMENT
+                    )
+                });
+            if !leaves {
+                return None;
+            }
+            let rest: Vec<Node<'t>> = crate::python::named_children(body)
+                .into_iter()
+                .filter(|s| s.start_byte() > test.end_byte())
+                .collect();
+            let mark = rest
+                .iter()
+                .find_map(|s| first_failure(idx, func, *s, src))?;
+            Some(GivenUp {
+                mark,
+                because: condition,
+                note: "exhausted",
+            })
+        })
 }
 
 /// The first `if` of `func` in `block` that tests a count and marks the record failed under
@@ -91,14 +136,16 @@ fn counted_out<'t>(
 
 /// A timeout handler that asks for another run until the task's retries are spent, and then
 /// marks the record failed (`if self.request.retries >= self.max_retries: fail_debit(...)`,
-/// before `raise self.retry(exc=exc)`).
+/// before `raise self.retry(exc=exc)`), or below an `if` that asks for it while they last (`if
+/// job_try < MAX_TRIES: raise Retry(...)`, then `mark_failed(...)`).
 fn retries_spent<'t>(
     idx: &NodeIndex<'t>,
     func: Node<'t>,
     clause: Node<'t>,
     src: &str,
 ) -> Option<GivenUp<'t>> {
-    counted_out(idx, func, syntax::except_body(clause)?, src)
+    let handler = syntax::except_body(clause)?;
+    counted_out(idx, func, handler, src).or_else(|| left_below(idx, func, handler, src))
 }
 
 /// Whether a handler that returns or raises for some errors sends the retryable ones round the
@@ -375,12 +422,18 @@ fn marks_unknown<'t>(idx: &NodeIndex<'t>, func: Node<'t>, src: &str) -> Option<N
 
 /// `refund.attempts >= MAX_ATTEMPTS`, `payout.retry_count > 5`, `tries == limit`.
 fn tests_a_count(condition: Node<'_>, src: &str) -> bool {
+    counts(condition, src, false)
+}
+
+/// `tests_a_count`, or a test that the count is still below its end (`versuch <
+/// task.max_retries`), with `below`.
+fn counts(condition: Node<'_>, src: &str, below: bool) -> bool {
     let text = syntax::text(condition, src);
     let words = syntax::name_words(text);
     // `attempt.status == DunningAttempt.Status.FAILED`: `attempt` is the record, its state
     // tested.
     let of_a_state = words.iter().any(|w| w == "status" || w == "state");
-    (text.contains('>') || text.contains("=="))
+    (text.contains('>') || text.contains("==") || below && text.contains('<'))
         && words.iter().any(|w| {
             w.starts_with("attempts")
                 || w.starts_with("attempt") && !of_a_state
@@ -388,6 +441,11 @@ fn tests_a_count(condition: Node<'_>, src: &str) -> bool {
                 || w.starts_with("tries")
                 || w.starts_with("resen")
                 || w.starts_with("resubmi")
+                // `versuch`, `tentativa`, `intento`, `poging`.
+                || w.starts_with("versuch")
+                || w.starts_with("tentativ")
+                || w.starts_with("intento")
+                || w.starts_with("poging")
         })
 }
 

@@ -1234,11 +1234,33 @@ fn function_facts(
                 }
                 // `MollieClient(..., sleep=lambda seconds: None)`: a sleep of its own, which the
                 // retry tests it serves do not wait through.
+                // A name the helper made falling back to the real one (`sleep = sleeps.append
+                // if sleeps is not None else time.sleep`) is the real sleep when none is given.
+                let made = || {
+                    syntax::keyword_arg(*call, slot, src)
+                        .filter(|v| v.kind() == kinds::IDENTIFIER)
+                        .and_then(|v| {
+                            idx.assigned_before(
+                                Some(func),
+                                syntax::text(v, src),
+                                call.start_byte(),
+                                src,
+                            )
+                        })
+                        .map(|v| syntax::text(v, src).to_ascii_lowercase())
+                };
+                const REAL: [&str; 4] =
+                    ["time.sleep", "asyncio.sleep", "gevent.sleep", "trio.sleep"];
                 let own_sleep = syntax::names_sleep(slot)
-                    && !["time.sleep", "asyncio.sleep", "gevent.sleep", "trio.sleep"]
-                        .iter()
-                        .any(|real| value.contains(real));
-                if STAND_IN_SLOTS.contains(&slot) && names_a_stand_in(&value) || own_sleep {
+                    && !REAL.iter().any(|real| value.contains(real))
+                    && !made().is_some_and(|m| REAL.iter().any(|real| m.contains(real)));
+                // `transport=transport` of `mollie_transport(...)`, a helper of the tests:
+                // httpx takes a transport only to stand in for the network, and a test helper
+                // hands one over for no other reason.
+                let a_transport = slot == "transport" && !value.contains("httptransport(");
+                if STAND_IN_SLOTS.contains(&slot) && (names_a_stand_in(&value) || a_transport)
+                    || own_sleep
+                {
                     mocks.push_str(&format!("{slot}={value}\n"));
                 }
             }

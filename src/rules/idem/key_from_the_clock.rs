@@ -83,8 +83,16 @@ fn check(cx: &mut Ctx<'_>) {
             {
                 continue;
             }
-            let Some(record) = identity(made, clock, src) else {
-                continue;
+            // A key of the day and of what the payment is for (`membership.id`), sent with one
+            // payment's own record (`amount=payment.amount_pence`): the record is what a second
+            // send repeats, and the key does not name it.
+            let (record, paid) = match identity(made, clock, src) {
+                Some(record) => (record, false),
+                None if by_the_day(made, src) => match paid_record(at, made, src) {
+                    Some(paid) => (Some(paid), true),
+                    None => continue,
+                },
+                None => continue,
             };
             if of_a_period(made, src) {
                 continue;
@@ -99,7 +107,7 @@ fn check(cx: &mut Ctx<'_>) {
                 continue;
             }
             reported.push(clock.id());
-            found.push((func, value, name, made, clock, record, false));
+            found.push((func, value, name, made, clock, record, false, paid));
         }
         // A helper named for the key that returns it made from the clock
         // (`def settlement_key(payment_id, kind): return f"...-{payment_id}-{utcnow():%Y%m%d%H%M}"`),
@@ -131,10 +139,19 @@ fn check(cx: &mut Ctx<'_>) {
                 continue;
             };
             reported.push(clock.id());
-            found.push((func, made, format!("{helper}()"), made, clock, record, true));
+            found.push((
+                func,
+                made,
+                format!("{helper}()"),
+                made,
+                clock,
+                record,
+                true,
+                false,
+            ));
         }
     }
-    for (func, value, name, made, clock, record, helper) in found {
+    for (func, value, name, made, clock, record, helper, paid) in found {
         let function = facts::qualname(func, idx, src);
         let shown = syntax::normalized(made, src);
         let daily = by_the_day(made, src);
@@ -145,6 +162,9 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("clock", syntax::normalized(clock, src))
             .arg("function", function.clone());
         match record {
+            Some(record) if paid => {
+                finding.arg("record", record).note("paid");
+            }
             Some(record) => {
                 finding.arg("record", record).note("record");
             }
@@ -281,6 +301,19 @@ fn names_one_payment(name: &str) -> bool {
                 | "remittance"
         )
     })
+}
+
+/// The record of one payment whose fields the request sends (`amount=payment.amount_pence`,
+/// `{"payment_id": str(payment.id)}`), where the key does not name it: `payment`.
+fn paid_record(at: Node<'_>, made: Node<'_>, src: &str) -> Option<String> {
+    let key = syntax::text(made, src);
+    syntax::descendants(at, &[kinds::ATTRIBUTE])
+        .into_iter()
+        .filter_map(|a| a.field("object"))
+        .filter(|o| o.kind() == kinds::IDENTIFIER)
+        .map(|o| syntax::text(o, src))
+        .find(|o| names_one_payment(o) && !syntax::has_word(key, o))
+        .map(str::to_string)
 }
 
 /// A key of a month or a year (`%Y-%m`, `today.month`): one payment per period, which is

@@ -47,7 +47,9 @@ fn check(cx: &mut Ctx<'_>) {
                 .into_iter()
                 .find_map(|p| {
                     let name = syntax::parameter_name(p, src);
-                    if !(names_a_key(name) || name == "request_id" && sent_as_key_header(src, name))
+                    if !(names_a_key(name)
+                        || (name == "request_id" || name.ends_with("_request_id"))
+                            && sent_as_key_header(src, name))
                     {
                         return None;
                     }
@@ -151,6 +153,9 @@ fn names_a_key(name: &str) -> bool {
         .iter()
         .any(|w| w.starts_with("idempot") || w == "idem")
         && (words.iter().any(|w| w == "key") || words.len() == 1)
+        // PayPal's key is its request id: `paypal_request_id`.
+        || words.first().is_some_and(|w| w == "paypal")
+            && words.ends_with(&["request".to_string(), "id".to_string()])
 }
 
 /// Whether the file sends `name` as an idempotency header somewhere (`headers["PayPal-Request-Id"]

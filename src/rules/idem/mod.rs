@@ -7,6 +7,7 @@ pub(crate) mod cache_outside_try_on_payment_path;
 pub(crate) mod decode_cached_value;
 pub(crate) mod event_dedup_skipped;
 pub(crate) mod key_from_the_clock;
+pub(crate) mod key_header_unread;
 pub(crate) mod key_made_per_attempt;
 pub(crate) mod key_numbered_by_count;
 pub(crate) mod key_outlived_by_retries;

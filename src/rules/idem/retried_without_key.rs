@@ -331,7 +331,16 @@ fn handed_to_a_retrying_helper(
             let Some((handed, inner)) = runs.iter().find_map(|&(inner, at)| {
                 let handed = *args.get(at)?;
                 let last = facts::last_name(syntax::text(handed, src));
+                // `payout.wise_transfer_id` handed to `client.fund_transfer(transfer_id)` is
+                // the payment's data, not an operation to run.
+                let data = syntax::name_words(last).last().is_some_and(|w| {
+                    matches!(
+                        w.as_str(),
+                        "id" | "ids" | "key" | "ref" | "reference" | "uuid" | "token" | "amount"
+                    )
+                });
                 (handed.kind() == kinds::ATTRIBUTE
+                    && !data
                     && (cx.vocab.is_payment_operation(last) || last == "sale"))
                     .then_some((handed, inner))
             }) else {

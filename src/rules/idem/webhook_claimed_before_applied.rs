@@ -365,10 +365,13 @@ fn recorded_outside_the_transaction(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: 
         let Some(record) = idx.within(func, kinds::CALL).iter().copied().find(|&c| {
             c.end_byte() <= with.start_byte()
                 && own(c)
+                // In no transaction, or in one of its own that commits before the one that
+                // applies (`with db.atomic(): WebhookEvent.create(...)`, then `with
+                // db.atomic(): handler(event)`).
                 && !idx
                     .within(func, kinds::WITH_STATEMENT)
                     .iter()
-                    .any(|w| transaction(*w) && syntax::contains(*w, c))
+                    .any(|w| transaction(*w) && syntax::contains(*w, c) && syntax::contains(*w, with))
                 && (records_a_delivery(idx, c, src) && turned_away(c)
                     || orm_record(c, func, src).is_some_and(|model| {
                         let row = OrmRow {

@@ -157,6 +157,14 @@ fn number_kind(idx: &NodeIndex<'_>, src: &str, func: Option<Node<'_>>, amount: N
     if reads_a_decimal_field(own, src) {
         return Kind::Decimal;
     }
+    // `body.amount` of a model of the file that declares `amount: Decimal = Field(...)`
+    // (pydantic, a dataclass).
+    if amount.kind() == kinds::ATTRIBUTE
+        && let Some(field) = amount.field("attribute")
+        && annotated_decimal(src, syntax::text(field, src))
+    {
+        return Kind::Decimal;
+    }
     let (Some(func), kinds::IDENTIFIER) = (func, amount.kind()) else {
         return Kind::Unknown;
     };
@@ -209,6 +217,23 @@ fn reads_a_decimal_field(text: &str, src: &str) -> bool {
             .split(['"', '\''])
             .nth(1)
             .is_some_and(|field| declared_decimal(src, field))
+}
+
+/// Whether a class of the file annotates `field` as a `Decimal` (`amount: Decimal = Field(gt=0,
+/// decimal_places=2)`, `amount: condecimal(decimal_places=2)`).
+fn annotated_decimal(src: &str, field: &str) -> bool {
+    !field.is_empty()
+        && src.match_indices(field).any(|(at, _)| {
+            let line_start = src[..at]
+                .rsplit('\n')
+                .next()
+                .is_some_and(|head| !head.is_empty() && head.trim().is_empty());
+            let rest = &src[at + field.len()..];
+            let line = rest.split('\n').next().unwrap_or(rest);
+            line_start
+                && line.trim_start().starts_with(':')
+                && (line.contains("Decimal") || line.contains("condecimal("))
+        })
 }
 
 /// Whether the file declares `field` as a decimal field of a serializer, a form or a model

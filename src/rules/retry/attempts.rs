@@ -169,6 +169,27 @@ pub(crate) fn retried_by(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> Opti
     if calls_retry {
         return Some("self.retry(...)".to_string());
     }
+    // Or hands itself to a helper of the file that calls it
+    // (`_retry_or_give_up(self, order, exc)` raising `task.retry(exc=exc, countdown=...)`).
+    let hands_itself =
+        memchr::memmem::find(syntax::text(func, src).as_bytes(), b"self.request.retries").is_some()
+            && idx.within(func, kinds::CALL).iter().any(|c| {
+                syntax::receiver(*c).is_none()
+                    && syntax::positional_args(*c)
+                        .first()
+                        .is_some_and(|a| syntax::text(*a, src) == "self")
+                    && idx
+                        .functions_named(idx.callee_name(*c, src), src)
+                        .any(|helper| {
+                            let param = crate::rules::pay::positional_parameters(helper, src)
+                                .first()
+                                .map(|p| format!("{p}.retry("));
+                            param.is_some_and(|p| syntax::text(helper, src).contains(&p))
+                        })
+            });
+    if hands_itself {
+        return Some("self.retry(...)".to_string());
+    }
     // arq runs a job again when it raises `Retry(defer=...)`.
     let raises_retry = idx.within(func, kinds::CALL).iter().any(|c| {
         matches!(

@@ -36,6 +36,13 @@ fn is_double(class: &str) -> bool {
     ]
     .iter()
     .any(|p| class.starts_with(p))
+        // Or a helper of the tests that makes one (`fake_klarna(...)`, `stub_gateway()`).
+        || class.split_once('_').is_some_and(|(first, _)| {
+            matches!(
+                first,
+                "fake" | "stub" | "dummy" | "mock" | "scripted" | "recording" | "canned"
+            )
+        })
 }
 
 /// The mocks `test` hands to functions and constructors of the change, and the names they

@@ -386,14 +386,31 @@ impl<'m> Mocks<'m> {
         );
         // A stand-in the test makes and hands the code by name (`session = mock.Mock()`, then
         // `Gateway(session, ...)`): the name says what it replaces.
+        // Or by a helper of the file that makes it (`klarna = fake_klarna("cap-1")`, which
+        // returns `mock.Mock(**{"capture_order.side_effect": [...]})`).
+        let makes_a_mock = |c: Node<'_>| {
+            matches!(
+                syntax::callee_name(c, src),
+                "Mock" | "MagicMock" | "AsyncMock" | "NonCallableMock"
+            )
+        };
         texts.extend(
             idx.within(test.node, kinds::CALL)
                 .iter()
                 .filter(|c| {
-                    matches!(
-                        syntax::callee_name(**c, src),
-                        "Mock" | "MagicMock" | "AsyncMock" | "NonCallableMock"
-                    )
+                    makes_a_mock(**c)
+                        || syntax::receiver(**c).is_none()
+                            && function_of_file(idx, src, syntax::callee_name(**c, src))
+                                .is_some_and(|helper| {
+                                    helper.id() != test.node.id()
+                                        && idx.within(helper, kinds::RETURN_STATEMENT).iter().any(
+                                            |r| {
+                                                r.named_child(0).is_some_and(|v| {
+                                                    v.kind() == kinds::CALL && makes_a_mock(v)
+                                                })
+                                            },
+                                        )
+                                })
                 })
                 .filter_map(|c| syntax::bound_name(*c, src))
                 .map(str::to_ascii_lowercase),
@@ -882,13 +899,21 @@ pub(super) fn change_fixtures<'c>(
                 continue;
             }
             seen.push(name);
-            let fixtures = cx
+            let fixtures: Vec<_> = cx
                 .change
                 .functions_named(cx.side, name)
                 .filter(|(file, f)| {
-                    file.is_test && f.decorators.iter().any(|d| d.contains("fixture"))
-                });
+                    file.is_test
+                        && f.decorators.iter().any(|d| d.contains("fixture"))
+                        && sees_fixtures_of(cx.path, &file.path)
+                })
+                .collect();
+            // The test's own module first: pytest takes its fixture over a conftest's.
+            let own = fixtures.iter().any(|(file, _)| file.path == cx.path);
             for (file, fixture) in fixtures {
+                if own && file.path != cx.path {
+                    continue;
+                }
                 next.extend(fixture.fixture_params.iter().map(String::as_str));
                 out.push((file, fixture));
             }
@@ -896,6 +921,18 @@ pub(super) fn change_fixtures<'c>(
         frontier = next;
     }
     out
+}
+
+/// Whether a test module at `test` can use the fixtures of the module at `file`: its own, or
+/// a `conftest.py` of its folder or one above. Another test module's fixtures are not its.
+fn sees_fixtures_of(test: &str, file: &str) -> bool {
+    if test == file {
+        return true;
+    }
+    let Some(dir) = file.strip_suffix("conftest.py") else {
+        return false;
+    };
+    dir.is_empty() || dir.ends_with('/') && test.starts_with(dir)
 }
 
 /// Autouse fixtures of a `conftest.py` in the change, as their name and what they call.

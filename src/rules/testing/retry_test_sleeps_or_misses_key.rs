@@ -106,6 +106,9 @@ fn check(cx: &mut Ctx<'_>) {
                 && !denies_a_retry(&test.facts.name.to_ascii_lowercase())
                 && !Mocks::of(cx, &test, &file_mocks).cover(&sleep_tokens)
                 && let Some((built, param, fixture)) = sleep_left_to_default(cx, &test)
+                // A test of a method of the client that never waits (`obtener_pago`, a read
+                // that fails once) does not get to the sleep.
+                && !only_methods_that_never_wait(cx, &test, &built)
             {
                 // A test of something else (`test_onbekende_uitkomst_wordt_nagezocht`) whose
                 // provider answers with what the client retries (`httpx.Response(502)`), through
@@ -230,6 +233,34 @@ fn check(cx: &mut Ctx<'_>) {
                 .note("key");
         }
     }
+}
+
+/// Whether all the test calls of the change are methods of `class` (the client built without
+/// its sleep) that neither wait nor call another method of the class: `obtener_pago`, a read,
+/// beside `crear_pago`, which retries.
+fn only_methods_that_never_wait(cx: &Ctx<'_>, test: &TestFn<'_>, class: &str) -> bool {
+    let class = class.rsplit('.').next().unwrap_or(class);
+    let prefix = format!("{class}.");
+    let callees = callees_under_test(cx, test);
+    !callees.is_empty()
+        && callees.iter().all(|c| {
+            let methods: Vec<_> = cx
+                .change
+                .functions_named(cx.side, &c.name)
+                .filter(|(file, f)| !file.is_test && f.qualname.starts_with(&prefix))
+                .collect();
+            !methods.is_empty()
+                && methods.iter().all(|(file, f)| {
+                    !f.sleeps
+                        && !f.callees.iter().any(|callee| {
+                            syntax::names_sleep(callee)
+                                || file
+                                    .functions
+                                    .iter()
+                                    .any(|m| m.name == *callee && m.qualname.starts_with(&prefix))
+                        })
+                })
+        })
 }
 
 /// Says of a finding that the code under test is built without the sleep it takes: what builds
@@ -717,7 +748,9 @@ fn left_to_default_in(
         if name.is_empty() || expected_to_raise(idx, scope, call, src) {
             return None;
         }
-        let (def, param, place) = takes_a_sleep(cx, name)?;
+        let Some((def, param, place)) = takes_a_sleep(cx, name) else {
+            return forwarded_by_a_factory(cx, scope, call, name, src);
+        };
         let positional = syntax::positional_args(call).len() as u32;
         // `self` takes the first place of a method's parameters.
         let offset = u32::from(def.qualname.contains('.'));
@@ -748,6 +781,52 @@ fn left_to_default_in(
             });
         (!passed).then(|| (syntax::callee(call, src).to_string(), param.to_string()))
     })
+}
+
+/// `make_plaid(backoff_base=0.01)` in a fixture that takes `make_plaid`, a factory fixture of
+/// the repository's conftest that hands its keywords on to a class of the change that takes its
+/// sleep by keyword (`PlaidTransferClient(..., **options)`): the keywords of this call are all
+/// the class gets, and the sleep is not among them. The class and the parameter.
+fn forwarded_by_a_factory(
+    cx: &Ctx<'_>,
+    scope: Node<'_>,
+    call: Node<'_>,
+    name: &str,
+    src: &str,
+) -> Option<(String, String)> {
+    if syntax::receiver(call).is_some()
+        || !super::parameters(scope, src)
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case(name))
+        || single_attempt(call, src)
+        || syntax::has_dict_splat(call)
+        || syntax::keyword_args(call, src)
+            .iter()
+            .any(|(k, _)| syntax::names_sleep(k))
+    {
+        return None;
+    }
+    let lower = name.to_ascii_lowercase();
+    let code = super::repository_conftests(cx)
+        .into_iter()
+        .find_map(|c| super::fixture_code(c, &lower))?;
+    cx.change
+        .functions_named(cx.side, "__init__")
+        .filter(|(file, f)| {
+            !file.is_test && f.sleep_param.as_deref().is_some_and(|p| p.1.is_none())
+        })
+        .filter_map(|(_, f)| f.qualname.strip_suffix(".__init__"))
+        .find_map(|class| {
+            let (_, param, _) = takes_a_sleep(cx, class)?;
+            let built = format!("{}(", class.to_ascii_lowercase());
+            let forwards = code.match_indices(&built).any(|(at, _)| {
+                let args = &code[at + built.len()..];
+                let args = &args[..args.find("\n)").unwrap_or(args.len())];
+                args.contains("**") && !args.contains(&format!("{}=", param.to_ascii_lowercase()))
+            });
+            (forwards && syntax::keyword_arg(call, param, src).is_none())
+                .then(|| (name.to_string(), param.to_string()))
+        })
 }
 
 /// Whether a call builds its client for a single attempt: `max_attempts=1`, `retries=0`,
