@@ -1525,6 +1525,17 @@ const CONNECTION_ONLY: &[&str] = &[
     "ConnectionRefusedError",
 ];
 
+/// Whether an `except` clause names connection errors and nothing else (`except
+/// httpx.ConnectError:`).
+fn catches_connection_only(clause: Node<'_>, src: &str) -> bool {
+    let types = syntax::except_types(clause);
+    !types.is_empty()
+        && types.iter().all(|t| {
+            let name = syntax::text(*t, src);
+            CONNECTION_ONLY.contains(&name.rsplit('.').next().unwrap_or(name))
+        })
+}
+
 /// A client that raises its error of an unknown outcome for connection errors alone (`except
 /// requests.ConnectionError: raise PaystackUnknownOutcome(...)`) and, in a later clause of the
 /// family (`except requests.RequestException: raise PaystackError(...)`), its error of a
@@ -1587,16 +1598,13 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
         .take_while(|c| c.id() != clause.id())
         .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE)
         .find_map(|c| {
-            let types = syntax::except_types(c);
-            let connection_only = !types.is_empty()
-                && types.iter().all(|t| {
-                    let name = syntax::text(*t, src);
-                    CONNECTION_ONLY.contains(&name.rsplit('.').next().unwrap_or(name))
-                });
             let unknown = raised_error(syntax::except_body(c)?, src)
                 .filter(|u| unavailable(u) || names_a_timeout(u))?;
-            connection_only.then(|| {
-                let names: Vec<&str> = types.iter().map(|t| syntax::text(*t, src)).collect();
+            catches_connection_only(c, src).then(|| {
+                let names: Vec<&str> = syntax::except_types(c)
+                    .iter()
+                    .map(|t| syntax::text(*t, src))
+                    .collect();
                 (names.join(", "), unknown)
             })
         });
@@ -1606,19 +1614,11 @@ fn raised_as_definite(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, clause: Node<'_>, h
     // Or only clauses of connection errors before it, which try again (`except
     // httpx.ConnectError: last_problem = ...`) while the function raises its unknown once the
     // attempts run out: the rest of the family, read timeouts with it, goes to the refusal.
-    let before: Vec<Node<'_>> = crate::python::named_children(try_statement)
+    let connection_before = crate::python::named_children(try_statement)
         .into_iter()
         .take_while(|c| c.id() != clause.id())
         .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE)
-        .collect();
-    let connection_before = before.iter().all(|c| {
-        let types = syntax::except_types(*c);
-        !types.is_empty()
-            && types.iter().all(|t| {
-                let name = syntax::text(*t, src);
-                CONNECTION_ONLY.contains(&name.rsplit('.').next().unwrap_or(name))
-            })
-    });
+        .all(|c| catches_connection_only(c, src));
     let earlier = earlier.filter(|_| !named).or(beside).or_else(|| {
         if !connection_before && !named {
             return None;

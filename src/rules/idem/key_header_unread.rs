@@ -146,7 +146,9 @@ fn check(cx: &mut Ctx<'_>) {
         .collect::<Vec<_>>()
         .join(" / ");
     let expected: Vec<&str> = providers.iter().flat_map(|p| p.headers).copied().collect();
-    let old = cx.versions.old.as_ref().map(|f| f.text.clone());
+    // Borrowed from the versions, not from `cx`, which the reports below borrow.
+    let versions = cx.versions;
+    let old = versions.old.as_ref().map(|f| f.text.as_str());
     for literal in literals {
         let Some(header) = syntax::string_value(literal, src) else {
             continue;
@@ -161,7 +163,7 @@ fn check(cx: &mut Ctx<'_>) {
         let mut shown: Vec<String> = expected.iter().map(|e| format!("`{e}`")).collect();
         shown.dedup();
         // The old version sent the name the provider reads: the change renamed it.
-        let was = old.as_deref().and_then(|text| {
+        let was = old.and_then(|text| {
             expected.iter().find(|e| {
                 memchr::memmem::find(text.as_bytes(), format!("\"{e}\"").as_bytes()).is_some()
             })

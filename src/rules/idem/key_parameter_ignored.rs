@@ -153,9 +153,11 @@ fn names_a_key(name: &str) -> bool {
         .iter()
         .any(|w| w.starts_with("idempot") || w == "idem")
         && (words.iter().any(|w| w == "key") || words.len() == 1)
-        // PayPal's key is its request id: `paypal_request_id`.
-        || words.first().is_some_and(|w| w == "paypal")
-            && words.ends_with(&["request".to_string(), "id".to_string()])
+        // A provider's key by its own name: `paypal_request_id`, `customer_transaction_id`.
+        || syntax::IDEMPOTENCY_WORDS
+            .iter()
+            .filter(|w| !w.starts_with("idempot"))
+            .any(|w| syntax::contains_lowercase(name, w))
 }
 
 /// Whether the file sends `name` as an idempotency header somewhere (`headers["PayPal-Request-Id"]

@@ -386,31 +386,14 @@ impl<'m> Mocks<'m> {
         );
         // A stand-in the test makes and hands the code by name (`session = mock.Mock()`, then
         // `Gateway(session, ...)`): the name says what it replaces.
-        // Or by a helper of the file that makes it (`klarna = fake_klarna("cap-1")`, which
-        // returns `mock.Mock(**{"capture_order.side_effect": [...]})`).
-        let makes_a_mock = |c: Node<'_>| {
-            matches!(
-                syntax::callee_name(c, src),
-                "Mock" | "MagicMock" | "AsyncMock" | "NonCallableMock"
-            )
-        };
         texts.extend(
             idx.within(test.node, kinds::CALL)
                 .iter()
                 .filter(|c| {
-                    makes_a_mock(**c)
-                        || syntax::receiver(**c).is_none()
-                            && function_of_file(idx, src, syntax::callee_name(**c, src))
-                                .is_some_and(|helper| {
-                                    helper.id() != test.node.id()
-                                        && idx.within(helper, kinds::RETURN_STATEMENT).iter().any(
-                                            |r| {
-                                                r.named_child(0).is_some_and(|v| {
-                                                    v.kind() == kinds::CALL && makes_a_mock(v)
-                                                })
-                                            },
-                                        )
-                                })
+                    matches!(
+                        syntax::callee_name(**c, src),
+                        "Mock" | "MagicMock" | "AsyncMock" | "NonCallableMock"
+                    )
                 })
                 .filter_map(|c| syntax::bound_name(*c, src))
                 .map(str::to_ascii_lowercase),
@@ -1551,15 +1534,12 @@ pub(crate) fn repository_conftest_modules<'c>(cx: &Ctx<'c>) -> Vec<&'c crate::in
     let Some(project) = cx.project() else {
         return Vec::new();
     };
-    let dir_of = |path: &str| path.rsplit_once('/').map_or("", |(d, _)| d).to_string();
-    let dir = dir_of(cx.path);
     project
         .modules()
         .iter()
         .filter(|m| {
-            let d = dir_of(&m.path);
-            m.path.rsplit('/').next() == Some("conftest.py")
-                && (d.is_empty() || dir == d || dir.starts_with(&format!("{d}/")))
+            m.path != cx.path
+                && sees_fixtures_of(cx.path, &m.path)
                 && !cx.change.files.iter().any(|f| f.path == m.path)
         })
         .collect()

@@ -611,6 +611,18 @@ fn left_to_default_in_fixtures(
     in_the_change.or_else(|| left_to_default_in_repository_fixtures(cx, &params))
 }
 
+/// The classes of the change, outside tests, whose constructor takes the sleep by keyword only
+/// (`MollieClient(http, *, slaap=asyncio.sleep)`).
+fn keyword_sleep_classes<'c>(cx: &Ctx<'c>) -> Vec<&'c str> {
+    cx.change
+        .functions_named(cx.side, "__init__")
+        .filter(|(file, f)| {
+            !file.is_test && f.sleep_param.as_deref().is_some_and(|p| p.1.is_none())
+        })
+        .filter_map(|(_, f)| f.qualname.strip_suffix(".__init__"))
+        .collect()
+}
+
 /// `left_to_default_in_fixtures` through the repository's conftests the change leaves as they
 /// are (their fixtures' code, lowercased): a class of the change that takes its sleep by
 /// keyword (`MollieClient(http, *, slaap=asyncio.sleep)`), built there with none
@@ -623,14 +635,7 @@ fn left_to_default_in_repository_fixtures(
     if conftests.is_empty() {
         return None;
     }
-    let classes: Vec<&str> = cx
-        .change
-        .functions_named(cx.side, "__init__")
-        .filter(|(file, f)| {
-            !file.is_test && f.sleep_param.as_deref().is_some_and(|p| p.1.is_none())
-        })
-        .filter_map(|(_, f)| f.qualname.strip_suffix(".__init__"))
-        .collect();
+    let classes = keyword_sleep_classes(cx);
     if classes.is_empty() {
         return None;
     }
@@ -810,23 +815,18 @@ fn forwarded_by_a_factory(
     let code = super::repository_conftests(cx)
         .into_iter()
         .find_map(|c| super::fixture_code(c, &lower))?;
-    cx.change
-        .functions_named(cx.side, "__init__")
-        .filter(|(file, f)| {
-            !file.is_test && f.sleep_param.as_deref().is_some_and(|p| p.1.is_none())
-        })
-        .filter_map(|(_, f)| f.qualname.strip_suffix(".__init__"))
-        .find_map(|class| {
-            let (_, param, _) = takes_a_sleep(cx, class)?;
-            let built = format!("{}(", class.to_ascii_lowercase());
-            let forwards = code.match_indices(&built).any(|(at, _)| {
-                let args = &code[at + built.len()..];
-                let args = &args[..args.find("\n)").unwrap_or(args.len())];
-                args.contains("**") && !args.contains(&format!("{}=", param.to_ascii_lowercase()))
-            });
-            (forwards && syntax::keyword_arg(call, param, src).is_none())
-                .then(|| (name.to_string(), param.to_string()))
-        })
+    keyword_sleep_classes(cx).into_iter().find_map(|class| {
+        let (_, param, _) = takes_a_sleep(cx, class)?;
+        let built = format!("{}(", class.to_ascii_lowercase());
+        let forwards = code.match_indices(&built).any(|(at, _)| {
+            // Read to the end of the fixture's code: the call spans lines, and its arguments
+            // make calls of their own (`transport=httpx.MockTransport(fake_bank)`).
+            let args = &code[at + built.len()..];
+            args.contains("**") && !args.contains(&format!("{}=", param.to_ascii_lowercase()))
+        });
+        (forwards && syntax::keyword_arg(call, param, src).is_none())
+            .then(|| (name.to_string(), param.to_string()))
+    })
 }
 
 /// Whether a call builds its client for a single attempt: `max_attempts=1`, `retries=0`,
