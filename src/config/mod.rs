@@ -114,6 +114,11 @@ impl Default for Vocabulary {
                 "zwrot",
                 "wyplata",
                 "obciazenie",
+                // Their verbs, where code names the call by them: `capturer`, `rimborsa`,
+                // `maak_incasso`.
+                "capturer",
+                "rimborsa",
+                "incasso",
             ]),
             money_arguments: words(&["amount", "currency", "total", "sum", "price", "value"]),
             entities: words(&[
@@ -164,6 +169,7 @@ impl Vocabulary {
                 .split('_')
                 .any(|w| NOT_MONEY.iter().any(|n| w.eq_ignore_ascii_case(n)))
             && !works_out_an_amount(name)
+            && !sets_up_a_party(name)
     }
 
     pub fn is_money_argument(&self, name: &str) -> bool {
@@ -210,21 +216,54 @@ const NOT_MONEY: &[&str] = &[
 /// `prorated_charge_cents`, `refund_amount`, `compute_capture_total`: a function that works out
 /// how much, named for the amount it returns or for the working out, not one that moves it.
 fn works_out_an_amount(name: &str) -> bool {
-    let mut words = name.split('_').filter(|w| !w.is_empty());
-    let first = words.next().unwrap_or_default();
-    let last = words.next_back().unwrap_or_default();
-    let is = |w: &str, list: &[&str]| list.iter().any(|n| w.eq_ignore_ascii_case(n));
-    is(
+    let (first, last) = first_and_last_words(name);
+    one_of(
         last,
         &[
             "cents", "pence", "paise", "minor", "amount", "amounts", "total", "totals", "sum",
             "fee", "fees", "price",
         ],
     ) || !last.is_empty()
-        && is(
+        && one_of(
             first,
             &["calculate", "calc", "compute", "estimate", "preview"],
         )
+}
+
+/// The first and the last `_`-separated words of a name (`""` for the last of a one-word name).
+fn first_and_last_words(name: &str) -> (&str, &str) {
+    let mut words = name.split('_').filter(|w| !w.is_empty());
+    let first = words.next().unwrap_or_default();
+    (first, words.next_back().unwrap_or_default())
+}
+
+/// Whether a word is one of `list`, in any case.
+fn one_of(word: &str, list: &[&str]) -> bool {
+    list.iter().any(|n| word.eq_ignore_ascii_case(n))
+}
+
+/// `create_transfer_recipient`, `ensure_payout_beneficiary`, `get_refund_payee`: a function that
+/// sets up or reads the party a payment goes to, which moves no money itself.
+fn sets_up_a_party(name: &str) -> bool {
+    let (first, last) = first_and_last_words(name);
+    one_of(
+        last,
+        &[
+            "recipient",
+            "recipients",
+            "beneficiary",
+            "beneficiaries",
+            "payee",
+            "payees",
+            "counterparty",
+        ],
+    ) && one_of(
+        first,
+        &[
+            "create", "ensure", "get", "add", "register", "upsert", "fetch", "find", "lookup",
+            "new", "make", "build", "setup", "update", "delete", "verify", "resolve", "validate",
+        ],
+    )
 }
 
 /// Whether `name`, or one of its `_`-separated words, is one of `words` (case-insensitive):

@@ -252,7 +252,8 @@ pub fn extract_reusing(path: &str, file: &ParsedFile, known: Option<&FileFacts>)
         })
         .chain(attribute_assignments(idx, src))
         .collect();
-    let local_test_cache = local_test_cache(idx, src);
+    let local_test_cache =
+        local_test_cache(idx, src) || is_test && app_built_with_a_local_cache(file, src);
     let memcache_replies = imports
         .iter()
         .any(|i| crate::rules::idem::memcache_add_without_reply::is_pymemcache(&i.target))
@@ -645,6 +646,37 @@ fn local_test_cache(idx: &NodeIndex<'_>, src: &str) -> bool {
                         )
                     })
             })
+    })
+}
+
+/// Whether a test module (a `conftest.py`) builds the app with Flask-Caching set to a cache in the
+/// process: `create_app({"CACHE_TYPE": "SimpleCache", ...})`, `app.config["CACHE_TYPE"] =
+/// "SimpleCache"`, `app.config.update(CACHE_TYPE="NullCache")`.
+fn app_built_with_a_local_cache(file: &ParsedFile, src: &str) -> bool {
+    let root = file.root();
+    memchr::memmem::find_iter(src.as_bytes(), b"CACHE_TYPE").any(|at| {
+        let Some(name) = root.descendant_for_byte_range(at, at + "CACHE_TYPE".len()) else {
+            return false;
+        };
+        // The string's content, or the name itself: up to the node that holds the value.
+        let holder = std::iter::successors(Some(name), |n| n.parent())
+            .take(4)
+            .find(|n| {
+                matches!(
+                    n.kind(),
+                    kinds::PAIR | kinds::KEYWORD_ARGUMENT | kinds::ASSIGNMENT
+                )
+            });
+        let value = holder.and_then(|h| match h.kind() {
+            kinds::PAIR | kinds::KEYWORD_ARGUMENT => h.field("value"),
+            _ => h.field("right"),
+        });
+        value.is_some_and(|v| {
+            matches!(
+                syntax::string_value(v, src),
+                Some("SimpleCache" | "NullCache" | "simple" | "null")
+            )
+        })
     })
 }
 

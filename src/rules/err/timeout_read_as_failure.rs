@@ -1016,14 +1016,25 @@ fn check(cx: &mut Ctx<'_>) {
             }
         }
         // `except GatewayUnavailable`, which the client raises only from `except
-        // requests.ConnectTimeout`: the request never left.
+        // requests.ConnectTimeout`: the request never left. Beside it, a refusal the client
+        // raises from no transport failure (`except (GatewayUnavailable, RequestRejected)`).
+        let names = caught_names(clause, src);
         if caught == Caught::Family
             && shadowed.is_none()
             && built_on.is_none()
             && kind_of.is_none()
-            && caught_names(clause, src)
-                .iter()
-                .all(|c| cx.change.raised_unsent(cx.side, c))
+            && names.iter().any(|c| cx.change.raised_unsent(cx.side, c))
+            && names.iter().all(|c| {
+                cx.change.raised_unsent(cx.side, c)
+                    || named_for_a_refusal(c)
+                        && cx.change.defines_class(cx.side, c)
+                        && !cx.change.raised_unanswered(cx.side, c)
+                        && !cx
+                            .change
+                            .no_answer_classes(cx.side)
+                            .iter()
+                            .any(|(n, _)| cx.change.subclass_of(cx.side, n, c))
+            })
         {
             continue;
         }
@@ -1895,6 +1906,11 @@ fn tests_for_no_status(condition: Node<'_>, alias: &str, src: &str) -> bool {
         kinds::PARENTHESIZED_EXPRESSION | kinds::NOT_OPERATOR => condition
             .named_child(0)
             .is_some_and(|c| tests_for_no_status(c, alias, src)),
+        // `exc.http_status is None or exc.http_status in RETRYABLE`: a side of it.
+        kinds::BOOLEAN_OPERATOR => [condition.field("left"), condition.field("right")]
+            .into_iter()
+            .flatten()
+            .any(|side| tests_for_no_status(side, alias, src)),
         kinds::COMPARISON_OPERATOR => {
             condition
                 .named_child(1)
@@ -2197,11 +2213,12 @@ fn failure_mark(idx: &NodeIndex<'_>, handler: Node<'_>, src: &str, caught: Caugh
     }
     // `log.warning("outcome of %s unknown, will resend", key)` then `return False`: the
     // handler knows the outcome is unknown, and its "no" says only that nothing is done now.
+    // Or in the language of the code (`log.warning("Auszahlung %s unklar")`).
     let logged_unknown = idx.within(handler, kinds::CALL).iter().any(|&c| {
-        facts::only_records(syntax::callee(c, src))
-            && syntax::text(c, src)
-                .to_ascii_lowercase()
-                .contains("unknown")
+        facts::only_records(syntax::callee(c, src)) && {
+            let line = syntax::text(c, src).to_ascii_lowercase();
+            line.contains("unknown") || FOREIGN_UNKNOWN_STATES.iter().any(|w| line.contains(w))
+        }
     });
     let assigned = idx
         .within(handler, kinds::ASSIGNMENT)
@@ -2303,9 +2320,19 @@ const FOREIGN_REFUSALS: &[&str] = &[
 ];
 
 /// Unknown outcomes and unavailable services in those languages: `AirwallexUnklar`,
-/// `IssueIncertaine`, `FlutterwaveIndisponible`, `UitkomstOnbekend`, `ResultadoDesconhecido`.
+/// `IssueIncertaine`, `AdyenIssueInconnue`, `FlutterwaveIndisponible`, `UitkomstOnbekend`, `ResultadoDesconhecido`.
 const FOREIGN_UNKNOWNS: &[&str] = &[
     "unklar",
+    "unbekannt",
+    "inconnu",
+    "inconnue",
+    "desconhecida",
+    "desconocida",
+    "incierta",
+    "incerta",
+    "sconosciuta",
+    "niepewna",
+    "nieznana",
     "ungewiss",
     "incertain",
     "incertaine",

@@ -310,7 +310,7 @@ impl FileFacts {
 /// Whether one word (of a path or a module) names payment code: `payments`, `billing`, a
 /// provider (`fiat/paypal.py`). Asked for every word of every import of every file, so the word
 /// is lowercased once and matched by length and bytes, not compared with each word in turn.
-fn is_payment_word(word: &str) -> bool {
+pub(crate) fn is_payment_word(word: &str) -> bool {
     // As long as the longest word, `terugbetalingen`.
     let mut lower = [0u8; 16];
     let Some(buf) = lower.get_mut(..word.len()) else {
@@ -611,8 +611,8 @@ pub(crate) fn raised_by_handlers(src: &str) -> (Vec<String>, Vec<String>) {
     let mut unsent: Vec<String> = Vec::new();
     let mut unanswered: Vec<String> = Vec::new();
     let mut elsewhere: Vec<&str> = Vec::new();
-    for (name, types) in raised_in_handlers(src) {
-        if !types.is_empty() && types.iter().all(|t| unsent_error(t)) {
+    for (name, types, guarded) in raised_in_handlers(src) {
+        if guarded || !types.is_empty() && types.iter().all(|t| unsent_error(t)) {
             if !unsent.iter().any(|u| u == name) {
                 unsent.push(name.to_string());
             }
@@ -652,10 +652,17 @@ fn transport_failure(name: &str) -> bool {
 }
 
 /// Each `raise Name(` of the file with the error types of the `except` line it sits under
-/// (the nearest line above it indented less), empty when it is under none.
-fn raised_in_handlers(src: &str) -> Vec<(&str, Vec<&str>)> {
+/// (the nearest line above it indented less), empty when it is under none; and whether the
+/// handler it is in (through its `if`s) first raises everything else that it caught, by a test
+/// named for a request never sent (`if not _never_sent(exc): raise OutcomeUnknown(...)`).
+fn raised_in_handlers(src: &str) -> Vec<(&str, Vec<&str>, bool)> {
     let mut out = Vec::new();
     let indent = |line: &str| line.len() - line.trim_start().len();
+    // The words of a guard of a request never sent, looked for once: most files have none.
+    // (Three scans of the file for the stems the words share, not one per word.)
+    let guards = [b"_sent".as_slice(), b"unsent", b"_SENT"]
+        .iter()
+        .any(|w| memchr::memmem::find(src.as_bytes(), w).is_some());
     for at in memchr::memmem::find_iter(src.as_bytes(), b"raise ") {
         let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
         if !src[line_start..at].bytes().all(|b| b == b' ' || b == b'\t') {
@@ -688,9 +695,49 @@ fn raised_in_handlers(src: &str) -> Vec<(&str, Vec<&str>)> {
                     .collect()
             })
             .unwrap_or_default();
-        out.push((name, types));
+        let guarded = guards
+            && opener.is_some_and(|l| l.starts_with("if "))
+            && after_an_unsent_guard(&src[..line_start], depth);
+        out.push((name, types, guarded));
     }
     out
+}
+
+/// Words of a test named for a request never sent (`_never_sent(exc)`, `was_unsent`).
+const UNSENT_GUARDS: &[&str] = &["never_sent", "not_sent", "unsent"];
+
+/// Whether the text before a `raise` at `depth`, up to its `except` line (through `if`
+/// openers), holds `if not <a test named for a request never sent>` whose block raises: what
+/// passes on to the `raise` is only what was never sent.
+fn after_an_unsent_guard(before: &str, depth: usize) -> bool {
+    let indent = |line: &str| line.len() - line.trim_start().len();
+    let mut depth = depth;
+    let mut handler: Vec<&str> = Vec::new();
+    for line in before.lines().rev() {
+        let code = line.trim_start();
+        if code.is_empty() || code.starts_with('#') {
+            continue;
+        }
+        if indent(line) < depth {
+            if code.starts_with("except") {
+                break;
+            }
+            if !(code.starts_with("if ") || code.starts_with("elif ") || code.starts_with("else")) {
+                return false;
+            }
+            depth = indent(line);
+        }
+        handler.push(line);
+    }
+    // In reading order: a guard, then its block's first line.
+    handler.reverse();
+    handler.windows(2).any(|pair| {
+        let guard = pair[0].trim_start().to_ascii_lowercase();
+        guard.starts_with("if not ")
+            && UNSENT_GUARDS.iter().any(|w| guard.contains(w))
+            && indent(pair[1]) > indent(pair[0])
+            && pair[1].trim_start().starts_with("raise ")
+    })
 }
 
 /// An error raised before a byte of the request left: a connection refused or never made.
@@ -1457,7 +1504,11 @@ pub(crate) fn names_a_stand_in(value: &str) -> bool {
 
 /// `fakeredis.FakeRedis()`, `respx.mock(...)`, `patch(...)`: a call that makes a stand-in.
 fn makes_a_stand_in(name: &str) -> bool {
-    MOCK_MAKERS.contains(&name) || name.starts_with("Fake")
+    MOCK_MAKERS.contains(&name)
+        || name.starts_with("Fake")
+        // `GatewayFalso()`, `AtrapaHttp()`: a class of the tests named for a fake in its words.
+        || name.starts_with(|c: char| c.is_ascii_uppercase())
+            && crate::rules::testing::named_foreign_double(name)
 }
 
 /// What a helper of a test file (a `setUp`) makes to stand in for something, lowercased, one

@@ -19,7 +19,11 @@ fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
         && (super::calls_for_gates(s).iter().any(|call| {
             !call.constructor && (waits_forever(s, call) || untimed_handed_in(s, call))
-        }) || may_leave_reads_unbounded(s.src()))
+        }) || bounds_only_the_connect(s.src())
+            || off_by_a_setting(s.src())
+            // A read timeout left to a parameter's `None`: only in a payment module (client
+            // code names timeouts beside `None` everywhere).
+            || s.facts.payment_module && off_by_a_parameter(s.src()))
 }
 
 /// A call on a client handed in (`self._session.get(url)`), with no timeout of its own: taken to
@@ -80,14 +84,59 @@ fn timeout_dropped(cx: &Ctx<'_>, call: &HttpCall<'_>) -> Option<u32> {
 
 /// Whether the text may build a timeout that bounds the connect only (`unbounded_reads`).
 fn may_leave_reads_unbounded(src: &str) -> bool {
-    src.contains("Timeout(None") || src.contains("read=None") || src.contains("ClientTimeout(")
+    bounds_only_the_connect(src) || may_turn_a_timeout_off(src)
+}
+
+/// `Timeout(None, connect=3.0)`, `read=None`, aiohttp's `ClientTimeout(connect=5)`.
+fn bounds_only_the_connect(src: &str) -> bool {
+    let has = |w: &str| memchr::memmem::find(src.as_bytes(), w.as_bytes()).is_some();
+    has("Timeout(None") || has("read=None") || has("ClientTimeout(")
+}
+
+/// Whether the text may switch a timeout off by a parameter's default or a setting.
+fn may_turn_a_timeout_off(src: &str) -> bool {
+    off_by_a_parameter(src) || off_by_a_setting(src)
+}
+
+/// A read timeout built from a parameter (`left_to_parameters`): `Timeout(10.0,
+/// read=read_timeout)`, `self.timeout = (connect_timeout, read_timeout)`.
+fn off_by_a_parameter(src: &str) -> bool {
+    let has = |w: &str| memchr::memmem::find(src.as_bytes(), w.as_bytes()).is_some();
+    (has("read=") || has("timeout = (")) && defaults_a_timeout_to_none(src)
+}
+
+/// A setting that is `None` unless configured (`off_unless_configured`).
+fn off_by_a_setting(src: &str) -> bool {
+    let has = |w: &str| memchr::memmem::find(src.as_bytes(), w.as_bytes()).is_some();
+    has(" or None") && (has("environ") || has("getenv"))
+        || has("TIMEOUT\", None)")
+        || has("TIMEOUT', None)")
+}
+
+/// Whether a `timeout` of the text has `None` a few characters on (`read_timeout: float | None
+/// = None`, `timeout=None`).
+fn defaults_a_timeout_to_none(src: &str) -> bool {
+    memchr::memmem::find_iter(src.as_bytes(), b"timeout").any(|at| {
+        let window = &src.as_bytes()[at..src.len().min(at + 40)];
+        memchr::memmem::find(window, b"None").is_some()
+    })
 }
 
 fn check(cx: &mut Ctx<'_>) {
     if cx.facts.is_some_and(|f| f.is_test) {
         return;
     }
-    for call in super::http_calls(cx) {
+    // As the gate's calls: every call the family knows is tied to a library the text names, and
+    // a file opened by a setting alone (`off_unless_configured`) names none.
+    let names_a_library = ["httpx", "requests", "aiohttp", "urllib"]
+        .iter()
+        .any(|w| memchr::memmem::find(cx.src().as_bytes(), w.as_bytes()).is_some());
+    let calls = if names_a_library {
+        super::http_calls(cx)
+    } else {
+        Vec::new()
+    };
+    for call in calls {
         if call.constructor {
             continue;
         }
@@ -142,6 +191,86 @@ fn check(cx: &mut Ctx<'_>) {
         finding.point = Some(note);
     }
     unbounded_reads(cx);
+    off_unless_configured(cx);
+}
+
+/// A payment timeout read from the environment that is `None` unless it is set:
+/// `pago_timeout_s=float(os.environ.get("PAGO_TIMEOUT_S", "0")) or None`. Unset is the usual
+/// case, and a `None` timeout is none at all, whatever the client's default.
+fn off_unless_configured(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    let found: Vec<(Node<'_>, String)> = idx
+        .all(kinds::BOOLEAN_OPERATOR)
+        .iter()
+        .filter_map(|&op| {
+            let (left, right) = (op.field("left")?, op.field("right")?);
+            if right.kind() != kinds::NONE || syntax::text(op, src).contains(" and ") {
+                return None;
+            }
+            payment_timeout_setting(cx, op, src).filter(|_| reads_env_defaulting_to_zero(left, src))
+        })
+        .chain(idx.all(kinds::CALL).iter().filter_map(|&call| {
+            // `read_timeout=getattr(settings, "STRIPE_READ_TIMEOUT", None)`.
+            let args = syntax::positional_args(call);
+            if syntax::callee(call, src) != "getattr"
+                || args.len() != 3
+                || args[2].kind() != kinds::NONE
+            {
+                return None;
+            }
+            payment_timeout_setting(cx, call, src)
+        }))
+        .collect();
+    for (holder, name) in found {
+        let finding = cx
+            .report_lines(&RULE, syntax::lines(holder), name.clone())
+            .arg("setting", name)
+            .arg("value", syntax::normalized(holder, src))
+            .note("unset_none");
+        finding.point = Some("unset_none");
+    }
+}
+
+/// The keyword or assignment `value` is given to, when its name is a timeout's and says money
+/// or the file is a payment module (`psp_timeout_s=`, `PAYOUT_TIMEOUT =`): the holder and the
+/// name.
+fn payment_timeout_setting<'t>(
+    cx: &Ctx<'_>,
+    value: Node<'t>,
+    src: &str,
+) -> Option<(Node<'t>, String)> {
+    let holder = value.parent()?;
+    let name = match holder.kind() {
+        kinds::KEYWORD_ARGUMENT => holder.field("name")?,
+        kinds::ASSIGNMENT => holder.field("left")?,
+        _ => return None,
+    };
+    let name = syntax::text(name, src);
+    let name = name.rsplit('.').next().unwrap_or(name);
+    let words = || name.split('_').filter(|w| !w.is_empty());
+    let timeout = words().any(|w| w.eq_ignore_ascii_case("timeout"));
+    let money = words().any(crate::rules::facts::is_payment_word)
+        || cx.facts.is_some_and(|f| f.payment_module);
+    (timeout && money).then(|| (holder, name.to_string()))
+}
+
+/// Whether the value reads the environment with a zero or empty default, the one that `or None`
+/// then turns into no timeout: `float(os.environ.get("X", "0"))`, `int(os.getenv("X", 0))`.
+fn reads_env_defaulting_to_zero(value: Node<'_>, src: &str) -> bool {
+    let text = syntax::text(value, src);
+    ["environ", "getenv", "env("]
+        .iter()
+        .any(|w| text.contains(w))
+        && syntax::descendants(value, &[kinds::CALL])
+            .into_iter()
+            .filter(|c| matches!(syntax::callee_name(*c, src), "get" | "getenv" | "env"))
+            .filter_map(|c| syntax::positional_args(c).get(1).copied())
+            .any(|d| {
+                let d = syntax::text(d, src).trim_matches(|c| c == '"' || c == '\'');
+                matches!(d, "" | "0" | "0.0")
+            })
 }
 
 /// Calls on the money path handed a timeout that bounds the connect only:
@@ -231,6 +360,33 @@ fn unbounded_reads(cx: &mut Ctx<'_>) {
                     && cx.facts.is_some_and(|f| f.payment_module)
         })
         .collect();
+    for (call, param, made, caller_line) in left_to_parameters(cx) {
+        let callee = syntax::callee(call, src).to_string();
+        let given = syntax::keyword_arg(call, "timeout", src)
+            .map_or_else(String::new, |t| syntax::normalized(t, src));
+        let name = param
+            .field("name")
+            .map_or("", |n| syntax::text(n, src))
+            .to_string();
+        // The default is the bug when the change wrote it; otherwise the call that hands it on.
+        let (first, _) = syntax::lines(param);
+        let lines = if cx.touches_added(first, first) {
+            (first, first)
+        } else {
+            syntax::lines(call)
+        };
+        let finding = cx
+            .report_lines(&RULE, lines, format!("{callee} {given} {name}"))
+            .arg("call", callee)
+            .arg("timeout", given)
+            .arg("made", made)
+            .arg("param", name)
+            .note("read_param");
+        if caller_line > 0 {
+            finding.arg("caller_line", caller_line.to_string());
+        }
+        finding.point = Some("read_param");
+    }
     for (call, given, made) in found {
         let callee = syntax::callee(call, src).to_string();
         let finding = cx
@@ -241,6 +397,131 @@ fn unbounded_reads(cx: &mut Ctx<'_>) {
             .note("read_none");
         finding.point = Some("read_none");
     }
+}
+
+/// Calls whose read timeout is a parameter that defaults to `None`, built into the timeout of
+/// the requests elsewhere (`self.timeout = (connect_timeout, read_timeout)` of an `__init__`
+/// taking `read_timeout: float | None = None`, or `httpx.Timeout(10.0, read=read_timeout)`),
+/// where a call of that function in the file leaves it out (`cls(settings.URL, settings.TOKEN)`):
+/// the call, the parameter, the timeout as built and the line of the call that leaves it.
+fn left_to_parameters<'t>(cx: &Ctx<'t>) -> Vec<(Node<'t>, Node<'t>, String, u32)> {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return Vec::new();
+    };
+    let built = |value: Node<'t>| -> Option<Node<'t>> {
+        match value.kind() {
+            kinds::TUPLE | kinds::CALL => Some(value),
+            // `self.timeout`, set once in `__init__`.
+            kinds::ATTRIBUTE => {
+                let name = syntax::text(value, src);
+                idx.all(kinds::ASSIGNMENT).iter().find_map(|a| {
+                    (syntax::text(a.field("left")?, src) == name)
+                        .then(|| a.field("right"))
+                        .flatten()
+                })
+            }
+            _ => None,
+        }
+    };
+    let read_of = |made: Node<'t>| -> Option<Node<'t>> {
+        match made.kind() {
+            // requests' `(connect, read)`.
+            kinds::TUPLE => {
+                let parts = crate::python::named_children(made);
+                (parts.len() == 2).then(|| parts[1])
+            }
+            kinds::CALL if syntax::callee_name(made, src) == "Timeout" => {
+                syntax::keyword_arg(made, "read", src)
+            }
+            _ => None,
+        }
+    };
+    let mut found = Vec::new();
+    // The requests, and the calls of the file's own sender that hand it the timeout
+    // (`self._request("POST", path, timeout=self._refund_timeout)`).
+    for &node in idx.all(kinds::CALL) {
+        let Some(made) = syntax::keyword_arg(node, "timeout", src).and_then(built) else {
+            continue;
+        };
+        let Some(read) = read_of(made).filter(|r| r.kind() == kinds::IDENTIFIER) else {
+            continue;
+        };
+        let name = syntax::text(read, src);
+        let Some(func) = idx.enclosing(made, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        let Some(param) = syntax::defaulted_parameter(func, name, src)
+            .filter(|p| p.field("value").is_some_and(|v| v.kind() == kinds::NONE))
+        else {
+            continue;
+        };
+        if idx
+            .assigned_before(Some(func), name, made.start_byte(), src)
+            .is_some()
+            || !(super::on_money_path(cx, node) || cx.facts.is_some_and(|f| f.payment_module))
+        {
+            continue;
+        }
+        if let Some(line) = caller_leaving_out(idx, func, name, src)
+            .or_else(|| bounded_before(cx, func, name).map(|_| 0))
+        {
+            found.push((node, param, syntax::normalized(made, src), line));
+        }
+    }
+    found
+}
+
+/// The old version's default of the parameter `name` of the function of the same name, when it
+/// was a bound (`refund_read_timeout: float = 45.0`): the change switched the timeout off.
+fn bounded_before(cx: &Ctx<'_>, func: Node<'_>, name: &str) -> Option<String> {
+    let src = cx.src();
+    let function = syntax::function_name(func, src);
+    if !cx.versions.old.as_ref()?.text.contains(name) {
+        return None;
+    }
+    let old = cx.other.get()?;
+    let (idx, text) = (old.index(), old.text());
+    idx.functions_named(function, text).find_map(|f| {
+        let value = syntax::defaulted_parameter(f, name, text)?.field("value")?;
+        (value.kind() != kinds::NONE).then(|| syntax::normalized(value, text))
+    })
+}
+
+/// The line of a call of `func` in the file that leaves its parameter `name` out: by the
+/// function's name, or, for an `__init__`, by its class's name or `cls(...)`.
+fn caller_leaving_out(
+    idx: &crate::python::NodeIndex<'_>,
+    func: Node<'_>,
+    name: &str,
+    src: &str,
+) -> Option<u32> {
+    let function = syntax::function_name(func, src);
+    let class = (function == "__init__")
+        .then(|| idx.enclosing(func, kinds::CLASS_DEFINITION))
+        .flatten()
+        .and_then(|c| c.field("name"))
+        .map(|n| syntax::text(n, src));
+    let params = crate::rules::pay::positional_parameters(func, src);
+    let bound = params.first().is_some_and(|p| matches!(*p, "self" | "cls"));
+    let at = params
+        .iter()
+        .position(|p| *p == name)
+        .map(|at| at - usize::from(bound));
+    idx.all(kinds::CALL)
+        .iter()
+        .find(|c| {
+            let callee = syntax::callee_name(**c, src);
+            let named = match class {
+                Some(class) => callee == class || syntax::callee(**c, src) == "cls",
+                None => callee == function,
+            };
+            named
+                && !syntax::contains(func, **c)
+                && syntax::keyword_arg(**c, name, src).is_none()
+                && !syntax::has_dict_splat(**c)
+                && at.is_none_or(|at| syntax::positional_args(**c).len() <= at)
+        })
+        .map(|c| syntax::lines(*c).0)
 }
 
 /// Whether the file reads a stream of events, for which a client waits without end on purpose.

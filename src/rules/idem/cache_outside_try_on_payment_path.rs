@@ -365,6 +365,29 @@ fn lock_for_the_run(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>, call: Nod
     if held_by_a_with {
         return true;
     }
+    // `_acquire_order_lock(order_id)`, then `try: ... finally: _release_order_lock(order_id)`:
+    // the same, through helpers named for the lock.
+    let finally_calls = |callee_ok: &dyn Fn(Node<'_>) -> bool| {
+        idx.within(func, kinds::TRY_STATEMENT)
+            .iter()
+            .filter(|t| t.start_byte() > call.end_byte())
+            .flat_map(|&t| crate::python::named_children(t))
+            .filter(|c| c.kind() == kinds::FINALLY_CLAUSE)
+            .any(|f| idx.within(f, kinds::CALL).iter().any(|&d| callee_ok(d)))
+    };
+    if syntax::names_a_lock(syntax::callee(call, src))
+        && finally_calls(&|d| {
+            syntax::names_a_lock(syntax::callee(d, src))
+                && syntax::positional_args(d)
+                    .first()
+                    .map(|a| syntax::normalized(*a, src))
+                    == syntax::positional_args(call)
+                        .first()
+                        .map(|a| syntax::normalized(*a, src))
+        })
+    {
+        return true;
+    }
     let Some(claim) =
         super::cache_call(call, cx).filter(|c| matches!(c.op, super::Op::AtomicWrite))
     else {

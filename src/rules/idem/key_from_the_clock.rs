@@ -297,6 +297,8 @@ fn names_one_payment(name: &str) -> bool {
                 | "withdrawal"
                 | "disbursement"
                 | "booking"
+                | "installment"
+                | "instalment"
                 | "intent"
                 | "remittance"
         )
@@ -307,7 +309,16 @@ fn names_one_payment(name: &str) -> bool {
 /// `{"payment_id": str(payment.id)}`), where the key does not name it: `payment`.
 fn paid_record(at: Node<'_>, made: Node<'_>, src: &str) -> Option<String> {
     let key = syntax::text(made, src);
-    syntax::descendants(at, &[kinds::ATTRIBUTE])
+    // A key in a `headers={...}` dict: the request's other arguments are the call's
+    // (`json={"amount": charge.amount_cents}`).
+    let sent = match at.kind() {
+        kinds::PAIR => std::iter::successors(at.parent(), |n| n.parent())
+            .take(4)
+            .find(|n| n.kind() == kinds::CALL)
+            .unwrap_or(at),
+        _ => at,
+    };
+    syntax::descendants(sent, &[kinds::ATTRIBUTE])
         .into_iter()
         .filter_map(|a| a.field("object"))
         .filter(|o| o.kind() == kinds::IDENTIFIER)

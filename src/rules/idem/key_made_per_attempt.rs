@@ -479,14 +479,21 @@ fn kept_with_a_record_found_first(
                 syntax::statements(body).last().is_some_and(|last| {
                     last.kind() == kinds::RETURN_STATEMENT
                         && syntax::return_value(*last).is_some_and(|v| {
-                            // `return existing`, or its id (`return unfinished.id`).
-                            let root = match v.kind() {
+                            // `return existing`, its id (`return unfinished.id`), or the
+                            // record made over (`return dict(existing, **links)`).
+                            let of = |v: Node<'_>| match v.kind() {
                                 kinds::IDENTIFIER => Some(syntax::text(v, src)),
                                 kinds::ATTRIBUTE => v
                                     .field("object")
                                     .filter(|o| o.kind() == kinds::IDENTIFIER)
                                     .map(|o| syntax::text(o, src)),
                                 _ => None,
+                            };
+                            let root = match v.kind() {
+                                kinds::CALL => {
+                                    syntax::positional_args(v).first().and_then(|a| of(*a))
+                                }
+                                _ => of(v),
                             };
                             root.is_some_and(|root| {
                                 stmt.field("condition").is_some_and(|c| {
@@ -502,10 +509,15 @@ fn kept_with_a_record_found_first(
             // After the key is made, or the call it is made in (`Payment.create(key=...)`).
             (c.start_byte() > made.start_byte() || syntax::contains(c, made))
                 && own(c)
-                && matches!(
-                    syntax::callee_name(c, src),
-                    "add" | "save" | "create" | "flush" | "insert" | "insert_one" | "bulk_create"
-                )
+                && match syntax::callee_name(c, src) {
+                    "add" | "save" | "create" | "flush" | "insert" | "insert_one"
+                    | "bulk_create" => true,
+                    // SQLAlchemy Core: `conn.execute(insert(captures).values(key=...))`.
+                    "values" | "execute" => {
+                        syntax::contains_lowercase(syntax::text(c, src), "insert")
+                    }
+                    _ => false,
+                }
         })
 }
 

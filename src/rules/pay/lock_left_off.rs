@@ -123,6 +123,9 @@ fn check(cx: &mut Ctx<'_>) {
             }) {
                 continue;
             }
+            if every_caller_holds_a_lock(cx, syntax::function_name(func, src)) {
+                break;
+            }
             let function = crate::rules::facts::qualname(func, idx, src);
             // The same race told by another rule: the lock the old version took here (PAY025),
             // the claim taken apart or the lock a sibling takes (PAY040).
@@ -498,6 +501,35 @@ fn takes_a_lock(idx: &NodeIndex<'_>, func: Node<'_>, src: &str) -> bool {
                 })
                 || names_a_row_lock(&syntax::name_words(idx.callee_name(*c, src)))
         })
+}
+
+/// Whether the function is called in the change, and every function that calls it takes an
+/// exclusive lock of its own first (`if not cache.add(f"refund:{id}:send", ...)`, `with
+/// redis.lock(...)`): the runs that would race are kept apart before the read.
+fn every_caller_holds_a_lock(cx: &Ctx<'_>, name: &str) -> bool {
+    let mut callers = cx.change.calls_named(cx.side, name).peekable();
+    callers.peek().is_some()
+        && callers.all(|(facts, call)| {
+            !call.function.is_empty()
+                && facts.calls.iter().any(|other| {
+                    other.function == call.function
+                        && other.line <= call.line
+                        && takes_exclusive_lock(other)
+                })
+        })
+}
+
+/// A call that takes a lock: one named for it (`lock`, `acquire_lock`, `redis.lock`), or a
+/// cache's `add`, which sets only where no one holds the key (`cache.add(key, owner, timeout=...)`).
+fn takes_exclusive_lock(call: &crate::rules::facts::CallSite) -> bool {
+    let name = call.name();
+    let receiver_words = || call.receiver().map(syntax::name_words).unwrap_or_default();
+    names_a_row_lock(&syntax::name_words(name))
+        || name == "acquire" && names_a_row_lock(&receiver_words())
+        || name == "add"
+            && call
+                .receiver()
+                .is_some_and(|r| syntax::name_words(r).iter().any(|w| w.contains("cache")))
 }
 
 /// `lock_payout`, `locked_order`, `get_order_for_update`, `vergrendel_bestelling`.

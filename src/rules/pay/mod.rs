@@ -674,13 +674,32 @@ pub(crate) fn members_of(
 ) -> Vec<String> {
     let holds_the_set =
         |members: &Vec<String>| kept.iter().all(|(_, k)| members.iter().any(|m| m == k));
-    let in_file = idx
+    // `Refund.Status`: the class nested in the model the set names, where the file has it.
+    let (owner, class) = match class.rsplit_once('.') {
+        Some((owner, class)) => (Some(owner.rsplit('.').next().unwrap_or(owner)), class),
+        None => (None, class),
+    };
+    let named = |c: Node<'_>, name: &str| {
+        c.field("name")
+            .is_some_and(|n| syntax::text(n, src) == name)
+    };
+    let in_owner = |c: Node<'_>| {
+        owner.is_none_or(|owner| {
+            idx.enclosing(c, kinds::CLASS_DEFINITION)
+                .is_some_and(|o| named(o, owner))
+        })
+    };
+    let classes: Vec<Node<'_>> = idx
         .all(kinds::CLASS_DEFINITION)
         .iter()
-        .filter(|c| {
-            c.field("name")
-                .is_some_and(|n| syntax::text(n, src) == class)
-        })
+        .copied()
+        .filter(|c| named(*c, class))
+        .collect();
+    // The owner's own class when the file has it; any of the name when it has none.
+    let owned = classes.iter().any(|c| in_owner(*c));
+    let in_file = classes
+        .into_iter()
+        .filter(|c| !owned || in_owner(*c))
         .filter_map(|c| c.field("body"))
         .map(|body| {
             crate::python::named_children(body)

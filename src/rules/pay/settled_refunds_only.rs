@@ -177,8 +177,26 @@ fn in_flight_left_out(
             } else {
                 (written.to_string(), None)
             };
+            // `[*Refund.OPEN_STATUSES, Refund.Status.SUCCEEDED]`: the states unpacked into it
+            // are not read, so what it leaves out is not known.
+            if members.contains('*') {
+                return None;
+            }
+            // The class as the set names it, with the model it belongs to (`Refund.Status`).
             let kept: Vec<(String, String)> = super::state_members(&members)
-                .map(|(_, class, member)| (class.to_string(), member.to_string()))
+                .map(|(token, class, member)| {
+                    let qualified = token.rsplit_once('.').map_or(class, |(q, _)| q);
+                    let mut parts = qualified.rsplit('.');
+                    let class = match (parts.next(), parts.next()) {
+                        (Some(class), Some(owner))
+                            if owner.starts_with(|c: char| c.is_ascii_uppercase()) =>
+                        {
+                            format!("{owner}.{class}")
+                        }
+                        _ => class.to_string(),
+                    };
+                    (class, member.to_string())
+                })
                 .collect();
             let class = kept.first()?.0.clone();
             if kept.iter().any(|(c, _)| *c != class) {

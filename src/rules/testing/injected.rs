@@ -43,6 +43,7 @@ fn is_double(class: &str) -> bool {
                 "fake" | "stub" | "dummy" | "mock" | "scripted" | "recording" | "canned"
             )
         })
+        || super::named_foreign_double(class)
 }
 
 /// The mocks `test` hands to functions and constructors of the change, and the names they

@@ -850,7 +850,9 @@ pub fn fixture_fake_on(cx: &Ctx<'_>, test: &TestFn<'_>, path: &[String]) -> bool
         .into_iter()
         .filter_map(|(_, fixture)| fixture.mocks.as_deref())
         .flat_map(|m| m.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
-        .filter(|w| ["fake", "stub", "dummy"].iter().any(|p| w.starts_with(p)))
+        .filter(|w| {
+            ["fake", "stub", "dummy"].iter().any(|p| w.starts_with(p)) || named_foreign_double(w)
+        })
         .collect();
     !fakes.is_empty()
         && path.iter().any(|name| {
@@ -1569,6 +1571,23 @@ pub(crate) fn fixture_code<'f>(fixtures: &'f str, name: &str) -> Option<&'f str>
         .find("\n@")
         .map_or(fixtures.len(), |e| at + e);
     fixtures.get(start..end)
+}
+
+/// Words a test double is named by in the languages tests are written in, where the word for
+/// "fake" often follows the noun: `GatewayFalso`, `ClienteFinto`, `PasserelleFausse`,
+/// `AtrapaHttp`, `ZahlungAttrappe`.
+pub(crate) const FOREIGN_DOUBLES: &[&str] = &[
+    "falso", "falsa", "falsos", "falsas", "finto", "finta", "faux", "fausse", "atrapa", "attrappe",
+    "simulado", "simulada",
+];
+
+/// Whether a name (a class, a fixture, a helper), as written or lowercased in a fixture's code
+/// (`gatewayfalso`), names a test double by one of `FOREIGN_DOUBLES` at its start or end.
+pub(crate) fn named_foreign_double(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    FOREIGN_DOUBLES
+        .iter()
+        .any(|w| lower.starts_with(w) || lower.ends_with(w))
 }
 
 #[cfg(test)]

@@ -523,6 +523,11 @@ fn makes_a_double(code: &str) -> bool {
         code.match_indices(verb).any(|(at, _)| {
             let value = &code[at + verb.len()..];
             STAND_IN_PREFIXES.iter().any(|w| value.starts_with(w))
+                // `return gatewayfalso()`: the word for a fake after the noun, lowercased.
+                || value
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .next()
+                    .is_some_and(super::named_foreign_double)
         })
     })
 }
