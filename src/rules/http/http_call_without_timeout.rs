@@ -3,7 +3,7 @@
 use tree_sitter::Node;
 
 use super::{HttpCall, Lib};
-use crate::python::{Fields, kinds, syntax};
+use crate::python::{Fields, NodeIndex, kinds, syntax};
 use crate::rules::{Check, Ctx, Gate, Local, Rule, Scan};
 
 pub(crate) static RULE: Rule = Rule {
@@ -300,16 +300,8 @@ fn unbounded_reads(cx: &mut Ctx<'_>) {
                     .filter(|v| v.kind() == kinds::CALL)?
             }
             // `self._charge_timeout`, set once in `__init__`.
-            kinds::ATTRIBUTE => {
-                let name = syntax::text(value, src);
-                idx.all(kinds::ASSIGNMENT).iter().find_map(|a| {
-                    let left = a.field("left")?;
-                    (syntax::text(left, src) == name)
-                        .then(|| a.field("right"))
-                        .flatten()
-                        .filter(|r| r.kind() == kinds::CALL)
-                })?
-            }
+            kinds::ATTRIBUTE => attribute_value(idx, syntax::text(value, src), src)
+                .filter(|r| r.kind() == kinds::CALL)?,
             _ => return None,
         };
         let callee = syntax::callee(made, src);
@@ -412,14 +404,7 @@ fn left_to_parameters<'t>(cx: &Ctx<'t>) -> Vec<(Node<'t>, Node<'t>, String, u32)
         match value.kind() {
             kinds::TUPLE | kinds::CALL => Some(value),
             // `self.timeout`, set once in `__init__`.
-            kinds::ATTRIBUTE => {
-                let name = syntax::text(value, src);
-                idx.all(kinds::ASSIGNMENT).iter().find_map(|a| {
-                    (syntax::text(a.field("left")?, src) == name)
-                        .then(|| a.field("right"))
-                        .flatten()
-                })
-            }
+            kinds::ATTRIBUTE => attribute_value(idx, syntax::text(value, src), src),
             _ => None,
         }
     };
@@ -471,6 +456,16 @@ fn left_to_parameters<'t>(cx: &Ctx<'t>) -> Vec<(Node<'t>, Node<'t>, String, u32)
     found
 }
 
+/// What the file first sets an attribute to (`self._charge_timeout = httpx.Timeout(...)` in
+/// `__init__`), by the attribute as written.
+fn attribute_value<'t>(idx: &NodeIndex<'t>, name: &str, src: &str) -> Option<Node<'t>> {
+    idx.all(kinds::ASSIGNMENT).iter().find_map(|a| {
+        (syntax::text(a.field("left")?, src) == name)
+            .then(|| a.field("right"))
+            .flatten()
+    })
+}
+
 /// The old version's default of the parameter `name` of the function of the same name, when it
 /// was a bound (`refund_read_timeout: float = 45.0`): the change switched the timeout off.
 fn bounded_before(cx: &Ctx<'_>, func: Node<'_>, name: &str) -> Option<String> {
@@ -489,12 +484,7 @@ fn bounded_before(cx: &Ctx<'_>, func: Node<'_>, name: &str) -> Option<String> {
 
 /// The line of a call of `func` in the file that leaves its parameter `name` out: by the
 /// function's name, or, for an `__init__`, by its class's name or `cls(...)`.
-fn caller_leaving_out(
-    idx: &crate::python::NodeIndex<'_>,
-    func: Node<'_>,
-    name: &str,
-    src: &str,
-) -> Option<u32> {
+fn caller_leaving_out(idx: &NodeIndex<'_>, func: Node<'_>, name: &str, src: &str) -> Option<u32> {
     let function = syntax::function_name(func, src);
     let class = (function == "__init__")
         .then(|| idx.enclosing(func, kinds::CLASS_DEFINITION))
@@ -599,15 +589,9 @@ fn none_by_default<'a>(cx: &impl Local<'a>, call: Node<'_>, given: Node<'_>) -> 
     }
     let name = syntax::text(given, src);
     let func = idx.enclosing(call, kinds::FUNCTION_DEFINITION)?;
-    let defaults_to_none = func.field("parameters").is_some_and(|params| {
-        crate::python::named_children(params).iter().any(|p| {
-            matches!(
-                p.kind(),
-                kinds::DEFAULT_PARAMETER | kinds::TYPED_DEFAULT_PARAMETER
-            ) && syntax::parameter_name(*p, src) == name
-                && p.field("value").is_some_and(|v| v.kind() == kinds::NONE)
-        })
-    });
+    let defaults_to_none = syntax::defaulted_parameter(func, name, src)
+        .and_then(|p| p.field("value"))
+        .is_some_and(|v| v.kind() == kinds::NONE);
     if !defaults_to_none
         || idx
             .assigned_before(Some(func), name, call.start_byte(), src)
@@ -615,20 +599,7 @@ fn none_by_default<'a>(cx: &impl Local<'a>, call: Node<'_>, given: Node<'_>) -> 
     {
         return None;
     }
-    let at = crate::rules::pay::positional_parameters(func, src)
-        .iter()
-        .position(|p| *p == name);
-    let function = syntax::function_name(func, src);
-    idx.all(kinds::CALL)
-        .iter()
-        .find(|c| {
-            syntax::callee_name(**c, src) == function
-                && !syntax::contains(func, **c)
-                && syntax::keyword_arg(**c, name, src).is_none()
-                && !syntax::has_dict_splat(**c)
-                && at.is_none_or(|at| syntax::positional_args(**c).len() <= at)
-        })
-        .map(|c| syntax::lines(*c).0)
+    caller_leaving_out(idx, func, name, src)
 }
 
 /// Whether the call has no timeout of its own and its library's default does not bound it.

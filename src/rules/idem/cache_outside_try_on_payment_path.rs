@@ -367,23 +367,15 @@ fn lock_for_the_run(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>, call: Nod
     }
     // `_acquire_order_lock(order_id)`, then `try: ... finally: _release_order_lock(order_id)`:
     // the same, through helpers named for the lock.
-    let finally_calls = |callee_ok: &dyn Fn(Node<'_>) -> bool| {
-        idx.within(func, kinds::TRY_STATEMENT)
-            .iter()
-            .filter(|t| t.start_byte() > call.end_byte())
-            .flat_map(|&t| crate::python::named_children(t))
-            .filter(|c| c.kind() == kinds::FINALLY_CLAUSE)
-            .any(|f| idx.within(f, kinds::CALL).iter().any(|&d| callee_ok(d)))
+    let first_argument = |c: Node<'_>| {
+        syntax::positional_args(c)
+            .first()
+            .map(|a| syntax::normalized(*a, src))
     };
     if syntax::names_a_lock(syntax::callee(call, src))
-        && finally_calls(&|d| {
+        && released_in_a_finally(idx, func, call, |d| {
             syntax::names_a_lock(syntax::callee(d, src))
-                && syntax::positional_args(d)
-                    .first()
-                    .map(|a| syntax::normalized(*a, src))
-                    == syntax::positional_args(call)
-                        .first()
-                        .map(|a| syntax::normalized(*a, src))
+                && first_argument(d) == first_argument(call)
         })
     {
         return true;
@@ -393,23 +385,28 @@ fn lock_for_the_run(cx: &Ctx<'_>, idx: &NodeIndex<'_>, func: Node<'_>, call: Nod
     else {
         return false;
     };
-    // `finally` is no kind the index keeps: read from the `try` statements after the claim.
+    released_in_a_finally(idx, func, call, |d| {
+        matches!(
+            syntax::callee_name(d, src),
+            "delete" | "unlink" | "delete_many"
+        ) && first_argument(d).is_some_and(|key| key == claim.key || key == claim.resolved_key)
+    })
+}
+
+/// Whether a `try` of `func` after `call` has a `finally` that makes a call `releases` accepts.
+/// (`finally` is no kind the index keeps: read from the `try` statements themselves.)
+fn released_in_a_finally(
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    call: Node<'_>,
+    releases: impl Fn(Node<'_>) -> bool,
+) -> bool {
     idx.within(func, kinds::TRY_STATEMENT)
         .iter()
         .filter(|t| t.start_byte() > call.end_byte())
         .flat_map(|&t| crate::python::named_children(t))
         .filter(|c| c.kind() == kinds::FINALLY_CLAUSE)
-        .any(|f| {
-            idx.within(f, kinds::CALL).iter().any(|&d| {
-                matches!(
-                    syntax::callee_name(d, src),
-                    "delete" | "unlink" | "delete_many"
-                ) && syntax::positional_args(d).first().is_some_and(|k| {
-                    let key = syntax::normalized(*k, src);
-                    key == claim.key || key == claim.resolved_key
-                })
-            })
-        })
+        .any(|f| idx.within(f, kinds::CALL).iter().any(|&d| releases(d)))
 }
 
 fn inside_try(idx: &NodeIndex<'_>, node: Node<'_>, func: Node<'_>) -> bool {
