@@ -736,10 +736,13 @@ pub fn name_words(text: &str) -> Vec<String> {
 }
 
 /// A function named for reading (`get_payment`, `MollieClient.fetch_status`, `list_refunds`).
+/// In the languages payment code is written in too: `obtener_pago`, `haal_betaling_op`,
+/// `hamta_order`, and German's verb last, `bestellung_abfragen`.
 pub fn named_for_a_read(name: &str) -> bool {
     let last = name.rsplit('.').next().unwrap_or(name);
+    let words = name_words(last);
     matches!(
-        name_words(last).first().map(String::as_str),
+        words.first().map(String::as_str),
         Some(
             "get"
                 | "fetch"
@@ -752,8 +755,28 @@ pub fn named_for_a_read(name: &str) -> bool {
                 | "search"
                 | "poll"
                 | "query"
+                | "obtener"
+                | "obter"
+                | "consultar"
+                | "buscar"
+                | "listar"
+                | "recuperar"
+                | "haal"
+                | "ophalen"
+                | "hamta"
+                | "recuperer"
+                | "lister"
+                | "chercher"
+                | "ottieni"
+                | "leggi"
+                | "recupera"
+                | "pobierz"
         )
-    )
+    ) || words.len() > 1
+        && matches!(
+            words.last().map(String::as_str),
+            Some("abfragen" | "abrufen" | "holen" | "laden" | "lesen" | "suchen")
+        )
 }
 
 /// The operands of a chain of one boolean operator (`a or b or c` for `"or"`), parentheses

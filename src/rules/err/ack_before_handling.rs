@@ -49,6 +49,7 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         }
         let Some(work) = handled_after(idx, scope, func, ack, &messages, src) else {
+            failure_acked(cx, idx, (scope, func, ack), &messages, src);
             continue;
         };
         let function = facts::qualname(func, idx, src);
@@ -60,6 +61,90 @@ fn check(cx: &mut Ctx<'_>) {
             .arg("function", function.clone());
         finding.function = function;
     }
+}
+
+/// A message handled in a `try` whose broad `except` now only logs, and acknowledged after it
+/// whatever happened (`except Exception: logger.exception(...)`, then
+/// `self._consumer.commit(message=msg)`), where the old version of the function gave the
+/// failure back to the broker (`seek` to the offset, `nack`, `raise`, `return` before the
+/// commit). A capture that hit a provider's blip is then never tried again.
+fn failure_acked(
+    cx: &mut Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    (scope, func, ack): (Node<'_>, Node<'_>, Node<'_>),
+    messages: &[String],
+    src: &str,
+) {
+    let Some((clause, work)) = idx
+        .within(scope, kinds::EXCEPT_CLAUSE)
+        .iter()
+        .find_map(|&c| {
+            let tried = syntax::try_of(c)?;
+            if tried.end_byte() > ack.start_byte()
+                || !syntax::is_broad_except(c, src)
+                || !super::owned_by(c, func, idx)
+                || gives_it_back(idx, c, src)
+            {
+                return None;
+            }
+            let (first, last) = syntax::lines(c);
+            if !cx.touches_added(first, last) {
+                return None;
+            }
+            let body = tried.field("body")?;
+            let work = idx.within(body, kinds::CALL).iter().copied().find(|w| {
+                syntax::positional_args(*w)
+                    .into_iter()
+                    .any(|a| messages.iter().any(|m| syntax::text(a, src) == m))
+            })?;
+            Some((c, work))
+        })
+    else {
+        return;
+    };
+    let name = syntax::function_name(func, src);
+    let Some(old) = cx.other.get() else {
+        return;
+    };
+    let (old_idx, old_src) = (old.index(), old.text());
+    let gave_back = old_idx.all(kinds::EXCEPT_CLAUSE).iter().any(|c| {
+        syntax::is_broad_except(*c, old_src)
+            && old_idx
+                .enclosing(*c, kinds::FUNCTION_DEFINITION)
+                .is_some_and(|f| syntax::function_name(f, old_src) == name)
+            && gives_it_back(old_idx, *c, old_src)
+    });
+    if !gave_back {
+        return;
+    }
+    let function = facts::qualname(func, idx, src);
+    let finding = cx
+        .report(&RULE, clause)
+        .arg("ack", crate::rules::pay::first_line(ack, src))
+        .arg("ack_line", syntax::lines(ack).0.to_string())
+        .arg("work", syntax::callee(work, src).to_string())
+        .arg("work_line", syntax::lines(work).0.to_string())
+        .arg("caught", super::caught_types(clause, src))
+        .arg("function", function.clone())
+        .note("failed");
+    finding.function = function;
+}
+
+/// Whether an `except` hands a failed message back to the broker: raises, returns or stops the
+/// loop before the acknowledgement, or rewinds or refuses it (`seek`, `nack`, `reject`,
+/// `requeue`).
+fn gives_it_back(idx: &NodeIndex<'_>, clause: Node<'_>, src: &str) -> bool {
+    !idx.within(clause, kinds::RAISE_STATEMENT).is_empty()
+        || !idx.within(clause, kinds::RETURN_STATEMENT).is_empty()
+        || !idx.within(clause, kinds::BREAK_STATEMENT).is_empty()
+        || syntax::text(clause, src).contains("continue")
+        || idx.within(clause, kinds::CALL).iter().any(|c| {
+            let name = syntax::callee_name(*c, src);
+            matches!(
+                name,
+                "seek" | "nack" | "basic_nack" | "reject" | "basic_reject" | "requeue" | "retry"
+            ) || name.contains("dead_letter")
+        })
 }
 
 /// `consumer.commit(...)`, `self._consumer.commit(...)`, `message.ack()`, `channel.basic_ack(...)`,

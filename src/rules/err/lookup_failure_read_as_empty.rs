@@ -68,10 +68,12 @@ fn check(cx: &mut Ctx<'_>) {
         let Some(body) = try_statement.field("body") else {
             continue;
         };
-        let Some((lookup, named)) = lookup_in(idx, body, src) else {
+        let name = syntax::function_name(func, src);
+        let Some((lookup, named)) =
+            lookup_in(idx, body, src).or_else(|| own_get(idx, func, body, src))
+        else {
             continue;
         };
-        let name = syntax::function_name(func, src);
         // The empty value, the local it is kept in (none when returned), and whether the code
         // goes on with it.
         let (value, answered, read) = match answer {
@@ -109,7 +111,8 @@ fn check(cx: &mut Ctx<'_>) {
         let function = cx.facts.and_then(|f| f.function(&qualname));
         if !(names_money_moved(named)
             || [name, answered].iter().any(|n| names_money_moved(n))
-                && cx.on_payment_path(function))
+                && cx.on_payment_path(function)
+            || provider_order(idx, func, named, src))
         {
             continue;
         }
@@ -327,6 +330,55 @@ fn lookup_in<'t>(idx: &NodeIndex<'t>, body: Node<'t>, src: &'t str) -> Option<(N
     })
 }
 
+/// A client's method named for a read (`bestellung_abfragen`) whose `try` sends a `GET` of its
+/// own (`self._anfrage("GET", f"/v2/checkout/orders/{order_id}")`): the lookup is the method's,
+/// named by it.
+fn own_get<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    body: Node<'t>,
+    src: &'t str,
+) -> Option<(Node<'t>, &'t str)> {
+    let name = syntax::function_name(func, src);
+    if !syntax::named_for_a_read(name) {
+        return None;
+    }
+    idx.within(body, kinds::CALL)
+        .iter()
+        .find(|c| {
+            syntax::positional_args(**c)
+                .first()
+                .is_some_and(|a| matches!(syntax::text(*a, src), "\"GET\"" | "'GET'"))
+        })
+        .map(|c| (*c, name))
+}
+
+/// An order at a payment provider (`PayPalClient.bestellung_abfragen`, `klarna.hamta_order`):
+/// its captures are the money moved. Told by the order in the read's name and the provider in
+/// the class around it or the receiver of the read.
+fn provider_order(idx: &NodeIndex<'_>, func: Node<'_>, named: &str, src: &str) -> bool {
+    let order = syntax::name_words(named).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "order" | "orders" | "bestellung" | "ordine" | "pedido" | "commande" | "ordre"
+        )
+    });
+    let provider = |text: &str| {
+        syntax::name_words(text)
+            .iter()
+            .any(|w| facts::is_payment_word(w))
+    };
+    order
+        && (idx
+            .enclosing(func, kinds::CLASS_DEFINITION)
+            .and_then(|c| c.field("name"))
+            .is_some_and(|n| provider(syntax::text(n, src)))
+            || idx.within(func, kinds::CALL).iter().any(|c| {
+                syntax::callee_name(*c, src) == named
+                    && syntax::receiver(*c).is_some_and(|r| provider(syntax::text(r, src)))
+            }))
+}
+
 /// A call whose name says it reads, on a receiver: `client.list_chargebacks(...)`.
 fn reads(call: Node<'_>, src: &str) -> bool {
     let name = syntax::callee_name(call, src);
@@ -336,6 +388,10 @@ fn reads(call: Node<'_>, src: &str) -> bool {
 }
 
 fn reads_by_name(name: &str) -> bool {
+    // In the languages payment code is written in: `hamta_order`, `bestellung_abfragen`.
+    if syntax::named_for_a_read(name) {
+        return true;
+    }
     let words = syntax::name_words(name);
     words.first().is_some_and(|w| {
         matches!(
@@ -493,6 +549,12 @@ fn names_money_moved(name: &str) -> bool {
             "erstattung",
             "zwrot",
             "terugbetal",
+            // `stam_av_debitering`, `hamta_aterbetalningar`, `erfassung_abfragen`.
+            "debiter",
+            "aterbetal",
+            "utbetal",
+            "erfassung",
+            "auszahl",
         ]
         .iter()
         .any(|stem| w.starts_with(stem))

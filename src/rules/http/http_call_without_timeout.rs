@@ -23,7 +23,66 @@ fn gate(s: &Scan<'_>) -> bool {
             || off_by_a_setting(s.src())
             // A read timeout left to a parameter's `None`: only in a payment module (client
             // code names timeouts beside `None` everywhere).
-            || s.facts.payment_module && off_by_a_parameter(s.src()))
+            || s.facts.payment_module && off_by_a_parameter(s.src())
+            || sets_a_timeout_on_an_added_line(s))
+}
+
+/// Whether an added line sets a timeout to something other than a number (`klarna_timeout_s:
+/// Optional[float] = None`, `MOLLIE_TIMEOUT = env_float("MOLLIE_TIMEOUT")`, `"READ_TIMEOUT":
+/// env_float(...)`): the lines `made_unbounded` reads. Not a keyword handing a timeout on
+/// (`timeout=timeout,`), nor a parameter's default.
+fn sets_a_timeout_on_an_added_line(s: &Scan<'_>) -> bool {
+    let src = s.src();
+    let added = s.lines.added();
+    if added.is_empty() {
+        return false;
+    }
+    let mut line = 1u32;
+    let mut counted = 0usize;
+    let mut hits: Vec<usize> = ["timeout", "TIMEOUT", "Timeout"]
+        .iter()
+        .flat_map(|w| memchr::memmem::find_iter(src.as_bytes(), w.as_bytes()))
+        .collect();
+    hits.sort_unstable();
+    hits.into_iter().any(|at| {
+        line += u32::try_from(memchr::memchr_iter(b'\n', &src.as_bytes()[counted..at]).count())
+            .unwrap_or(u32::MAX);
+        counted = at;
+        if added.binary_search(&line).is_err() {
+            return false;
+        }
+        let start = src[..at].rfind('\n').map_or(0, |n| n + 1);
+        let end = src[at..].find('\n').map_or(src.len(), |n| at + n);
+        settable_line(&src[start..end])
+    })
+}
+
+/// `name[: type] = value` or `"NAME": value` alone on a line, with a name of a timeout and a
+/// value that is no number: `None`, or a call.
+fn settable_line(line: &str) -> bool {
+    let line = line.trim();
+    if line.starts_with("def ") || line.starts_with("async ") || line.starts_with('#') {
+        return false;
+    }
+    let Some((name, value)) = line.split_once(['=', ':']) else {
+        return false;
+    };
+    let name = name.trim().trim_matches(|c| c == '"' || c == '\'');
+    if !name.to_ascii_lowercase().contains("timeout")
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+    {
+        return false;
+    }
+    // The annotation's part, if any: `Optional[float] = None`.
+    let value = value
+        .rsplit('=')
+        .next()
+        .unwrap_or(value)
+        .trim()
+        .trim_end_matches(',');
+    value == "None" || value.contains('(') && !value.starts_with(|c: char| c.is_ascii_digit())
 }
 
 /// A call on a client handed in (`self._session.get(url)`), with no timeout of its own: taken to
@@ -192,6 +251,240 @@ fn check(cx: &mut Ctx<'_>) {
     }
     unbounded_reads(cx);
     off_unless_configured(cx);
+    made_unbounded(cx);
+}
+
+/// A payment timeout the change turned from a number into one that is `None` when it is not
+/// configured: `klarna_timeout_s: Optional[float] = None` where it was `float = 10.0`,
+/// `MOLLIE_TIMEOUT = env_float("MOLLIE_TIMEOUT")` (a helper of the file that gives `None` for a
+/// variable not set) where it was `float(os.environ.get(..., "15"))`. Unset is the usual case in
+/// a new environment, and a `None` timeout is none at all.
+fn made_unbounded(cx: &mut Ctx<'_>) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    let Some(old) = cx.versions.old.as_ref().map(|o| o.text.as_str()) else {
+        return;
+    };
+    let mut found: Vec<(Node<'_>, String, String, String)> = Vec::new();
+    // Keywords and dict entries are not indexed: found from the calls they are given.
+    let holders = idx.all(kinds::ASSIGNMENT).iter().copied().chain(
+        idx.all(kinds::CALL)
+            .iter()
+            .filter_map(|c| c.parent())
+            .filter(|p| matches!(p.kind(), kinds::KEYWORD_ARGUMENT | kinds::PAIR)),
+    );
+    for holder in holders {
+        let line = syntax::lines(holder).0;
+        if !cx.touches_added(line, line) {
+            continue;
+        }
+        let (name, value) = match holder.kind() {
+            kinds::ASSIGNMENT => (holder.field("left"), holder.field("right")),
+            kinds::KEYWORD_ARGUMENT => (holder.field("name"), holder.field("value")),
+            _ => (holder.field("key"), holder.field("value")),
+        };
+        let (Some(name), Some(value)) = (name, value) else {
+            continue;
+        };
+        let name = syntax::text(name, src).trim_matches(|c| c == '"' || c == '\'');
+        let name = name.rsplit('.').next().unwrap_or(name);
+        if !name.split('_').any(|w| w.eq_ignore_ascii_case("timeout")) {
+            continue;
+        }
+        let annotated_none = value.kind() == kinds::NONE
+            && holder.field("type").is_some_and(|t| {
+                let t = syntax::text(t, src);
+                t.contains("None") || t.contains("Optional")
+            });
+        if !annotated_none && !helper_gives_none(idx, value, src) {
+            continue;
+        }
+        if !money_timeout(cx, idx, holder, name, src) {
+            continue;
+        }
+        let Some(before) = bounded_in_the_old(old, src, name) else {
+            continue;
+        };
+        found.push((
+            holder,
+            name.to_string(),
+            syntax::normalized(holder, src),
+            before,
+        ));
+    }
+    // One finding for the file: its fields and the environment reads that fill them are one
+    // change of mind about defaults, mended together.
+    let Some(((holder, name, value, before), rest)) = found.split_first() else {
+        return;
+    };
+    let finding = cx
+        .report_lines(&RULE, syntax::lines(*holder), name.clone())
+        .arg("setting", name.clone())
+        .arg("value", value.clone())
+        .arg("old", before.clone())
+        .note("unset_none")
+        .note("was_bounded");
+    if !rest.is_empty() {
+        let lines: Vec<String> = rest
+            .iter()
+            .map(|(h, n, ..)| format!("`{n}` (line {})", syntax::lines(*h).0))
+            .collect();
+        finding.arg("more", lines.join(", ")).note("more_settings");
+    }
+}
+
+/// `env_float("MOLLIE_TIMEOUT")`, `_valfritt_tal(miljo.get("KLARNA_TIMEOUT_S"))`: a call of a
+/// function of the file that gives `None` for what it is handed: `return None`, `... else
+/// None`, or a parameter defaulting to `None` that the call leaves out (`standaard=None`).
+fn helper_gives_none(idx: &NodeIndex<'_>, value: Node<'_>, src: &str) -> bool {
+    if value.kind() != kinds::CALL {
+        return false;
+    }
+    let name = syntax::callee(value, src);
+    if name.contains('.') {
+        return false;
+    }
+    let given = syntax::positional_args(value).len();
+    let Some(def) = idx
+        .all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .find(|f| syntax::function_name(**f, src) == name)
+    else {
+        return false;
+    };
+    let params = crate::rules::pay::parameters(*def, src);
+    idx.within(*def, kinds::RETURN_STATEMENT).iter().any(|ret| {
+        let Some(v) = ret.named_child(0) else {
+            return false;
+        };
+        match v.kind() {
+            kinds::NONE => true,
+            kinds::CONDITIONAL_EXPRESSION => {
+                crate::python::named_children(v)
+                    .iter()
+                    .skip(1)
+                    .any(|branch| {
+                        branch.kind() == kinds::NONE
+                            || branch.kind() == kinds::IDENTIFIER
+                                && left_out_as_none(
+                                    *def,
+                                    value,
+                                    &params,
+                                    syntax::text(*branch, src),
+                                    given,
+                                    src,
+                                )
+                    })
+            }
+            kinds::IDENTIFIER => {
+                left_out_as_none(*def, value, &params, syntax::text(v, src), given, src)
+            }
+            _ => false,
+        }
+    })
+}
+
+/// Whether `param` of `def` defaults to `None` and `call` does not pass it.
+fn left_out_as_none(
+    def: Node<'_>,
+    call: Node<'_>,
+    params: &[String],
+    param: &str,
+    given: usize,
+    src: &str,
+) -> bool {
+    params
+        .iter()
+        .position(|p| p == param)
+        .is_some_and(|at| at >= given)
+        && syntax::keyword_arg(call, param, src).is_none()
+        && syntax::defaulted_parameter(def, param, src)
+            .and_then(|p| p.field("value"))
+            .is_some_and(|v| v.kind() == kinds::NONE)
+}
+
+/// Whether a timeout setting is a payment's: a word of its name, of the class or dict it is set
+/// in (`GOCARDLESS = {"READ_TIMEOUT": ...}`), or of the environment variable it reads names
+/// money or a provider, or the file is a payment module.
+fn money_timeout(
+    cx: &Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    holder: Node<'_>,
+    name: &str,
+    src: &str,
+) -> bool {
+    let word = |w: &str| {
+        crate::rules::facts::is_payment_word(w)
+            || w.eq_ignore_ascii_case("square")
+            || w.eq_ignore_ascii_case("mp")
+    };
+    // `KLARNA_TIMEOUT_S`, `klarna_timeout_s` by `_`; `AdyenSettings` by its capitals.
+    let money = |text: &str| {
+        text.split(['_', '.', '-']).any(word) || syntax::name_words(text).iter().any(|w| word(w))
+    };
+    if money(name) || cx.facts.is_some_and(|f| f.payment_module) {
+        return true;
+    }
+    let env = syntax::descendants(holder, &[kinds::STRING])
+        .into_iter()
+        .any(|s| money(syntax::text(s, src).trim_matches(|c| c == '"' || c == '\'')));
+    env || [kinds::CLASS_DEFINITION, kinds::ASSIGNMENT]
+        .iter()
+        .filter_map(|k| idx.enclosing(holder, k))
+        .filter(|c| c.id() != holder.id())
+        .any(|c| {
+            let named = if c.kind() == kinds::ASSIGNMENT {
+                c.field("left")
+            } else {
+                c.field("name")
+            };
+            named.is_some_and(|n| money(syntax::text(n, src)))
+        })
+}
+
+/// The line of the old version that gave `name` a number (`klarna_timeout_s: float = 10.0`), or,
+/// where the old version has no such name, a timeout of it given a number that the change took
+/// away (`stripe_timeout_seconds: float = 20.0` for the new `stripe_read_timeout_seconds`).
+fn bounded_in_the_old(old: &str, new: &str, name: &str) -> Option<String> {
+    let numbered = |line: &str| {
+        line.split(['=', ':', '(', ',', ' ', '"', '\''])
+            .any(|part| !part.is_empty() && part.trim_end_matches(')').parse::<f64>().is_ok())
+    };
+    let lines: Vec<&str> = old.lines().collect();
+    let mut named = false;
+    for (at, line) in lines.iter().enumerate() {
+        if !syntax::has_word(line, name) {
+            continue;
+        }
+        named = true;
+        // With the lines that go on its statement: `MOLLIE_TIMEOUT = (` and the tuple below.
+        let depth = line.matches(['(', '[', '{']).count();
+        let closed = line.matches([')', ']', '}']).count();
+        let more = if depth > closed { 6 } else { 0 };
+        if let Some(l) = lines[at..lines.len().min(at + 1 + more)]
+            .iter()
+            .find(|l| numbered(l))
+        {
+            return Some(if more > 0 && l != line {
+                format!("{} {}", line.trim(), l.trim())
+            } else {
+                l.trim().to_string()
+            });
+        }
+    }
+    if named {
+        return None;
+    }
+    old.lines()
+        .find(|l| {
+            let lower = l.to_ascii_lowercase();
+            lower.contains("timeout")
+                && numbered(l)
+                && !lower.trim_start().starts_with("def ")
+                && !new.contains(l.trim())
+        })
+        .map(|l| l.trim().to_string())
 }
 
 /// A payment timeout read from the environment that is `None` unless it is set:

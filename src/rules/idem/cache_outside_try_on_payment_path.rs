@@ -54,10 +54,15 @@ fn check(cx: &mut Ctx<'_>) {
         // Django's cache raises what its backend raises: naming redis-py's error there would
         // send the reader to catch the wrong class.
         // Nor where the client is a memcached one (pymemcache's `mc`).
+        // Or a client handed in, called as pymemcache's is (`add(key, "", expire=ttl,
+        // noreply=False)`).
         let memcached = file.imports.iter().any(|i| i.target.contains("memcache"))
             || callee.rsplit('.').nth(1).is_some_and(|r| {
                 matches!(r.trim_start_matches('_'), "mc") || r.contains("memcache")
-            });
+            })
+            || ["noreply", "expire"]
+                .iter()
+                .any(|k| syntax::keyword_arg(call, k, cx.src()).is_some());
         let error = if access.django || memcached {
             ""
         } else {

@@ -203,7 +203,10 @@ fn lock_evidence<'t>(
         return None;
     }
     let name = idx.callee_name(call, src);
-    if name.is_empty() || !name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_') {
+    if name.is_empty()
+        || !name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        || reads_a_mapping(call, src)
+    {
         return None;
     }
     let positional = syntax::positional_args(call).len();
@@ -241,6 +244,29 @@ fn lock_evidence<'t>(
         })?;
     let (keyword, place) = defined;
     unasked(&keyword, place).then(|| Evidence::Keyword(keyword.to_string()))
+}
+
+/// `_ESTADOS_MP.get(pago["status"])`, `mapping.get(key)`: a lookup in a mapping (a constant's,
+/// or `get` of one key that names no model), not a row's load, whatever another `get` of the
+/// file asks for.
+fn reads_a_mapping(call: Node<'_>, src: &str) -> bool {
+    let Some(receiver) = call
+        .field("function")
+        .filter(|f| f.kind() == kinds::ATTRIBUTE)
+        .and_then(|f| f.field("object"))
+    else {
+        return false;
+    };
+    let receiver = syntax::text(receiver, src);
+    let constant = receiver
+        .trim_start_matches('_')
+        .chars()
+        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    let args = syntax::positional_args(call);
+    constant
+        || syntax::callee_name(call, src) == "get"
+            && args.len() == 1
+            && !args[0].kind().eq(kinds::IDENTIFIER)
 }
 
 /// After `assign` binds `name` to the row: a test that reads a field of it, or of what is taken

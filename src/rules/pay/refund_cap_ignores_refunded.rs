@@ -17,7 +17,26 @@ pub(crate) static RULE: Rule = Rule {
 
 /// Every finding counts a refunded total up on a record.
 fn gate(s: &Scan<'_>) -> bool {
-    !s.facts.is_test && s.mentions(&["refunded"])
+    !s.facts.is_test
+        && (s.mentions(&["refunded"]) || s.facts.payment_module && s.mentions(FOREIGN_REFUNDED))
+}
+
+/// "Refunded" in the languages payment code is written in (`pedido.monto_reembolsado`,
+/// `betaling.terugbetaald_bedrag`), as their stems.
+const FOREIGN_REFUNDED: &[&str] = &[
+    "reembolsad",
+    "estornad",
+    "rimborsat",
+    "rembourse",
+    "erstattet",
+    "terugbetaald",
+    "aterbetalt",
+    "zwrocon",
+];
+
+/// Whether a word says refunded, in English or one of `FOREIGN_REFUNDED`.
+fn says_refunded(word: &str) -> bool {
+    word == "refunded" || FOREIGN_REFUNDED.iter().any(|stem| word.starts_with(stem))
 }
 
 fn check(cx: &mut Ctx<'_>) {
@@ -40,7 +59,7 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         };
         let counted = syntax::text(attribute, src);
-        if !syntax::name_words(counted).iter().any(|w| w == "refunded") {
+        if !syntax::name_words(counted).iter().any(|w| says_refunded(w)) {
             continue;
         }
         let record = syntax::text(object, src);
@@ -145,6 +164,17 @@ fn total_of(attribute: Node<'_>, record: &str, src: &str) -> bool {
                     | "minor"
                     | "kobo"
                     | "deposit"
+                    // `ordine.importo_totale`, `zahlung.betrag`, `order.belopp_ore`.
+                    | "totale"
+                    | "importo"
+                    | "monto"
+                    | "montant"
+                    | "betrag"
+                    | "bedrag"
+                    | "belopp"
+                    | "kwota"
+                    | "valor"
+                    | "gesamt"
             )
         })
     })
@@ -178,7 +208,8 @@ fn cap_without_refunded<'t>(
         .filter_map(|s| Some((*s, s.field("condition")?)))
         .find(|(stmt, condition)| {
             let text = syntax::text(*condition, src);
-            if text.contains("refund") {
+            if text.contains("refund") || syntax::name_words(text).iter().any(|w| says_refunded(w))
+            {
                 return false;
             }
             let weighs = idx

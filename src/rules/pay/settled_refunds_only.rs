@@ -39,19 +39,38 @@ const SETTLED: &[&str] = &[
     "processed",
     "confirmed",
     "finished",
+    // The same in the languages payment code is written in: `status = 'klar'`,
+    // `e.status == "abgeschlossen"`.
+    "klar",
+    "abgeschlossen",
+    "erfolgreich",
+    "voltooid",
+    "geslaagd",
+    "completado",
+    "completada",
+    "exitoso",
+    "concluido",
+    "concluida",
+    "completato",
+    "termine",
+    "effectue",
+    "slutford",
+    "genomford",
 ];
 
 /// Every finding is a sum in code that names refunds or payouts.
 fn gate(s: &Scan<'_>) -> bool {
     !s.facts.is_test
         && s.mentions(&["sum(", "Sum(", "SUM("])
-        && s.mentions(&["efund", "ayout", "ithdrawal", "eversal"])
+        && (s.mentions(&["efund", "ayout", "ithdrawal", "eversal"])
+            || s.facts.payment_module && s.mentions(FOREIGN_WENT_BACK))
 }
 
 fn check(cx: &mut Ctx<'_>) {
     let Some((idx, src)) = cx.code() else {
         return;
     };
+    returned_sums(cx, idx, src);
     for &assign in idx.all(kinds::ASSIGNMENT) {
         let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else {
             continue;
@@ -78,7 +97,9 @@ fn check(cx: &mut Ctx<'_>) {
                 None => continue,
             },
         };
-        let Some(used) = weighed(idx, func, assign, name, summed, src) else {
+        let Some(used) = weighed(idx, func, assign, name, summed, src)
+            .or_else(|| weighed_by_callers(idx, func?, name, summed, src))
+        else {
             continue;
         };
         let function = func
@@ -107,6 +128,20 @@ enum Summed {
 
 const WENT_BACK: &[&str] = &["refund", "payout", "withdrawal", "reversal"];
 
+/// Refunds and payouts in the languages payment code is written in (`erstattungen`,
+/// `aterbetalningar`, `reembolsos`), as stems any case holds.
+const FOREIGN_WENT_BACK: &[&str] = &[
+    "rstattung",
+    "terbetal",
+    "eembols",
+    "embours",
+    "imbors",
+    "storno",
+    "zwrot",
+    "uszahlung",
+    "itbetal",
+];
+
 /// A sum (`func.sum(`, `Sum(`, SQL `SUM(`, Python's `sum(`) of refunds, payouts, withdrawals
 /// or reversals.
 fn adds_up_what_went_back(text: &str) -> bool {
@@ -116,6 +151,7 @@ fn adds_up_what_went_back(text: &str) -> bool {
 fn names_what_went_back(text: &str) -> bool {
     WENT_BACK
         .iter()
+        .chain(FOREIGN_WENT_BACK)
         .any(|w| syntax::contains_lowercase(text, w))
 }
 
@@ -444,6 +480,87 @@ fn defaulted(operand: Node<'_>) -> Node<'_> {
 }
 
 /// An operator that takes from, adds to, or weighs against: `-`, `+`, `>`, `<`, `>=`, `<=`.
+/// A function that returns the sum itself (`return sum(e.betrag_cent for e in
+/// zahlung.erstattungen if e.status == "abgeschlossen")`), weighed by a caller of the file.
+fn returned_sums(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for &ret in idx.all(kinds::RETURN_STATEMENT) {
+        let Some(value) = syntax::return_value(ret) else {
+            continue;
+        };
+        let text = syntax::text(value, src);
+        if !adds_up_what_went_back(text) {
+            continue;
+        }
+        let Some((filter, state)) = settled_only(text) else {
+            continue;
+        };
+        let Some(func) = idx.enclosing(ret, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        let Some(used) = call_weighed(idx, func, src) else {
+            continue;
+        };
+        let function = facts::qualname(func, idx, src);
+        let finding = cx
+            .report(&RULE, ret)
+            .arg("name", syntax::function_name(func, src).to_string())
+            .arg("filter", filter)
+            .arg("state", state)
+            .arg("use", super::first_line(used, src))
+            .arg("use_line", syntax::lines(used).0.to_string());
+        finding.function = function;
+    }
+}
+
+/// Where the function returns the sum (`return int(total or 0)`) and a function of the file
+/// weighs its call against money: `payment.amount_paise - await refunded_total(session,
+/// payment)`.
+fn weighed_by_callers<'t>(
+    idx: &NodeIndex<'t>,
+    func: Node<'t>,
+    name: &str,
+    summed: Summed,
+    src: &str,
+) -> Option<Node<'t>> {
+    let returned = idx.within(func, kinds::RETURN_STATEMENT).iter().any(|r| {
+        syntax::return_value(*r).is_some_and(|v| {
+            let text = syntax::text(v, src);
+            match summed {
+                Summed::Here => syntax::has_word(text, name),
+                Summed::Later => text.contains(&format!("sum({name})")),
+            }
+        })
+    });
+    if !returned {
+        return None;
+    }
+    call_weighed(idx, func, src)
+}
+
+/// The first subtraction, addition or comparison of the file, outside `func`, with a call of
+/// `func` on one side.
+fn call_weighed<'t>(idx: &NodeIndex<'t>, func: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let called = format!("{}(", syntax::function_name(func, src));
+    [kinds::BINARY_OPERATOR, kinds::COMPARISON_OPERATOR]
+        .iter()
+        .flat_map(|k| idx.all(k).iter().copied())
+        .filter(|op| !syntax::contains(func, *op) && weighs(*op) && !picks_a_state(*op, src))
+        .filter(|op| {
+            crate::python::named_children(*op).iter().any(|&c| {
+                let c = defaulted(c);
+                let c = if c.kind() == kinds::AWAIT {
+                    c.named_child(0).unwrap_or(c)
+                } else {
+                    c
+                };
+                c.kind() == kinds::CALL
+                    && syntax::callee(c, src).ends_with(called.trim_end_matches('('))
+                    && syntax::text(c, src).contains(&called)
+            })
+        })
+        .min_by_key(|n| n.start_byte())
+}
+
 fn weighs(op: Node<'_>) -> bool {
     op.child(1)
         .is_some_and(|o| matches!(o.kind(), "-" | "+" | ">" | "<" | ">=" | "<="))

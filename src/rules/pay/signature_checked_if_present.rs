@@ -43,10 +43,13 @@ fn check(cx: &mut Ctx<'_>) {
         let Some((carried, check, shown)) = found else {
             continue;
         };
-        // An `else` or `elif` decides what an unsigned request gets.
-        if stmt.field("alternative").is_some() {
-            continue;
-        }
+        // An `else` or `elif` decides what an unsigned request gets: unless it is an `else`
+        // that reads the payload as it came (`event = json.loads(payload)`).
+        let trusted_else = match stmt.field("alternative") {
+            None => false,
+            Some(alt) if parses_unchecked(idx, alt, src) => true,
+            Some(_) => continue,
+        };
         let Some(func) = idx.enclosing(stmt, kinds::FUNCTION_DEFINITION) else {
             continue;
         };
@@ -55,8 +58,9 @@ fn check(cx: &mut Ctx<'_>) {
         }
         // A helper of a webhook module that rejects a wrong signature only when one is sent
         // (`process_batch(session, payload, hmac_key=...)` with `if signed and not
-        // verify_hmac(...)`) checks for the view that calls it.
-        let rejects_when_sent = presence_test(condition, src).is_none();
+        // verify_hmac(...)`) checks for the view that calls it; so does one that verifies a
+        // signed payload and parses an unsigned one.
+        let rejects_when_sent = presence_test(condition, src).is_none() || trusted_else;
         if inbound(cx, idx, func) != Some(Inbound::Provider)
             && !(rejects_when_sent && (names_a_webhook(idx, func, src) || webhook_module(cx.path)))
         {
@@ -81,13 +85,19 @@ fn check(cx: &mut Ctx<'_>) {
 /// with a log line for all trace.
 fn passes_without_a_secret(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
     for (stmt, condition, body) in super::branches(idx) {
-        let Some(secret) = secret_unset(condition, src) else {
-            continue;
-        };
         if stmt.field("alternative").is_some() {
             continue;
         }
         let Some(func) = idx.enclosing(stmt, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        // Or a local it was read into first: `key = settings.square_webhook_signature_key`,
+        // then `if not key:`.
+        let Some(secret) = secret_unset(condition, src).or_else(|| {
+            let tested = unset_test(condition, src)?;
+            let value = idx.assigned_before(Some(func), tested, stmt.start_byte(), src)?;
+            names_a_secret(syntax::text(value, src)).then_some(tested)
+        }) else {
             continue;
         };
         let name = func.field("name").map_or("", |n| syntax::text(n, src));
@@ -135,20 +145,29 @@ fn passes_without_a_secret(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
 /// The secret a condition finds unset: `not settings.SQUARE_WEBHOOK_SIGNATURE_KEY`, `secret
 /// is None`, `not self.signing_key`. As written.
 fn secret_unset<'s>(condition: Node<'_>, src: &'s str) -> Option<&'s str> {
+    unset_test(condition, src).filter(|tested| names_a_secret(tested))
+}
+
+/// What a condition finds unset (`not X`, `X is None`, `X == ""`), when it is one name.
+fn unset_test<'s>(condition: Node<'_>, src: &'s str) -> Option<&'s str> {
     let text = syntax::text(condition, src);
     let tested = text
         .strip_prefix("not ")
         .or_else(|| text.strip_suffix(" is None"))
         .or_else(|| text.strip_suffix(" == \"\""))?
         .trim();
-    let lower = tested.to_ascii_lowercase();
-    let secret = lower.contains("secret")
+    (!tested.contains(' ')).then_some(tested)
+}
+
+/// `settings.SQUARE_WEBHOOK_SIGNATURE_KEY`, `self.signing_key`, `webhook_secret`.
+fn names_a_secret(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    lower.contains("secret")
         || lower.contains("signing")
         || lower.contains("key")
             && ["signature", "webhook", "hmac", "notification"]
                 .iter()
-                .any(|w| lower.contains(w));
-    (secret && !tested.contains(' ')).then_some(tested)
+                .any(|w| lower.contains(w))
 }
 
 /// A view that rejects a wrong signature (`if not verify_notification(...): return 401`) but
@@ -472,6 +491,21 @@ fn present_and_wrong<'t, 's>(
     rejects.then_some((carried, check, left))
 }
 
+/// An `else` that builds the event from the payload without a check (`json.loads(payload)`,
+/// `stripe.Event.construct_from(...)`) and neither raises nor returns.
+fn parses_unchecked(idx: &NodeIndex<'_>, alt: Node<'_>, src: &str) -> bool {
+    alt.kind() == "else_clause"
+        && idx.within(alt, kinds::RAISE_STATEMENT).is_empty()
+        && idx.within(alt, kinds::RETURN_STATEMENT).is_empty()
+        && verifies(idx, alt, src).is_none()
+        && idx.within(alt, kinds::CALL).iter().any(|c| {
+            matches!(
+                syntax::callee_name(*c, src),
+                "loads" | "construct_from" | "parse_raw" | "model_validate_json" | "parse_obj"
+            )
+        })
+}
+
 /// The call in the `if` body that checks the signature, as written.
 fn verifies(idx: &NodeIndex<'_>, body: Node<'_>, src: &str) -> Option<String> {
     idx.within(body, kinds::CALL).iter().find_map(|&c| {
@@ -483,7 +517,7 @@ fn verifies(idx: &NodeIndex<'_>, body: Node<'_>, src: &str) -> Option<String> {
             .to_ascii_lowercase();
         let checks = name.contains("verify")
             || name.contains("signature")
-            || name == "construct_event"
+            || name.trim_start_matches('_') == "construct_event"
             || name == "compare_digest"
             || name.contains("validate") && callee.to_ascii_lowercase().contains("sign");
         checks.then(|| callee.to_string())

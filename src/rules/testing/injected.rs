@@ -230,7 +230,11 @@ fn names_a_stand_in(code: &str, conftests: &[&str], depth: usize) -> bool {
     // `responses` as a word of its own: `decode_responses=True` is Redis's.
     if (super::has_word(code, "responses")
         || STAND_INS.iter().any(|w| code.contains(w))
-        || super::IN_MEMORY_CACHES.iter().any(|w| code.contains(w)))
+        || super::IN_MEMORY_CACHES.iter().any(|w| code.contains(w))
+        // `return RedisFalso()`: a double named in the code's language.
+        || code
+            .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .any(|word| word.len() > 4 && super::named_foreign_double(word)))
         && !super::live_cache(code)
     {
         return true;

@@ -3,7 +3,7 @@
 //! reaches, the tests handed these talk to the server.
 use super::test_reaches_live_service::RULE;
 use super::{Runs, TestFn};
-use crate::python::{kinds, syntax};
+use crate::python::{Fields, kinds, syntax};
 use crate::rules::Ctx;
 use crate::rules::retry::eval;
 
@@ -136,6 +136,81 @@ pub(super) fn fixtures(cx: &mut Ctx<'_>, tests: &[TestFn<'_>], reported: &[&str]
             finding.evidence(&path, line, "evidence_handed", vec![("test_name", test)]);
         }
         finding.point = Some("cache");
+    }
+}
+
+/// Fixtures of a test file that point the service's settings at a provider's real host
+/// (`settings.GOCARDLESS = {"BASE_URL": "https://api-sandbox.gocardless.com", ...}`), asked for
+/// by tests that always run, in a file where nothing stands in for the network: every request
+/// the code under test makes goes to the provider, with whatever credentials the environment
+/// holds. A sandbox is a real host: CI without its token fails, and with one each run makes
+/// real objects there.
+pub(super) fn provider_settings(cx: &mut Ctx<'_>, tests: &[TestFn<'_>]) {
+    let (Some(idx), src) = (cx.index(), cx.src()) else {
+        return;
+    };
+    let lower_file = src.to_ascii_lowercase();
+    if !lower_file.contains("settings")
+        || [
+            "respx",
+            "responses",
+            "httpretty",
+            "vcr",
+            "cassette",
+            "betamax",
+            "requests_mock",
+            "httpx_mock",
+            "httpserver",
+            "mocktransport",
+        ]
+        .iter()
+        .any(|w| lower_file.contains(w))
+    {
+        return;
+    }
+    let mut found = Vec::new();
+    for (decorated, def) in super::fixtures(idx, src) {
+        let Some((setting, host)) = idx.within(def, kinds::ASSIGNMENT).iter().find_map(|a| {
+            let left = a.field("left")?;
+            let target = syntax::text(left, src);
+            if !target.starts_with("settings.") {
+                return None;
+            }
+            let right = a.field("right")?;
+            let host = syntax::descendants(right, &[kinds::STRING])
+                .into_iter()
+                .chain(std::iter::once(right))
+                .find_map(|s| {
+                    syntax::string_value(s, src)
+                        .and_then(super::test_reaches_live_service::live_host)
+                })?;
+            Some((target.to_string(), host.to_string()))
+        }) else {
+            continue;
+        };
+        let name = syntax::function_name(def, src).to_string();
+        let lower = name.to_ascii_lowercase();
+        let askers: Vec<String> = tests
+            .iter()
+            .filter(|t| t.runs == Runs::Always && super::parameters(t.node, src).contains(&lower))
+            .map(|t| t.facts.name.clone())
+            .collect();
+        if askers.is_empty() {
+            continue;
+        }
+        found.push((decorated, name, setting, host, askers));
+    }
+    for (decorated, name, setting, host, askers) in found {
+        let key = format!("fixture:provider:{name}");
+        let finding = cx.report_lines(&RULE, syntax::lines(decorated), key);
+        finding.function = name.clone();
+        finding
+            .arg("fixture", name)
+            .arg("setting", setting)
+            .arg("host", host)
+            .arg("tests", askers.join("`, `"))
+            .note("provider_fixture")
+            .note("from_settings");
     }
 }
 

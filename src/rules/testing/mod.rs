@@ -1578,7 +1578,7 @@ pub(crate) fn fixture_code<'f>(fixtures: &'f str, name: &str) -> Option<&'f str>
 /// `AtrapaHttp`, `ZahlungAttrappe`.
 pub(crate) const FOREIGN_DOUBLES: &[&str] = &[
     "falso", "falsa", "falsos", "falsas", "finto", "finta", "faux", "fausse", "atrapa", "attrappe",
-    "simulado", "simulada",
+    "simulado", "simulada", "falsk", "fejk", "nep",
 ];
 
 /// Whether a name (a class, a fixture, a helper), as written or lowercased in a fixture's code

@@ -45,6 +45,12 @@ const RETRY_WORDS: &[&str] = &[
     "wiederhol",
     "poging",
     "herhaal",
+    // `test_reintenta_post_con_la_misma_clave`, `test_riprova`, `test_nytt_forsok`.
+    "reintent",
+    "riprov",
+    "ritent",
+    "forsok",
+    "ponow",
 ];
 /// Ways a test stops real waiting: a patched sleep, a fake clock. Not frozen or travelling
 /// time (`freeze_time`, `time_machine`): they patch what time it is, and `time.sleep` under
@@ -198,7 +204,10 @@ fn check(cx: &mut Ctx<'_>) {
             // of the client's own file), below what this test calls.
             && !keyed
                 .as_ref()
-                .is_some_and(|r| pinned_below(cx, &r.path, &key_pinned));
+                .is_some_and(|r| pinned_below(cx, &r.path, &key_pinned))
+            && !keyed
+                .as_ref()
+                .is_some_and(|r| retried_where_pinned(cx, &r.path, &key_pinned));
         let own_sleep = own_sleep(cx, &test).filter(|_| !clock_mocked);
         // Built without the fake sleep it takes: whatever else the test fakes, a clock
         // included, the real sleep runs.
@@ -367,6 +376,68 @@ fn pinned_in_other_files(cx: &Ctx<'_>) -> Vec<String> {
         }
     }
     out
+}
+
+/// Whether the keyed request is retried (waited for between attempts) by a function that a
+/// test pinning the key across attempts also goes through, a couple of calls below what it
+/// calls: `bestellung_erfassen` and the pinned `erfassung_erstatten` both retry through
+/// `_post_mit_wiederholung`, which carries whatever key it is handed to every attempt.
+fn retried_where_pinned(cx: &Ctx<'_>, path: &[String], pinned: &[String]) -> bool {
+    // The retrier is on the way, or under the keyed function (`crear_pago`, named for its key,
+    // hands it to `_enviar`, which retries).
+    let mut retriers: Vec<String> = path.iter().skip(1).cloned().collect();
+    if let Some(last) = path.last() {
+        retriers.extend(called_within(cx, std::slice::from_ref(last), 2));
+    }
+    retriers.retain(|s| waits(cx, s));
+    !retriers.is_empty()
+        && called_within(cx, pinned, 3)
+            .iter()
+            .chain(pinned)
+            .any(|name| retriers.contains(name))
+}
+
+/// The names the code's functions of `names` call, down to `depth` calls.
+fn called_within(cx: &Ctx<'_>, names: &[String], depth: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut frontier: Vec<String> = names.to_vec();
+    for _ in 0..depth {
+        let mut next = Vec::new();
+        for name in frontier.drain(..) {
+            for (_, f) in cx
+                .change
+                .functions_named(cx.side, &name)
+                .filter(|(file, _)| !file.is_test)
+            {
+                next.extend(f.callees.iter().filter(|c| !out.contains(c)).cloned());
+            }
+        }
+        next.sort_unstable();
+        next.dedup();
+        out.extend(next.iter().cloned());
+        frontier = next;
+    }
+    out
+}
+
+/// Whether a function of the code waits between attempts: sleeps, or calls the sleep it was
+/// handed (`self._schlafen(pause)`, from `schlafen=time.sleep`).
+fn waits(cx: &Ctx<'_>, name: &str) -> bool {
+    cx.change
+        .functions_named(cx.side, name)
+        .filter(|(file, _)| !file.is_test)
+        .any(|(file, f)| {
+            f.sleeps
+                || f.sleep_param.is_some()
+                || f.sleep_captured
+                || f.callees.iter().any(|c| syntax::names_sleep(c))
+                || f.qualname.rsplit_once('.').is_some_and(|(class, _)| {
+                    file.functions.iter().any(|init| {
+                        init.sleep_captured
+                            && init.qualname.strip_suffix(".__init__") == Some(class)
+                    })
+                })
+        })
 }
 
 /// Whether a step on the way to the keyed request (`request_payout` → `submit`), or a keyed
@@ -1203,6 +1274,16 @@ fn is_retry_test(cx: &Ctx<'_>, test: &TestFn<'_>) -> bool {
         "configured",
         "default",
         "forwarded",
+        // The same in the languages tests are named in: `test_maak_betaling_stuurt_..._timeout`.
+        "stuurt",
+        "verstuurt",
+        "sendet",
+        "envia",
+        "envoie",
+        "invia",
+        "skickar",
+        "sender",
+        "wysyla",
     ]
     .iter()
     .any(|w| words.contains(w));

@@ -255,6 +255,7 @@ fn check(cx: &mut Ctx<'_>) {
         }
     }
     live_setup::fixtures(cx, &tests, &reach_the_cache);
+    live_setup::provider_settings(cx, &tests);
     live_setup::cache_settings(cx, &tests, &reach_the_cache);
 }
 
@@ -1105,7 +1106,7 @@ fn settings_replaced(test: &str) -> bool {
 }
 
 /// The host of an `https://` address that is not a local or reserved test one.
-fn live_host(url: &str) -> Option<&str> {
+pub(super) fn live_host(url: &str) -> Option<&str> {
     let rest = url.strip_prefix("https://")?;
     let host = rest.split(['/', ':', '?']).next()?;
     let local = host == "localhost"
