@@ -388,28 +388,12 @@ fn reads(call: Node<'_>, src: &str) -> bool {
 }
 
 fn reads_by_name(name: &str) -> bool {
-    // In the languages payment code is written in: `hamta_order`, `bestellung_abfragen`.
-    if syntax::named_for_a_read(name) {
-        return true;
-    }
-    let words = syntax::name_words(name);
-    words.first().is_some_and(|w| {
-        matches!(
-            w.as_str(),
-            "list"
-                | "fetch"
-                | "get"
-                | "retrieve"
-                | "find"
-                | "search"
-                | "query"
-                | "lookup"
-                | "load"
-                | "read"
-        )
-    }) || words
-        .iter()
-        .any(|w| matches!(w.as_str(), "total" | "totals" | "summary" | "sum"))
+    // Its verbs, in English and the languages payment code is written in (`hamta_order`,
+    // `bestellung_abfragen`), are `syntax::named_for_a_read`'s.
+    syntax::named_for_a_read(name)
+        || syntax::name_words(name)
+            .iter()
+            .any(|w| matches!(w.as_str(), "total" | "totals" | "summary" | "sum"))
 }
 
 /// `stripe.Refund.list`: a read of an SDK's resource class, named by the class.

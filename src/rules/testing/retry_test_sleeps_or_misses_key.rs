@@ -429,14 +429,8 @@ fn waits(cx: &Ctx<'_>, name: &str) -> bool {
         .any(|(file, f)| {
             f.sleeps
                 || f.sleep_param.is_some()
-                || f.sleep_captured
                 || f.callees.iter().any(|c| syntax::names_sleep(c))
-                || f.qualname.rsplit_once('.').is_some_and(|(class, _)| {
-                    file.functions.iter().any(|init| {
-                        init.sleep_captured
-                            && init.qualname.strip_suffix(".__init__") == Some(class)
-                    })
-                })
+                || captured_sleep(file, f)
         })
 }
 
@@ -1369,17 +1363,22 @@ fn repeats_a_failure(text: &str) -> bool {
 /// Whether the sleeping function waits with a sleep its class or itself took as a default when
 /// the module loaded (`def __init__(self, ..., sleep=time.sleep)`, then `self.sleep(delay)`).
 fn sleeps_with_a_captured_sleep(r: &crate::rules::reach::Reach<'_>) -> bool {
-    r.function.sleep_captured
-        || r.function
-            .qualname
-            .rsplit_once('.')
-            .is_some_and(|(class, _)| {
-                r.file.functions.iter().any(|f| {
-                    f.sleep_captured
-                        && f.name == "__init__"
-                        && f.qualname.strip_suffix(".__init__") == Some(class)
-                })
+    captured_sleep(r.file, r.function)
+}
+
+/// Whether a function, or the `__init__` of its class, took a library's sleep as a default.
+fn captured_sleep(
+    file: &crate::rules::facts::FileFacts,
+    f: &crate::rules::facts::FunctionFacts,
+) -> bool {
+    f.sleep_captured
+        || f.qualname.rsplit_once('.').is_some_and(|(class, _)| {
+            file.functions.iter().any(|init| {
+                init.sleep_captured
+                    && init.name == "__init__"
+                    && init.qualname.strip_suffix(".__init__") == Some(class)
             })
+        })
 }
 
 /// `test_unknown_outcome_is_resent_under_the_same_key`: named for a request sent again.
