@@ -137,7 +137,7 @@ fn gives_it_back(idx: &NodeIndex<'_>, clause: Node<'_>, src: &str) -> bool {
     !idx.within(clause, kinds::RAISE_STATEMENT).is_empty()
         || !idx.within(clause, kinds::RETURN_STATEMENT).is_empty()
         || !idx.within(clause, kinds::BREAK_STATEMENT).is_empty()
-        || syntax::text(clause, src).contains("continue")
+        || !syntax::descendants(clause, &[kinds::CONTINUE_STATEMENT]).is_empty()
         || idx.within(clause, kinds::CALL).iter().any(|c| {
             let name = syntax::callee_name(*c, src);
             matches!(

@@ -419,10 +419,8 @@ fn money_timeout(
             || w.eq_ignore_ascii_case("square")
             || w.eq_ignore_ascii_case("mp")
     };
-    // `KLARNA_TIMEOUT_S`, `klarna_timeout_s` by `_`; `AdyenSettings` by its capitals.
-    let money = |text: &str| {
-        text.split(['_', '.', '-']).any(word) || syntax::name_words(text).iter().any(|w| word(w))
-    };
+    // `KLARNA_TIMEOUT_S`, `klarna_timeout_s`, and `AdyenSettings` by its capitals.
+    let money = |text: &str| syntax::name_words(text).iter().any(|w| word(w));
     if money(name) || cx.facts.is_some_and(|f| f.payment_module) {
         return true;
     }

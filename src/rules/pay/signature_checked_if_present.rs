@@ -494,7 +494,7 @@ fn present_and_wrong<'t, 's>(
 /// An `else` that builds the event from the payload without a check (`json.loads(payload)`,
 /// `stripe.Event.construct_from(...)`) and neither raises nor returns.
 fn parses_unchecked(idx: &NodeIndex<'_>, alt: Node<'_>, src: &str) -> bool {
-    alt.kind() == "else_clause"
+    alt.kind() == kinds::ELSE_CLAUSE
         && idx.within(alt, kinds::RAISE_STATEMENT).is_empty()
         && idx.within(alt, kinds::RETURN_STATEMENT).is_empty()
         && verifies(idx, alt, src).is_none()
