@@ -861,7 +861,12 @@ pub fn runs_argument(name: &str) -> Option<usize> {
         "run_async" | "run_sync" | "run_in_threadpool" | "to_thread" | "sync_to_async"
         | "async_to_sync" | "run_blocking" | "run_in_worker" | "run_in_thread" => Some(0),
         "run_in_executor" => Some(1),
-        _ => None,
+        // A project's own runner named for the thread it runs in: `self._in_thread(f, ...)`,
+        // `_to_threadpool(f, ...)`.
+        _ => {
+            let name = name.trim_start_matches('_');
+            (name.starts_with("in_thread") || name.starts_with("to_thread")).then_some(0)
+        }
     }
 }
 
@@ -884,7 +889,8 @@ fn names_more_than_a_property(code: &str) -> bool {
         };
         // The noun in other languages: `idempotentiesleutel`, `Idempotenzschluessel`,
         // `clave_idempotencia`, `chiave_idempotenza`.
-        if ["ie", "z", "cia", "za"]
+        // And Russian, transliterated: `klyuch_idempotentnosti`.
+        if ["ie", "z", "cia", "za", "nost"]
             .iter()
             .any(|n| after.starts_with(n))
         {

@@ -253,11 +253,7 @@ fn raised_before(
     qualname: &str,
     types: &str,
 ) -> Option<(String, u32)> {
-    let before = idx
-        .all(kinds::FUNCTION_DEFINITION)
-        .iter()
-        .copied()
-        .find(|f| facts::qualname(*f, idx, src) == qualname)?;
+    let before = facts::function_by_qualname(idx, src, qualname)?;
     idx.within(before, kinds::EXCEPT_CLAUSE)
         .iter()
         .filter(|c| super::caught_types(**c, src) == types)

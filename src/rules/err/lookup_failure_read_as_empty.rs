@@ -390,10 +390,14 @@ fn reads(call: Node<'_>, src: &str) -> bool {
 fn reads_by_name(name: &str) -> bool {
     // Its verbs, in English and the languages payment code is written in (`hamta_order`,
     // `bestellung_abfragen`), are `syntax::named_for_a_read`'s.
+    let words = syntax::name_words(name);
     syntax::named_for_a_read(name)
-        || syntax::name_words(name)
+        || words
             .iter()
             .any(|w| matches!(w.as_str(), "total" | "totals" | "summary" | "sum"))
+        // `verify_transaction`, `verify_payment`: Paystack's and Flutterwave's read of where a
+        // payment stands.
+        || words.first().is_some_and(|w| w == "verify") && names_money_moved(name)
 }
 
 /// `stripe.Refund.list`: a read of an SDK's resource class, named by the class.
@@ -539,6 +543,21 @@ fn names_money_moved(name: &str) -> bool {
             "utbetal",
             "erfassung",
             "auszahl",
+            // `chercher_vente`, `buscar_venda`, `cerca_vendita`, `buscar_cobro`, `pobierz_platnosc`.
+            "vente",
+            "venda",
+            "vendita",
+            "venta",
+            "cobro",
+            "cobranc",
+            "pagamento",
+            "paiement",
+            "platnosc",
+            "platezh",
+            "zahlung",
+            "betaling",
+            "addebit",
+            "incass",
         ]
         .iter()
         .any(|stem| w.starts_with(stem))
@@ -550,6 +569,7 @@ fn names_money_moved(name: &str) -> bool {
                     | "usage"
                     | "balance"
                     | "transactions"
+                    | "transaction"
                     | "debits"
                     | "sale"
                     | "sales"
@@ -571,6 +591,7 @@ mod tests {
             "refunds",
             "find_sales",
             "Refund.list",
+            "chercher_vente",
         ] {
             assert!(names_money_moved(moved), "{moved}");
         }

@@ -744,6 +744,17 @@ fn caught_before<'s>(try_statement: Node<'_>, clause: Node<'_>, src: &'s str) ->
         .collect()
 }
 
+/// The classes the clauses of `try_statement` after `clause` catch, as written.
+fn caught_after<'s>(try_statement: Node<'_>, clause: Node<'_>, src: &'s str) -> Vec<&'s str> {
+    crate::python::named_children(try_statement)
+        .into_iter()
+        .skip_while(|c| c.id() != clause.id())
+        .skip(1)
+        .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE)
+        .flat_map(|c| caught_names(c, src))
+        .collect()
+}
+
 fn caught_names<'s>(clause: Node<'_>, src: &'s str) -> Vec<&'s str> {
     syntax::except_types(clause)
         .into_iter()
@@ -826,6 +837,8 @@ pub(crate) fn unavailable(name: &str) -> bool {
         || has("ambiguous")
         || has("uncertain")
         || has("unknown") && (has("outcome") || has("result") || has("state") || has("status"))
+        // `CkoUnknown`, `AdyenUnknown`: a client's error named for the unknown alone.
+        || words.len() > 1 && words.last().is_some_and(|w| w == "unknown")
 }
 
 /// A client's own base error (`GatewayError`, `StripeError`, `ProviderAPIException`): SDKs and
@@ -900,6 +913,8 @@ fn check(cx: &mut Ctx<'_>) {
         || clauses.iter().any(|&c| catches_a_constant(c, src))
         || mentions_an_unknown_given_up(src));
     if only_bases && cx.change.no_answer_classes(cx.side).is_empty() {
+        // The change may have dropped the file's only handler of an unknown outcome.
+        unknown_handler_dropped(cx, idx, clauses, &[]);
         return;
     }
     if !only_bases {
@@ -909,6 +924,7 @@ fn check(cx: &mut Ctx<'_>) {
         last_answer_passed_on(cx, idx, src);
     }
     let mut given_up = Vec::new();
+    let mut marked = Vec::new();
     // Asked only where the change defines classes on bases: most files define none.
     let classes = cx.change.side(cx.side).any(|f| !f.class_bases.is_empty());
     for (&clause, &timeout) in clauses.iter().zip(&timeouts) {
@@ -968,7 +984,18 @@ fn check(cx: &mut Ctx<'_>) {
                     (mark, Some(condition))
                 }
                 Some(_) => continue,
-                None => (mark, None),
+                // `if exc.status_code is not None: mark failed` under a class named for no
+                // answer: the branch is for its 5xx, as undecided as its timeouts.
+                None => match no_answer_caught(clause, src)
+                    .then(|| status_branch(idx, clause, handler, src))
+                    .flatten()
+                {
+                    Some((mark, test, true)) => {
+                        server_error = true;
+                        (mark, Some(test))
+                    }
+                    _ => (mark, None),
+                },
             },
             None if caught == Caught::Family => match status_branch(idx, clause, handler, src) {
                 Some((mark, test, answered)) => {
@@ -1055,6 +1082,9 @@ fn check(cx: &mut Ctx<'_>) {
         let Some((step, step_line)) = paying_step(cx, idx, func, body)
             .or_else(|| step_of_a_named_unknown(idx, clause, func, body, src))
         else {
+            // A read whose failure is given a state (`status="canceled"`): no payment is
+            // marked, but the code after may act on the state as the provider's.
+            made_up_answer(cx, idx, clause, handler);
             continue;
         };
         if mark.raises && rolled_back(idx, func, clause, handler, src) {
@@ -1067,6 +1097,7 @@ fn check(cx: &mut Ctx<'_>) {
         }
         let persistent = mark.persistent;
         let raises = mark.raised_after;
+        marked.push(clause.id());
         let finding = cx
             .report(&RULE, clause)
             .arg("function", facts::qualname(func, idx, src))
@@ -1128,6 +1159,163 @@ fn check(cx: &mut Ctx<'_>) {
         }
     }
     unknown_given_up(cx, idx, src, &given_up);
+    unknown_handler_dropped(cx, idx, clauses, &marked);
+}
+
+/// `except MollieOnbereikbaar: status = ONBEKEND` ahead of `except MollieFout: status =
+/// MISLUKT`, and the change drops the first: the client's error for an answer that never came
+/// now falls to the handler of its refusals. Read only of handlers the change touched that mark
+/// a failure around a paying step, where the old version of the function kept the outcome
+/// unknown for an error the new one names nowhere.
+fn unknown_handler_dropped(
+    cx: &mut Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    clauses: &[Node<'_>],
+    marked: &[usize],
+) {
+    let src = cx.src();
+    let candidates: Vec<(Node<'_>, Node<'_>, Mark)> = clauses
+        .iter()
+        .copied()
+        .filter(|c| !marked.contains(&c.id()))
+        .filter(|c| {
+            let (first, last) = syntax::lines(*c);
+            cx.touches_added(first, last)
+        })
+        .filter_map(|clause| {
+            let handler = syntax::except_body(clause)?;
+            let mark = failure_mark(idx, handler, src, Caught::Family)?;
+            (!marked_only_for_an_answer(idx, clause, handler, mark.line, src))
+                .then_some((clause, handler, mark))
+        })
+        .collect();
+    if candidates.is_empty() {
+        return;
+    }
+    let Some(old) = cx.other.get() else {
+        return;
+    };
+    let (old_idx, old_src) = (old.index(), old.text());
+    let imports = cx.facts.map(|f| f.imports.as_slice()).unwrap_or_default();
+    let module_of = |name: &str| {
+        imports
+            .iter()
+            .find(|i| i.local == name)
+            .and_then(|i| i.target.rsplit_once('.'))
+            .map(|(module, _)| module.to_string())
+    };
+    for (clause, _, mark) in candidates {
+        let Some(func) = idx.enclosing(clause, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        let Some(try_statement) = syntax::try_of(clause) else {
+            continue;
+        };
+        let Some(body) = try_statement.field("body") else {
+            continue;
+        };
+        let Some((step, step_line)) = paying_step(cx, idx, func, body) else {
+            continue;
+        };
+        let qualname = facts::qualname(func, idx, src);
+        let Some(before) = facts::function_by_qualname(old_idx, old_src, &qualname) else {
+            continue;
+        };
+        // Every class the new `try` still catches, by last name.
+        let named_now: Vec<&str> = crate::python::named_children(try_statement)
+            .into_iter()
+            .filter(|c| c.kind() == kinds::EXCEPT_CLAUSE)
+            .flat_map(|c| caught_names(c, src))
+            .map(facts::last_name)
+            .collect();
+        let caught: Vec<&str> = caught_names(clause, src);
+        let broad = syntax::is_broad_except(clause, src);
+        let found = old_idx
+            .within(before, kinds::EXCEPT_CLAUSE)
+            .iter()
+            .copied()
+            .filter(|o| {
+                syntax::try_of(*o)
+                    .and_then(|t| t.field("body"))
+                    .is_some_and(|b| syntax::text(b, old_src).contains(step.as_str()))
+            })
+            .find_map(|kept| {
+                let handler = syntax::except_body(kept)?;
+                let unknown = caught_names(kept, old_src).into_iter().find(|a| {
+                    let last = facts::last_name(a);
+                    !named_now.contains(&last) && no_answer_class(last).is_some()
+                        || !named_now.contains(&last)
+                            && says_unknown(&syntax::text(handler, old_src).to_ascii_lowercase())
+                })?;
+                if failure_mark(old_idx, handler, old_src, Caught::Family).is_some() {
+                    return None;
+                }
+                let last = facts::last_name(unknown);
+                // That the dropped error is one of those the clause catches: the change's
+                // classes say so, or the old `try` caught it ahead of the same class, or the
+                // file imports both from one module, the client's.
+                let later: Vec<&str> = caught_after(kept.parent()?, kept, old_src)
+                    .into_iter()
+                    .map(facts::last_name)
+                    .collect();
+                let taken = broad
+                    || caught.iter().any(|b| {
+                        let b = facts::last_name(b);
+                        cx.change.subclass_of(cx.side, last, b)
+                            || later.contains(&b)
+                            || !cx.change.defines_class(cx.side, last)
+                                && module_of(last).is_some()
+                                && module_of(last) == module_of(b)
+                                && provider_error_word(b)
+                    });
+                taken.then(|| (unknown.to_string(), syntax::lines(kept).0))
+            });
+        let Some((unknown, unknown_line)) = found else {
+            continue;
+        };
+        let persistent = mark.persistent;
+        let types = super::caught_types(clause, src);
+        let finding = cx
+            .report(&RULE, clause)
+            .arg("function", qualname)
+            .arg("step", step)
+            .arg("step_line", step_line.to_string())
+            .arg("mark", mark.text)
+            .arg("mark_line", mark.line.to_string())
+            .arg(
+                "caught",
+                if types.is_empty() {
+                    "except:".to_string()
+                } else {
+                    types
+                },
+            )
+            .arg("unknown", unknown)
+            .arg("unknown_line", unknown_line.to_string())
+            .note("dropped");
+        if !persistent {
+            finding.severity(Severity::Important);
+        }
+    }
+}
+
+/// A class named for a client's errors in general (`ErrorMercadoPago`, `MollieFout`,
+/// `AdyenFehler`): the family its timeouts are raised in.
+fn provider_error_word(name: &str) -> bool {
+    syntax::name_words(name).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "error"
+                | "exception"
+                | "fout"
+                | "fehler"
+                | "erreur"
+                | "errore"
+                | "blad"
+                | "fel"
+                | "erro"
+        )
+    })
 }
 
 /// A class the clause names that the change builds on one of its classes of an unknown outcome
@@ -2352,6 +2540,19 @@ const FOREIGN_UNKNOWNS: &[&str] = &[
     // `PayPalNichtErreichbar`, `AnbieterUnerreichbar`.
     "erreichbar",
     "unerreichbar",
+    "onbereikbaar",
+    // Russian, transliterated: `YooKassaNeizvestno`, `ProviderNedostupen`.
+    "neizvestno",
+    "neizvesten",
+    "neizvestnyi",
+    "neizvestnyy",
+    "nedostupen",
+    "nedostupno",
+    "injoignable",
+    "irraggiungibile",
+    "inalcanzable",
+    "inacessivel",
+    "nieosiagalny",
 ];
 
 /// Words in a handler that say the outcome is kept as unknown, or found out: a pending state,
@@ -2419,6 +2620,9 @@ fn failure_word(text: &str) -> bool {
                 | "refused"
                 | "error"
                 | "errored"
+                // A payment or refund called off: taken as never made.
+                | "canceled"
+                | "cancelled"
         ) || FOREIGN_FAILURES.contains(&w.as_str())
             // `EstadoReembolso.RECHAZADO`, `"abgelehnt"`: refused, as `rejected` is.
             || FOREIGN_REFUSALS.contains(&w.as_str())
@@ -2441,6 +2645,15 @@ pub(super) const FOREIGN_FAILURES: &[&str] = &[
     "falhado",
     "fallido",
     "fallida",
+    // The nouns: `registrar_falha(...)`, `registrar_fallo(...)`, `zapisz_niepowodzenie(...)`.
+    "falha",
+    "fallo",
+    "fallimento",
+    "niepowodzenie",
+    "mislukking",
+    "misslyckad",
+    "misslyckades",
+    "fehlschlag",
 ];
 
 /// A value that names a failed state: `"failed"`, `PaymentStatus.DECLINED`, `Status.ERROR`.
@@ -2762,12 +2975,20 @@ fn paying_step(
                     .any(|f| f.name == name && f.mentions_idempotency && !f.is_test)
             })
         };
+        // `self._adyen.autoryzuj(..., klucz_idempotencji=platnosc.klucz_idempotencji)`: a
+        // call handed an idempotency key makes what the key guards, whatever its verb.
+        let keyed_call = || {
+            syntax::keyword_args(call, src).iter().any(|(key, value)| {
+                value.kind() != kinds::NONE && syntax::code_names_idempotency(key)
+            })
+        };
         if crate::rules::pay::pays(cx, call, src)
             || crate::rules::pay::hands_a_payment(cx, call, src)
             || sends
             || crate::rules::pay::calls_a_paying_helper(cx, call, src)
             || keyed_helper()
             || crate::rules::pay::writes_to_a_provider(call, src)
+            || keyed_call()
         {
             // `client.create_batch(..., request_id=payout_request_id(batch))`: the helper only
             // makes an argument of the request that is sent. (A call handed in whole, as

@@ -420,6 +420,27 @@ pub(crate) fn is_payment_word(word: &str) -> bool {
             | b"zwroty"
             | b"wyplata"
             | b"wyplaty"
+            // More providers, and Russian transliterated: `platezhi/`, `vozvrat.py`.
+            | b"pagarme"
+            | b"cko"
+            | b"paddle"
+            | b"dlocal"
+            | b"ebanx"
+            | b"iyzico"
+            | b"midtrans"
+            | b"cybersource"
+            | b"nuvei"
+            | b"bluesnap"
+            | b"przelewy24"
+            | b"tinkoff"
+            | b"cloudpayments"
+            | b"platezh"
+            | b"platezhi"
+            | b"oplata"
+            | b"vozvrat"
+            | b"vozvraty"
+            | b"vyplata"
+            | b"vyplaty"
     )
 }
 
@@ -903,6 +924,13 @@ pub(crate) fn only_records(callee: &str) -> bool {
         || receiver.contains("metric")
         || receiver.contains("statsd")
         || receiver == "sentry_sdk"
+        // A logger named in another language (`journal = logging.getLogger(__name__)`), by the
+        // log levels it is called with: a `journal` of entries is no logger.
+        || matches!(receiver.as_str(), "journal" | "registro" | "protokoll" | "dziennik")
+            && matches!(
+                name,
+                "debug" | "info" | "warning" | "warn" | "error" | "exception" | "critical"
+            )
 }
 
 /// Whether a function's code names an idempotency key: not its comments, nor its docstring
@@ -1009,6 +1037,19 @@ pub(crate) fn imports(idx: &NodeIndex<'_>, src: &str, dotted: DottedImport) -> V
         }
     }
     out
+}
+
+/// The first function of a file whose `qualname` is `qualname`: the same function in the other
+/// version of the file.
+pub fn function_by_qualname<'t>(
+    idx: &NodeIndex<'t>,
+    src: &str,
+    qualname: &str,
+) -> Option<Node<'t>> {
+    idx.all(kinds::FUNCTION_DEFINITION)
+        .iter()
+        .copied()
+        .find(|f| self::qualname(*f, idx, src) == qualname)
 }
 
 /// `Class.method` / `outer.inner` for a function node.

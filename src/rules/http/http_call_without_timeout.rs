@@ -266,7 +266,7 @@ fn made_unbounded(cx: &mut Ctx<'_>) {
     let Some(old) = cx.versions.old.as_ref().map(|o| o.text.as_str()) else {
         return;
     };
-    let mut found: Vec<(Node<'_>, String, String, String)> = Vec::new();
+    let mut found: Vec<(Node<'_>, String, String, Option<String>)> = Vec::new();
     // Keywords and dict entries are not indexed: found from the calls they are given.
     let holders = idx.all(kinds::ASSIGNMENT).iter().copied().chain(
         idx.all(kinds::CALL)
@@ -303,9 +303,11 @@ fn made_unbounded(cx: &mut Ctx<'_>) {
         if !money_timeout(cx, idx, holder, name, src) {
             continue;
         }
-        let Some(before) = bounded_in_the_old(old, src, name) else {
+        // A setting the change brings in, `None` unless set, where the call says so itself.
+        let before = bounded_in_the_old(old, src, name);
+        if before.is_none() && (syntax::has_word(old, name) || !hands_none(value)) {
             continue;
-        };
+        }
         found.push((
             holder,
             name.to_string(),
@@ -322,9 +324,10 @@ fn made_unbounded(cx: &mut Ctx<'_>) {
         .report_lines(&RULE, syntax::lines(*holder), name.clone())
         .arg("setting", name.clone())
         .arg("value", value.clone())
-        .arg("old", before.clone())
-        .note("unset_none")
-        .note("was_bounded");
+        .note("unset_none");
+    if let Some(before) = before {
+        finding.arg("old", before.clone()).note("was_bounded");
+    }
     if !rest.is_empty() {
         let lines: Vec<String> = rest
             .iter()
@@ -385,7 +388,8 @@ fn helper_gives_none(idx: &NodeIndex<'_>, value: Node<'_>, src: &str) -> bool {
     })
 }
 
-/// Whether `param` of `def` defaults to `None` and `call` does not pass it.
+/// Whether `call` gives `param` of `def` no value but `None`: it passes `None` itself
+/// (`_env_float("PAYOUT_HTTP_TIMEOUT", None)`), or leaves out a parameter defaulting to it.
 fn left_out_as_none(
     def: Node<'_>,
     call: Node<'_>,
@@ -394,14 +398,34 @@ fn left_out_as_none(
     given: usize,
     src: &str,
 ) -> bool {
-    params
-        .iter()
-        .position(|p| p == param)
-        .is_some_and(|at| at >= given)
-        && syntax::keyword_arg(call, param, src).is_none()
-        && syntax::defaulted_parameter(def, param, src)
-            .and_then(|p| p.field("value"))
-            .is_some_and(|v| v.kind() == kinds::NONE)
+    let Some(at) = params.iter().position(|p| p == param) else {
+        return false;
+    };
+    if let Some(value) = syntax::keyword_arg(call, param, src) {
+        return value.kind() == kinds::NONE;
+    }
+    if at < given {
+        return syntax::positional_args(call)
+            .get(at)
+            .is_some_and(|v| v.kind() == kinds::NONE);
+    }
+    syntax::defaulted_parameter(def, param, src)
+        .and_then(|p| p.field("value"))
+        .is_some_and(|v| v.kind() == kinds::NONE)
+}
+
+/// Whether a call hands `None` in so many words: the author chose no value for the unset case.
+fn hands_none(value: Node<'_>) -> bool {
+    value.kind() == kinds::CALL
+        && value
+            .field("arguments")
+            .into_iter()
+            .flat_map(crate::python::named_children)
+            .any(|a| {
+                a.kind() == kinds::NONE
+                    || a.kind() == kinds::KEYWORD_ARGUMENT
+                        && a.field("value").is_some_and(|v| v.kind() == kinds::NONE)
+            })
 }
 
 /// Whether a timeout setting is a payment's: a word of its name, of the class or dict it is set

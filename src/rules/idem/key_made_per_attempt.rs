@@ -1176,7 +1176,8 @@ pub(crate) fn key_sites<'t>(
     };
     for &call in idx.within(body, kinds::CALL) {
         for (name, value) in syntax::keyword_args(call, src) {
-            if names_key(name) {
+            // `idem=f"rf-{r['id']}"`: the key by its short name.
+            if names_key(name) || matches!(name, "idem" | "idem_key" | "idemkey" | "ikey") {
                 out.push(site(call, format!("{name}="), value));
             } else if let Some((change, side)) = callees
                 && key_params::part_like(name)
@@ -1363,6 +1364,39 @@ fn made_in<'t>(
             && !only_when_none_is_kept(idx, *assignment, attempt.body, name, src)
         {
             return Some((*assignment, call));
+        }
+    }
+    // `reference=payment.reference` of `payment = Payment.create(reference=new_reference(order),
+    // ...)` made in the attempt: the record, and the key it was given, are new every time.
+    for name in identifiers(syntax::text(value, src)) {
+        let Some((object, field)) = name.split_once('.') else {
+            continue;
+        };
+        let made = assignments
+            .iter()
+            .filter(|a| a.end_byte() <= site.start_byte() && inside(**a))
+            .rfind(|a| {
+                a.field("left")
+                    .is_some_and(|l| syntax::text(l, src) == object)
+            });
+        let Some(right) = made.and_then(|a| a.field("right")) else {
+            continue;
+        };
+        let given = (right.kind() == kinds::CALL)
+            .then(|| syntax::keyword_arg(right, field, src))
+            .flatten();
+        if let (Some(made), Some(call)) = (made, given.and_then(|g| fresh_call(g, idx, src))) {
+            return Some((*made, call));
+        }
+        // `pagamento = Pagamento.objects.create(pedido=pedido, ...)` without the key: the row's
+        // key is its model's default, new for every row the attempts create.
+        if let Some(made) = made
+            && given.is_none()
+            && right.kind() == kinds::CALL
+            && syntax::callee_name(right, src) == "create"
+            && names_key(field)
+        {
+            return Some((*made, right));
         }
     }
     // Set again later in the loop's body, for the next attempt (`key =

@@ -284,12 +284,7 @@ fn retried_by<'t>(
             };
             // The task's own `self.retry(...)`, where this file holds it.
             let def = (task.path == cx.path)
-                .then(|| {
-                    idx.all(kinds::FUNCTION_DEFINITION)
-                        .iter()
-                        .copied()
-                        .find(|f| facts::qualname(*f, idx, src) == task.qualname)
-                })
+                .then(|| facts::function_by_qualname(idx, src, &task.qualname))
                 .flatten();
             let default = task
                 .keyword("default_retry_delay")

@@ -487,11 +487,7 @@ fn lost_claim<'t, 'o>(
     old_src: &'o str,
     name: &str,
 ) -> Option<Split<'t, 'o>> {
-    let before = old_idx
-        .all(kinds::FUNCTION_DEFINITION)
-        .iter()
-        .copied()
-        .find(|f| facts::qualname(*f, old_idx, old_src) == name)?;
+    let before = facts::function_by_qualname(old_idx, old_src, name)?;
     if !updates(syntax::text(before, old_src)) {
         return None;
     }

@@ -99,6 +99,14 @@ pub(crate) fn pays(cx: &Ctx<'_>, call: Node<'_>, src: &str) -> bool {
     if is_payment_call(call, src, cx.vocab) || operation_named(call, src, cx.vocab) {
         return true;
     }
+    // `await self._in_thread(self._cliente.autorizza, ...)`, `asyncio.to_thread(gateway.charge,
+    // ...)`: the function handed to a runner is the call made.
+    if let Some(handed) = syntax::handed_callee(call, src) {
+        let name = crate::rules::facts::last_name(handed);
+        if cx.vocab.is_payment_operation(name) && !beside_the_money(name) {
+            return true;
+        }
+    }
     if !cx.facts.is_some_and(|f| f.payment_module) || !passes_money(call, src, cx.vocab) {
         return false;
     }

@@ -116,12 +116,7 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         }
         let name = facts::qualname(before, old_idx, old_src);
-        let Some(after) = idx
-            .all(kinds::FUNCTION_DEFINITION)
-            .iter()
-            .copied()
-            .find(|f| facts::qualname(*f, idx, src) == name)
-        else {
+        let Some(after) = facts::function_by_qualname(idx, src, &name) else {
             continue;
         };
         for (old_call, new_call) in paired_calls(cx, (old_idx, before, old_src), (idx, after, src))

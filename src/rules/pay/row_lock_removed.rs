@@ -71,12 +71,7 @@ fn check(cx: &mut Ctx<'_>) {
     let (old_idx, old_src) = (old.index(), old.text());
     for (func, money) in moving {
         let name = facts::qualname(func, idx, src);
-        let Some(before) = old_idx
-            .all(kinds::FUNCTION_DEFINITION)
-            .iter()
-            .copied()
-            .find(|f| facts::qualname(*f, old_idx, old_src) == name)
-        else {
+        let Some(before) = facts::function_by_qualname(old_idx, old_src, &name) else {
             continue;
         };
         let Some(lock) = lock_lost(syntax::text(before, old_src), syntax::text(func, src)) else {

@@ -67,13 +67,20 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         }
         let view = crate::rules::facts::qualname(func, idx, src);
-        cx.report(&RULE, stmt)
+        let finding = cx
+            .report(&RULE, stmt)
             .arg("view", view)
             .arg("condition", syntax::text(shown, src).to_string())
             .arg("check", check);
+        if matches!(shown.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE) && names_a_secret(carried) {
+            finding
+                .arg("secret", carried.to_string())
+                .note("secret_gated");
+        }
     }
     unverified_views(cx, idx, src);
     bypassed_checks(cx, idx, src);
+    bypassed_when_unsigned(cx, idx, src);
     applied_before_the_check(cx, idx, src);
     passes_without_a_secret(cx, idx, src);
 }
@@ -162,9 +169,22 @@ fn unset_test<'s>(condition: Node<'_>, src: &'s str) -> Option<&'s str> {
 /// `settings.SQUARE_WEBHOOK_SIGNATURE_KEY`, `self.signing_key`, `webhook_secret`.
 fn names_a_secret(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
+    // The key in other languages: `adyen_klucz_hmac`, `webhook_schluessel`, `clave_firma`.
+    let key = [
+        "key",
+        "klucz",
+        "schluessel",
+        "sleutel",
+        "clave",
+        "chiave",
+        "chave",
+        "nyckel",
+    ]
+    .iter()
+    .any(|w| lower.contains(w));
     lower.contains("secret")
         || lower.contains("signing")
-        || lower.contains("key")
+        || key
             && ["signature", "webhook", "hmac", "notification"]
                 .iter()
                 .any(|w| lower.contains(w))
@@ -274,20 +294,79 @@ fn bypassed_checks(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
         if checks_signature(syntax::text(other, src)) || !reads_what_was_sent(other, func, src) {
             continue;
         }
-        if !(webhook_module(cx.path)
-            || names_a_webhook(idx, func, src)
-            || inbound(cx, idx, func) == Some(Inbound::Provider))
+        report_bypass(cx, idx, func, either, check, other);
+    }
+}
+
+/// A `bypass` finding at `at`, for a webhook's code: `check` passed by `other`.
+fn report_bypass(
+    cx: &mut Ctx<'_>,
+    idx: &NodeIndex<'_>,
+    func: Node<'_>,
+    at: Node<'_>,
+    check: Node<'_>,
+    other: Node<'_>,
+) {
+    let src = cx.src();
+    if !(webhook_module(cx.path)
+        || names_a_webhook(idx, func, src)
+        || inbound(cx, idx, func) == Some(Inbound::Provider))
+    {
+        return;
+    }
+    let view = crate::rules::facts::qualname(func, idx, src);
+    let finding = cx
+        .report(&RULE, at)
+        .arg("view", view.clone())
+        .arg("check", crate::rules::pay::first_line(check, src))
+        .arg("other", syntax::normalized(other, src))
+        .note("bypass");
+    finding.function = view;
+}
+
+/// A check that, for a delivery without a signature, answers with a test of what the sender
+/// sends (`if signature is None: return request.headers.get("X-Test-Notification") == "true"`)
+/// and verifies the rest: a forged event with that header and no signature passes.
+fn bypassed_when_unsigned(cx: &mut Ctx<'_>, idx: &NodeIndex<'_>, src: &str) {
+    for (stmt, condition, body) in super::branches(idx) {
+        let Some(absent) = unset_test(condition, src) else {
+            continue;
+        };
+        if !["sig", "hmac", "digest"]
+            .iter()
+            .any(|w| absent.to_ascii_lowercase().contains(w))
         {
             continue;
         }
-        let view = crate::rules::facts::qualname(func, idx, src);
-        let finding = cx
-            .report(&RULE, either)
-            .arg("view", view.clone())
-            .arg("check", crate::rules::pay::first_line(check, src))
-            .arg("other", syntax::normalized(other, src))
-            .note("bypass");
-        finding.function = view;
+        let Some(last) = crate::python::named_children(body).last().copied() else {
+            continue;
+        };
+        let Some(other) = last
+            .named_child(0)
+            .filter(|_| last.kind() == kinds::RETURN_STATEMENT)
+        else {
+            continue;
+        };
+        let Some(func) = idx.enclosing(stmt, kinds::FUNCTION_DEFINITION) else {
+            continue;
+        };
+        if checks_signature(syntax::text(other, src)) || !reads_what_was_sent(other, func, src) {
+            continue;
+        }
+        // The other path returns the check's answer.
+        let check = idx
+            .within(func, kinds::RETURN_STATEMENT)
+            .iter()
+            .filter(|r| !syntax::contains(stmt, **r))
+            .filter_map(|r| r.named_child(0))
+            .find(|v| {
+                v.kind() == kinds::CALL
+                    && (verifies(idx, *v, src).is_some()
+                        || checks_signature(syntax::callee(*v, src)))
+            });
+        if let Some(check) = check {
+            report_bypass(cx, idx, func, stmt, check, other);
+        }
     }
 }
 
@@ -378,7 +457,7 @@ pub(crate) fn webhook_module(path: &str) -> bool {
             matches!(
                 w.as_str(),
                 "webhook" | "webhooks" | "ipn" | "notifications" | "notify" | "hooks"
-            )
+            ) || w.starts_with("webhook")
         })
 }
 
@@ -469,8 +548,15 @@ fn present_and_wrong<'t, 's>(
                     .any(|a| syntax::text(*a, src) == syntax::text(left, src))
             })
     };
-    let carried =
-        presence_test(left, src).or_else(|| handed(right).then(|| syntax::text(left, src)))?;
+    // `ust.adyen_klucz_hmac and not podpis_poprawny(...)`: the secret's presence, not the
+    // signature's, gates the check.
+    let secret = || {
+        matches!(left.kind(), kinds::IDENTIFIER | kinds::ATTRIBUTE)
+            && names_a_secret(syntax::text(left, src))
+    };
+    let carried = presence_test(left, src)
+        .filter(|_| !secret())
+        .or_else(|| (handed(right) || secret()).then(|| syntax::text(left, src)))?;
     let check = match right.kind() {
         kinds::NOT_OPERATOR => verifies(idx, right, src)?,
         // `sig != expected`: a digest compared by hand.
@@ -515,8 +601,21 @@ fn verifies(idx: &NodeIndex<'_>, body: Node<'_>, src: &str) -> Option<String> {
             .next()
             .unwrap_or(callee)
             .to_ascii_lowercase();
+        // And in the languages webhook code is written in: `podpis_poprawny`,
+        // `verificar_firma`, `signatur_pruefen`, `verifica_firma`, `verifier_signature`.
         let checks = name.contains("verify")
             || name.contains("signature")
+            || [
+                "podpis",
+                "signatur",
+                "firma",
+                "assinatura",
+                "handtekening",
+                "verific",
+                "weryfik",
+            ]
+            .iter()
+            .any(|w| name.contains(w))
             || name.trim_start_matches('_') == "construct_event"
             || name == "compare_digest"
             || name.contains("validate") && callee.to_ascii_lowercase().contains("sign");

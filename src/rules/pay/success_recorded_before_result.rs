@@ -34,6 +34,19 @@ pub(crate) const SUCCESS: &[&str] = &[
     "authorized",
     "authorised",
     "approved",
+    // The same in the languages payment code is written in: `segna_ordine_pagato`,
+    // `marcar_pedido_pagado`, `status = "betaald"`, `bezahlt`, `oplacone`.
+    "pagato",
+    "pagata",
+    "pagado",
+    "pagada",
+    "betaald",
+    "bezahlt",
+    "oplacon",
+    "rimborsato",
+    "reembolsado",
+    "erstattet",
+    "terugbetaald",
 ];
 
 /// Flags and timestamps that say the same (`is_paid = True`, `paid_at = now()`).
@@ -66,6 +79,7 @@ fn check(cx: &mut Ctx<'_>) {
             continue;
         };
         let found = payment_call_after(cx, stmt, block, func)
+            .or_else(|| after_the_with(cx, block, func))
             .map(|call| (call, "early"))
             .or_else(|| unchecked_call_before(cx, stmt, block, src));
         let Some((call, why)) = found else {
@@ -302,27 +316,34 @@ fn is_success_assignment(assign: Node<'_>, src: &str, vocab: &Vocabulary) -> boo
 /// Whether the text has a call named like a recording one (`mark_paid(`, `set_captured(`): the
 /// calls themselves are read only in such a file, a few in a large change.
 fn names_a_success_call(src: &str) -> bool {
+    const PREFIXES: [&[u8]; 9] = [
+        b"mark",
+        b"segna",
+        b"marca",
+        b"oznacz",
+        b"set_",
+        b"complete_",
+        b"settle_",
+        b"confirm_",
+        b"credit",
+    ];
     let bytes = src.as_bytes();
     let word = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
-    [
-        &b"mark"[..],
-        &b"set_"[..],
-        &b"complete_"[..],
-        &b"settle_"[..],
-        &b"confirm_"[..],
-        &b"credit"[..],
-    ]
-    .into_iter()
-    .any(|prefix| {
-        memchr::memmem::find_iter(bytes, prefix).any(|at| {
-            let name = bytes.get(at..).unwrap_or(&[]);
-            let len = name.iter().take_while(|b| word(b)).count();
-            if name.get(len) != Some(&b'(') {
-                return false;
-            }
-            let lower = name[..len].to_ascii_lowercase();
-            std::str::from_utf8(&lower)
-                .is_ok_and(|n| says_success(n) || completes(n).is_some() || credits(n))
+    // Asked of every file: one pass over its calls' opening parentheses, each name read back
+    // from there, rather than one pass per prefix.
+    memchr::memchr_iter(b'(', bytes).any(|open| {
+        let head = &bytes[..open];
+        let len = head.iter().rev().take_while(|b| word(b)).count();
+        let name = &head[open - len..];
+        (0..name.len()).any(|at| {
+            let rest = &name[at..];
+            matches!(rest[0], b'm' | b's' | b'o' | b'c')
+                && PREFIXES.iter().any(|p| rest.starts_with(p))
+                && {
+                    let lower = rest.to_ascii_lowercase();
+                    std::str::from_utf8(&lower)
+                        .is_ok_and(|n| says_success(n) || completes(n).is_some() || credits(n))
+                }
         })
     })
 }
@@ -373,14 +394,20 @@ fn is_success_call(
     if let Some(noun) = completes(&lower) {
         return vocab.is_entity(noun) || matches!(noun, "refund" | "charge" | "capture");
     }
-    let Some(rest) = lower
-        .strip_prefix("mark")
-        .or_else(|| lower.strip_prefix("set"))
+    // And its verbs in other languages: `segna_ordine_pagato`, `marcar_pedido_pagado`,
+    // `oznacz_zamowienie_oplacone`.
+    let Some(rest) = ["mark", "set", "segna", "marcar", "marca", "oznacz"]
+        .iter()
+        .find_map(|verb| lower.strip_prefix(verb))
     else {
         return false;
     };
     if !says_success(rest) {
         return false;
+    }
+    // `segna_ordine_pagato(conn, ordine_id)`: the entity is in the name.
+    if rest.split('_').any(|w| vocab.is_entity(w)) {
+        return true;
     }
     fn root(text: &str) -> Option<&str> {
         text.split(['.', '[', '('])
@@ -565,6 +592,26 @@ fn payment_call_after<'t>(
         })
         .find(|c| super::pays(cx, **c, src))
         .copied()
+}
+
+/// `with engine.begin() as conn: mark_order_paid(conn, id)`, then the payment call after the
+/// `with`: the transaction commits the mark before the call is made.
+fn after_the_with<'t>(cx: &Ctx<'t>, block: Node<'_>, func: Node<'_>) -> Option<Node<'t>> {
+    let with = block
+        .parent()
+        .filter(|w| w.kind() == kinds::WITH_STATEMENT)?;
+    let outer = with.parent().filter(|b| b.kind() == kinds::BLOCK)?;
+    // Not when a payment was made before the `with`: the mark then follows its result.
+    let (idx, src) = (cx.index()?, cx.src());
+    let paid_before = idx
+        .within(func, kinds::CALL)
+        .iter()
+        .take_while(|c| c.start_byte() < with.start_byte())
+        .any(|c| super::pays(cx, *c, src));
+    if paid_before {
+        return None;
+    }
+    payment_call_after(cx, with, outer, func)
 }
 
 /// A payment call earlier in the same block whose result nobody tested before the assignment,

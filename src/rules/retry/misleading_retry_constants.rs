@@ -29,6 +29,25 @@ const UNIT_WORDS: &[&str] = &[
     "MINS",
     "MIN",
     "HOURS",
+    // The units in the languages payment code is written in: `PAUSE_MAX_SECONDES`,
+    // `WARTEZEIT_SEKUNDEN`, `ESPERA_SEGUNDOS`, `PAUSA_SECONDI`, `OPOZNIENIE_SEKUND`.
+    "SECONDES",
+    "MILLISECONDES",
+    "SEKUNDEN",
+    "MILLISEKUNDEN",
+    "SEGUNDOS",
+    "MILISEGUNDOS",
+    "SECONDI",
+    "MILLISECONDI",
+    "SEKUND",
+    "SEKUNDY",
+    "SEKUNDER",
+    "SECONDEN",
+    "MINUTEN",
+    "MINUTOS",
+    "MINUTI",
+    "SEKUNDA",
+    "SEKUNDAH",
 ];
 /// Keyword arguments that take a duration.
 const TIME_KEYWORDS: &[&str] = &[

@@ -224,7 +224,9 @@ fn check(cx: &mut Ctx<'_>) {
             .filter(|(_, r, _)| !a_parameter_stands_in(cx, test, r))
             .filter(|(service, r, _)| {
                 !(*service == Service::Cache
-                    && (django_cache_local_in_tests(cx, r) || flask_cache_local_in_tests(cx, r)))
+                    && (django_cache_local_in_tests(cx, r)
+                        || flask_cache_local_in_tests(cx, r)
+                        || local_store_only(r)))
             });
         if let Some((service, r, beside)) = found {
             if service == Service::Cache {
@@ -257,6 +259,29 @@ fn check(cx: &mut Ctx<'_>) {
     live_setup::fixtures(cx, &tests, &reach_the_cache);
     live_setup::provider_settings(cx, &tests);
     live_setup::cache_settings(cx, &tests, &reach_the_cache);
+}
+
+/// Whether the cache reached is a store on the local disk (`diskcache.Cache(path)`, `shelve`,
+/// `sqlitedict`) and the file has no client of a cache server: there is no server to reach,
+/// and a test hands it a folder of its own (`tmp_path`).
+fn local_store_only(r: &Reach<'_>) -> bool {
+    let imports = &r.file.imports;
+    imports.iter().any(|i| {
+        ["diskcache", "shelve", "sqlitedict"]
+            .iter()
+            .any(|m| i.target.split('.').next() == Some(*m))
+    }) && !imports.iter().any(|i| {
+        let target = i.target.to_ascii_lowercase();
+        [
+            "redis",
+            "memcache",
+            "django.core.cache",
+            "flask_caching",
+            "aiocache",
+        ]
+        .iter()
+        .any(|s| target.contains(s))
+    })
 }
 
 /// Whether the cache reached is Django's and the repository's settings give the tests an
