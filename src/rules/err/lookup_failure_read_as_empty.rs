@@ -390,11 +390,13 @@ fn reads(call: Node<'_>, src: &str) -> bool {
 fn reads_by_name(name: &str) -> bool {
     // Its verbs, in English and the languages payment code is written in (`hamta_order`,
     // `bestellung_abfragen`), are `syntax::named_for_a_read`'s.
+    if syntax::named_for_a_read(name) {
+        return true;
+    }
     let words = syntax::name_words(name);
-    syntax::named_for_a_read(name)
-        || words
-            .iter()
-            .any(|w| matches!(w.as_str(), "total" | "totals" | "summary" | "sum"))
+    words
+        .iter()
+        .any(|w| matches!(w.as_str(), "total" | "totals" | "summary" | "sum"))
         // `verify_transaction`, `verify_payment`: Paystack's and Flutterwave's read of where a
         // payment stands.
         || words.first().is_some_and(|w| w == "verify") && names_money_moved(name)

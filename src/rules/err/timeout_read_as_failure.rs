@@ -1243,9 +1243,9 @@ fn unknown_handler_dropped(
                 let handler = syntax::except_body(kept)?;
                 let unknown = caught_names(kept, old_src).into_iter().find(|a| {
                     let last = facts::last_name(a);
-                    !named_now.contains(&last) && no_answer_class(last).is_some()
-                        || !named_now.contains(&last)
-                            && says_unknown(&syntax::text(handler, old_src).to_ascii_lowercase())
+                    !named_now.contains(&last)
+                        && (no_answer_class(last).is_some()
+                            || says_unknown(&syntax::text(handler, old_src).to_ascii_lowercase()))
                 })?;
                 if failure_mark(old_idx, handler, old_src, Caught::Family).is_some() {
                     return None;
@@ -2975,20 +2975,12 @@ fn paying_step(
                     .any(|f| f.name == name && f.mentions_idempotency && !f.is_test)
             })
         };
-        // `self._adyen.autoryzuj(..., klucz_idempotencji=platnosc.klucz_idempotencji)`: a
-        // call handed an idempotency key makes what the key guards, whatever its verb.
-        let keyed_call = || {
-            syntax::keyword_args(call, src).iter().any(|(key, value)| {
-                value.kind() != kinds::NONE && syntax::code_names_idempotency(key)
-            })
-        };
         if crate::rules::pay::pays(cx, call, src)
             || crate::rules::pay::hands_a_payment(cx, call, src)
             || sends
             || crate::rules::pay::calls_a_paying_helper(cx, call, src)
             || keyed_helper()
             || crate::rules::pay::writes_to_a_provider(call, src)
-            || keyed_call()
         {
             // `client.create_batch(..., request_id=payout_request_id(batch))`: the helper only
             // makes an argument of the request that is sent. (A call handed in whole, as

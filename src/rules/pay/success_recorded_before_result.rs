@@ -313,20 +313,14 @@ fn is_success_assignment(assign: Node<'_>, src: &str, vocab: &Vocabulary) -> boo
     records_success(&attr, right, src)
 }
 
+/// The verbs a call that marks an entity is named with (`mark_paid`), in the languages payment
+/// code is written in: `segna_ordine_pagato`, `marcar_pedido_pagado`, `oznacz_zamowienie_oplacone`.
+const MARK_VERBS: [&str; 4] = ["mark", "segna", "marca", "oznacz"];
+
 /// Whether the text has a call named like a recording one (`mark_paid(`, `set_captured(`): the
 /// calls themselves are read only in such a file, a few in a large change.
 fn names_a_success_call(src: &str) -> bool {
-    const PREFIXES: [&[u8]; 9] = [
-        b"mark",
-        b"segna",
-        b"marca",
-        b"oznacz",
-        b"set_",
-        b"complete_",
-        b"settle_",
-        b"confirm_",
-        b"credit",
-    ];
+    const OTHERS: [&str; 5] = ["set_", "complete_", "settle_", "confirm_", "credit"];
     let bytes = src.as_bytes();
     let word = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
     // Asked of every file: one pass over its calls' opening parentheses, each name read back
@@ -338,7 +332,10 @@ fn names_a_success_call(src: &str) -> bool {
         (0..name.len()).any(|at| {
             let rest = &name[at..];
             matches!(rest[0], b'm' | b's' | b'o' | b'c')
-                && PREFIXES.iter().any(|p| rest.starts_with(p))
+                && MARK_VERBS
+                    .iter()
+                    .chain(&OTHERS)
+                    .any(|p| rest.starts_with(p.as_bytes()))
                 && {
                     let lower = rest.to_ascii_lowercase();
                     std::str::from_utf8(&lower)
@@ -394,10 +391,9 @@ fn is_success_call(
     if let Some(noun) = completes(&lower) {
         return vocab.is_entity(noun) || matches!(noun, "refund" | "charge" | "capture");
     }
-    // And its verbs in other languages: `segna_ordine_pagato`, `marcar_pedido_pagado`,
-    // `oznacz_zamowienie_oplacone`.
-    let Some(rest) = ["mark", "set", "segna", "marcar", "marca", "oznacz"]
+    let Some(rest) = MARK_VERBS
         .iter()
+        .chain(&["set"])
         .find_map(|verb| lower.strip_prefix(verb))
     else {
         return false;
